@@ -1,0 +1,33 @@
+//! `stratumc explain CODE`: prints the long explanation of a diagnostic code.
+//!
+//! Owns: looking the code up in the compiler's catalogue.
+//! Must never: hold explanation text of its own.
+
+use stratum_compiler::Code;
+
+use crate::Exit;
+
+/// Runs the command.
+pub fn run(code: Option<&str>, list: bool) -> Exit {
+    if list || code.is_none() {
+        for c in Code::ALL {
+            println!("{}  {:<7}  {}", c.as_str(), c.severity().as_str(), c.title());
+        }
+        return Exit::Ok;
+    }
+    let text = code.unwrap_or_default();
+    match Code::parse(text) {
+        Some(c) => {
+            print!("{}", c.explanation());
+            if !c.explanation().ends_with('\n') {
+                println!();
+            }
+            Exit::Ok
+        }
+        None => {
+            eprintln!("error: `{text}` is not a stratumc diagnostic code");
+            eprintln!("help: codes look like `S0305`; run `stratumc explain --list` to see them all");
+            Exit::Usage
+        }
+    }
+}

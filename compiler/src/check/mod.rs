@@ -1,0 +1,508 @@
+//! Resolution and every static rule of the language (reference §6, decisions
+//! C1–C8), producing the checked IR.
+//!
+//! Owns: the contract type table, name resolution (contracts, flows, steps,
+//! carry variables), the step graph (order, data and route edges; cycles;
+//! revise ancestry), flow-level rules (entry, sub-flows, fanout, consumer
+//! worktrees, carry, output), and the driver that runs reference and
+//! expression checks ([`refs`], [`expr`]).
+//! Must never: re-read YAML (it works on the AST) or emit a follow-on error for
+//! something already reported: broken parts resolve to error types (C1).
+
+pub mod expr;
+mod graph;
+mod refs;
+
+use std::collections::HashMap;
+
+use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
+use crate::ir::{self, FlowIr, Ir, StepId};
+use crate::source::Span;
+use crate::syntax::ast::{self, Spec, StepKind};
+use crate::types::{FieldType, Record, RecordId, Ty, Type, TypeExpr, TypeTable, parse_type};
+
+pub use graph::Graph;
+
+/// What the output of a step looks like to its readers.
+#[derive(Debug, Clone)]
+pub(crate) enum StepOut {
+    /// It has an output of this type.
+    Known(Type),
+    /// A `do` step without `out`.
+    NoContract,
+    /// A gate: no output at all.
+    Gate,
+    /// A fanout whose last stage has no `out` (span of that stage).
+    FanoutNoFinalOut(Span),
+}
+
+/// Per-flow state of the checker.
+pub(crate) struct FlowCtx<'f> {
+    pub flow: &'f ast::Flow,
+    pub flow_index: usize,
+    pub is_entry: bool,
+    /// Step id → index (first occurrence).
+    pub index: HashMap<&'f str, StepId>,
+    /// Output of each step.
+    pub outputs: Vec<StepOut>,
+    /// The flow input record.
+    pub input: RecordId,
+    /// The step graph.
+    pub graph: Graph,
+    /// Steps whose `when` is constant false.
+    pub never_runs: Vec<StepId>,
+    /// Carry variable name → index.
+    pub carry: HashMap<&'f str, usize>,
+    /// Carry uses: (variable, using step, span).
+    pub carry_uses: Vec<(usize, StepId, Span)>,
+    /// Memo of dependency ancestors per step.
+    ancestors: HashMap<StepId, Vec<bool>>,
+}
+
+impl FlowCtx<'_> {
+    /// Whether `a` is guaranteed to finish before `b` (a dependency ancestor).
+    pub fn is_dependency_ancestor(&mut self, a: StepId, b: StepId) -> bool {
+        if !self.ancestors.contains_key(&b) {
+            let set = self.graph.ancestors(b, true);
+            self.ancestors.insert(b, set);
+        }
+        self.ancestors.get(&b).is_some_and(|s| s.get(a).copied().unwrap_or(false))
+    }
+}
+
+/// The checker of one spec.
+pub(crate) struct Checker<'a> {
+    pub source: &'a str,
+    pub sink: &'a mut Sink,
+    pub types: TypeTable,
+    /// Contract name → record (`None` when the contract is broken).
+    pub contracts: HashMap<&'a str, Option<RecordId>>,
+    pub spec: &'a Spec,
+    /// Flow name → index.
+    pub flows: HashMap<&'a str, usize>,
+    /// Each flow's input record.
+    pub flow_inputs: Vec<RecordId>,
+    /// Each flow's output type (`Any` when unknown).
+    pub flow_outputs: Vec<Type>,
+    /// Each flow's output contract.
+    pub flow_output_records: Vec<Option<RecordId>>,
+}
+
+/// Checks a decoded spec; returns the IR when the spec has no errors.
+pub fn check(spec: &Spec, source: &str, sink: &mut Sink) -> Option<Ir> {
+    let errors_before = sink.has_errors();
+    let mut ck = Checker {
+        source,
+        sink,
+        types: TypeTable::default(),
+        contracts: HashMap::new(),
+        spec,
+        flows: HashMap::new(),
+        flow_inputs: Vec::new(),
+        flow_outputs: Vec::new(),
+        flow_output_records: Vec::new(),
+    };
+    ck.contracts();
+    ck.flow_table();
+    let mut flows = Vec::new();
+    for (i, flow) in spec.flows.iter().enumerate() {
+        flows.push(ck.flow(i, flow));
+    }
+    ck.subflow_recursion();
+    let entry = spec.entry.as_ref().and_then(|e| ck.flows.get(e.text.as_str()).copied());
+    if errors_before || ck.sink.has_errors() {
+        return None;
+    }
+    let flows: Option<Vec<FlowIr>> = flows.into_iter().collect();
+    let contracts = spec
+        .contracts
+        .iter()
+        .filter_map(|c| Some((c.name.text.clone(), ck.contracts.get(c.name.text.as_str()).copied().flatten()?)))
+        .collect();
+    Some(Ir { types: ck.types, contracts, flows: flows?, entry: entry? })
+}
+
+/// Validates a literal `matches` pattern: the safe-shape filter of reference
+/// §7.8 and compilability.
+pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
+    refs::regex_check(pattern)
+}
+
+impl<'a> Checker<'a> {
+    // ----- contracts -------------------------------------------------------
+
+    fn contracts(&mut self) {
+        let spec = self.spec;
+        // records first, so that names resolve in any order
+        for (i, c) in spec.contracts.iter().enumerate() {
+            self.types.records.push(Record { name: c.name.text.clone(), fields: Vec::new() });
+            self.contracts.insert(c.name.text.as_str(), if c.ok { Some(i) } else { None });
+        }
+        let mut named: Vec<Vec<(usize, String, Span)>> = vec![Vec::new(); spec.contracts.len()];
+        for (i, c) in spec.contracts.iter().enumerate() {
+            let mut fields = Vec::new();
+            for f in &c.fields {
+                let ft = match &f.ty {
+                    Some(t) => self.field_type(t, &mut named[i]),
+                    None => FieldType { ty: Ty::Error, optional: true },
+                };
+                fields.push((f.name.text.clone(), ft));
+            }
+            self.types.records[i].fields = fields;
+        }
+        // cycles through references, contracts in declaration order
+        let mut state = vec![0u8; spec.contracts.len()]; // 0 new, 1 on stack, 2 done
+        for start in 0..spec.contracts.len() {
+            self.contract_cycle(start, &named, &mut state);
+        }
+    }
+
+    fn contract_cycle(&mut self, c: usize, named: &[Vec<(usize, String, Span)>], state: &mut [u8]) {
+        if state[c] != 0 {
+            return;
+        }
+        state[c] = 1;
+        for (target, field, span) in &named[c] {
+            match state[*target] {
+                1 => {
+                    let names = (self.spec.contracts[c].name.text.clone(), self.spec.contracts[*target].name.text.clone());
+                    self.sink.push(
+                        Diagnostic::new(
+                            Code::RecursiveContract,
+                            *span,
+                            format!("contract `{}` refers back to `{}` through field `{field}`", names.0, names.1),
+                        )
+                        .with_label(self.spec.contracts[*target].name.span, "the cycle starts here")
+                        .with_note("contract values must be finite JSON; `?` does not break a cycle")
+                        .with_help("use `object` for the recursive field"),
+                    );
+                    // break the cycle for later users
+                    if let Some((_, ft)) = self.types.records[c].fields.iter_mut().find(|(n, _)| n == field) {
+                        ft.ty = Ty::Error;
+                    }
+                }
+                0 => self.contract_cycle(*target, named, state),
+                _ => {}
+            }
+        }
+        state[c] = 2;
+    }
+
+    /// Resolves a type string; reports problems; collects named references.
+    fn field_type(&mut self, s: &crate::yaml::Str, named: &mut Vec<(usize, String, Span)>) -> FieldType {
+        match parse_type(&s.text) {
+            Err(why) => {
+                let mut d = Diagnostic::new(Code::InvalidTypeString, s.span, format!("invalid type `{}`: {why}", s.text))
+                    .with_note("types are `string`, `integer`, `number`, `boolean`, `object`, `array`, `a|b` enums, `T[]` lists, contract names, and `T?` for optional");
+                let bare = s.text.trim_end_matches('?').trim_end_matches("[]");
+                if let Some(Some(_)) = self.contracts.get(bare) {
+                    d = d.with_help(format!("contract `{bare}` exists, but only contracts whose names start with an uppercase letter can be used in a type"));
+                } else if let Some(h) = did_you_mean(bare, ["string", "integer", "number", "boolean", "object", "array"]) {
+                    d = d.with_help(h);
+                } else if matches!(bare, "int" | "float" | "str" | "bool") {
+                    let m = match bare {
+                        "int" => "integer",
+                        "float" => "number",
+                        "str" => "string",
+                        _ => "boolean",
+                    };
+                    d = d.with_help(format!("write `{m}`"));
+                }
+                self.sink.push(d);
+                FieldType { ty: Ty::Error, optional: true }
+            }
+            Ok((expr, optional)) => FieldType { ty: self.resolve_type(&expr, s, named), optional },
+        }
+    }
+
+    fn resolve_type(&mut self, t: &TypeExpr, s: &crate::yaml::Str, named: &mut Vec<(usize, String, Span)>) -> Ty {
+        match t {
+            TypeExpr::String => Ty::String,
+            TypeExpr::Integer => Ty::Integer,
+            TypeExpr::Number => Ty::Number,
+            TypeExpr::Boolean => Ty::Boolean,
+            TypeExpr::Object => Ty::Object,
+            TypeExpr::Array => Ty::Array,
+            TypeExpr::Enum(v) => Ty::Enum(v.clone()),
+            TypeExpr::List(inner) => Ty::List(Box::new(self.resolve_type(inner, s, named))),
+            TypeExpr::Named(n) => match self.contracts.get(n.as_str()) {
+                Some(Some(id)) => {
+                    named.push((*id, String::new(), s.span));
+                    Ty::Record(*id)
+                }
+                Some(None) => Ty::Error,
+                None => {
+                    self.unknown_contract(n, s.span);
+                    Ty::Error
+                }
+            },
+        }
+    }
+
+    fn unknown_contract(&mut self, name: &str, span: Span) {
+        let names: Vec<&str> = self.spec.contracts.iter().map(|c| c.name.text.as_str()).collect();
+        let help = did_you_mean(name, names.iter().copied());
+        let d = Diagnostic::new(Code::UnknownContract, span, format!("unknown contract `{name}`"))
+            .with_note(if names.is_empty() {
+                "the spec declares no contracts".to_string()
+            } else {
+                format!("declared contracts: {}", names.join(", "))
+            })
+            .with_help_opt(help.or_else(|| Some(format!("declare it under `contracts:` as `{name}: {{field: type}}`"))));
+        self.sink.push(d);
+    }
+
+    /// Looks up a contract named by `out:` or `output.contract` (any declared name).
+    fn contract_named(&mut self, n: &ast::Name) -> Option<Option<RecordId>> {
+        match self.contracts.get(n.text.as_str()) {
+            Some(r) => Some(*r),
+            None => {
+                self.unknown_contract(&n.text, n.span);
+                None
+            }
+        }
+    }
+
+    // ----- flows -----------------------------------------------------------
+
+    fn flow_table(&mut self) {
+        let spec = self.spec;
+        for (i, f) in spec.flows.iter().enumerate() {
+            self.flows.insert(f.name.text.as_str(), i);
+        }
+        if let Some(entry) = &spec.entry
+            && !self.flows.contains_key(entry.text.as_str())
+        {
+            let names: Vec<&str> = spec.flows.iter().map(|f| f.name.text.as_str()).collect();
+            self.sink.push(
+                Diagnostic::new(Code::UnknownEntry, entry.span, format!("`flows.entry` names `{}`, which is not a flow", entry.text))
+                    .with_note(if names.is_empty() { "the spec defines no flows".into() } else { format!("the flows are: {}", names.join(", ")) })
+                    .with_help_opt(did_you_mean(&entry.text, names.iter().copied())),
+            );
+        }
+        // inputs and outputs of every flow, before any step is checked
+        for f in &spec.flows {
+            let rid = self.types.records.len();
+            self.types.records.push(Record { name: format!("input of flow `{}`", f.name.text), fields: Vec::new() });
+            let mut fields = Vec::new();
+            let mut dummy = Vec::new();
+            for fd in f.input.iter().flatten() {
+                let ft = match &fd.ty {
+                    Some(t) => self.field_type(t, &mut dummy),
+                    None => FieldType { ty: Ty::Error, optional: true },
+                };
+                fields.push((fd.name.text.clone(), ft));
+            }
+            self.types.records[rid].fields = fields;
+            self.flow_inputs.push(rid);
+            let out = f.output.as_ref().and_then(|o| o.contract.as_ref()).and_then(|c| self.contract_named(c));
+            self.flow_outputs.push(match out {
+                Some(Some(r)) => Type::Record(r),
+                _ => Type::Any,
+            });
+            self.flow_output_records.push(out.flatten());
+        }
+    }
+
+    fn is_entry(&self, i: usize) -> bool {
+        self.spec.entry.as_ref().is_some_and(|e| self.spec.flows[i].name.text == e.text)
+    }
+
+    fn flow(&mut self, fi: usize, flow: &'a ast::Flow) -> Option<FlowIr> {
+        let is_entry = self.is_entry(fi);
+        let mut fc = FlowCtx {
+            flow,
+            flow_index: fi,
+            is_entry,
+            index: HashMap::new(),
+            outputs: Vec::new(),
+            input: self.flow_inputs[fi],
+            graph: Graph::new(flow.steps.len()),
+            never_runs: Vec::new(),
+            carry: HashMap::new(),
+            carry_uses: Vec::new(),
+            ancestors: HashMap::new(),
+        };
+        // ids
+        for (i, s) in flow.steps.iter().enumerate() {
+            let Some(id) = &s.id else { continue };
+            if let Some(&first) = fc.index.get(id.text.as_str()) {
+                let first_span = flow.steps[first].id.as_ref().map_or(id.span, |n| n.span);
+                self.sink.push(
+                    Diagnostic::new(Code::DuplicateStep, id.span, format!("step id `{}` is used twice in flow `{}`", id.text, flow.name.text))
+                        .with_span_label("second use")
+                        .with_label(first_span, "first used here")
+                        .with_help("give each step of a flow its own id"),
+                );
+            } else {
+                fc.index.insert(id.text.as_str(), i);
+            }
+        }
+        // carry names (needed while reading templates)
+        if let Some(carry) = &flow.carry {
+            for (i, v) in carry.vars.iter().enumerate() {
+                fc.carry.insert(v.name.text.as_str(), i);
+            }
+        }
+        // outputs
+        for s in &flow.steps {
+            let out = self.step_output(s);
+            fc.outputs.push(out);
+        }
+        // non-entry flows: only do/set/gate
+        if !is_entry {
+            for s in &flow.steps {
+                if matches!(s.kind, StepKind::Fanout(_) | StepKind::Run { .. }) {
+                    self.sink.push(
+                        Diagnostic::new(
+                            Code::SubflowBodyRestricted,
+                            s.construct_span,
+                            format!("flow `{}` is not the entry flow, so it cannot contain a `{}` step", flow.name.text, s.kind.keyword()),
+                        )
+                        .with_note("called flows contain only `do`, `set` and `gate` steps; nesting is one level deep")
+                        .with_help("move this step into the entry flow"),
+                    );
+                }
+            }
+        }
+        let steps = self.steps(&mut fc);
+        let carry = self.carry(&mut fc);
+        self.revise_gates(&mut fc);
+        self.consumer_worktrees(&mut fc);
+        let output = self.flow_output(&mut fc);
+        self.unreachable(&mut fc);
+        let topo = fc.graph.topo_order();
+        let steps = steps?;
+        Some(FlowIr {
+            name: flow.name.text.clone(),
+            input: fc.input,
+            output: output?,
+            steps,
+            edges: fc.graph.edges.clone(),
+            topo,
+            budget: flow.budget.clone(),
+            max_rounds: flow.max_rounds.map(|m| m.value),
+            carry: carry?,
+        })
+    }
+
+    fn step_output(&mut self, s: &ast::Step) -> StepOut {
+        let named = |ck: &mut Self, n: &Option<ast::Name>| match n {
+            None => None,
+            Some(n) => Some(match ck.contract_named(n) {
+                Some(Some(r)) => Type::Record(r),
+                _ => Type::Any,
+            }),
+        };
+        match &s.kind {
+            StepKind::Do(_) => named(self, &s.out).map_or(StepOut::NoContract, StepOut::Known),
+            StepKind::Set(_) => StepOut::Known(named(self, &s.out).unwrap_or(Type::Any)),
+            StepKind::Gate(_) => StepOut::Gate,
+            StepKind::Fanout(f) => {
+                let mut last = None;
+                for (j, st) in f.stages.iter().enumerate() {
+                    let t = named(self, &st.out);
+                    if j + 1 == f.stages.len() {
+                        last = Some((t, st.span));
+                    }
+                }
+                match last {
+                    Some((Some(t), _)) => StepOut::Known(Type::List(Box::new(t))),
+                    Some((None, span)) => StepOut::FanoutNoFinalOut(span),
+                    None => StepOut::Known(Type::Any),
+                }
+            }
+            StepKind::Run { flow, .. } => match self.flows.get(flow.text.as_str()) {
+                Some(&callee) => StepOut::Known(self.flow_outputs[callee].clone()),
+                None => StepOut::Known(Type::Any),
+            },
+            StepKind::Broken => StepOut::Known(Type::Any),
+        }
+    }
+
+    /// Resolves a step id used in `after`, `on_fail` or a gate route.
+    fn target(&mut self, fc: &FlowCtx<'_>, name: &ast::Name, what: &str) -> Option<StepId> {
+        match fc.index.get(name.text.as_str()) {
+            Some(&i) => Some(i),
+            None => {
+                let help = did_you_mean(&name.text, fc.index.keys().copied());
+                self.sink.push(
+                    Diagnostic::new(Code::UnknownStep, name.span, format!("{what} names `{}`, which is not a step of flow `{}`", name.text, fc.flow.name.text))
+                        .with_help_opt(help),
+                );
+                None
+            }
+        }
+    }
+
+    fn steps(&mut self, fc: &mut FlowCtx<'a>) -> Option<Vec<ir::StepIr>> {
+        let flow = fc.flow;
+        // phase 1: every edge, in the normative order per step
+        let mut pending: Vec<(StepId, StepId, ir::EdgeKind, Span)> = Vec::new();
+        for (i, s) in flow.steps.iter().enumerate() {
+            for a in &s.after {
+                if let Some(t) = self.target(fc, a, "`after`") {
+                    pending.push((t, i, ir::EdgeKind::Order, a.span));
+                }
+            }
+            if let Some(f) = &s.on_fail
+                && let Some(t) = self.target(fc, f, "`on_fail`")
+            {
+                pending.push((i, t, ir::EdgeKind::OnFail, f.span));
+            }
+            for (from, span) in self.data_sources(fc, i) {
+                pending.push((from, i, ir::EdgeKind::Data, span));
+            }
+            if let StepKind::Gate(g) = &s.kind {
+                for (route, kind, what) in [(&g.on_approve, ir::EdgeKind::Approve, "`on_approve`"), (&g.on_kill, ir::EdgeKind::Kill, "`on_kill`")] {
+                    if let Some(n) = route.step()
+                        && let Some(t) = self.target(fc, n, what)
+                    {
+                        pending.push((i, t, kind, n.span));
+                    }
+                }
+            }
+        }
+        for (from, to, kind, span) in pending {
+            if from == to {
+                let id = flow.steps[from].id.as_ref().map_or("this step".into(), |n| format!("step `{}`", n.text));
+                let msg = match kind {
+                    ir::EdgeKind::Order => format!("{id} lists itself in `after`"),
+                    ir::EdgeKind::Data => format!("{id} reads its own output"),
+                    _ => format!("{id} routes to itself"),
+                };
+                self.sink.push(Diagnostic::new(Code::SelfReference, span, msg).with_note("a step cannot depend on or route to itself"));
+                continue;
+            }
+            fc.graph.add(from, to, kind, span);
+        }
+        for (from, to, kind, span) in fc.graph.break_cycles() {
+            let name = |i: StepId| flow.steps[i].id.as_ref().map_or("?".to_string(), |n| n.text.clone());
+            let path = fc.graph.path(to, from).unwrap_or_default();
+            let mut chain: Vec<String> = path.iter().map(|&s| format!("`{}`", name(s))).collect();
+            chain.push(format!("`{}`", name(to)));
+            let kind_text = match kind {
+                ir::EdgeKind::Order => "this `after` entry",
+                ir::EdgeKind::Data => "this reference",
+                ir::EdgeKind::OnFail => "this `on_fail` route",
+                ir::EdgeKind::Approve => "this `on_approve` route",
+                ir::EdgeKind::Kill => "this `on_kill` route",
+            };
+            self.sink.push(
+                Diagnostic::new(Code::Cycle, span, format!("{kind_text} closes a cycle: {}", chain.join(" → ")))
+                    .with_note("steps and routes must form a directed acyclic graph; only a gate's `on_revise` may go back")
+                    .with_help("remove one of the edges, or use a gate's `on_revise` to loop back"),
+            );
+        }
+        // phase 2: per-step content
+        let mut out = Vec::new();
+        let mut ok = true;
+        for i in 0..flow.steps.len() {
+            match self.step(fc, i) {
+                Some(s) => out.push(s),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+}

@@ -1,0 +1,140 @@
+//! The catalogue of diagnostic codes: one row per code, with its default
+//! severity, a one-line title and the long explanation that `stratumc explain`
+//! prints.
+//!
+//! Owns: the stable mapping from [`Code`] to `S####` strings. Codes are never
+//! renumbered or reused; a retired code keeps its row.
+//! Must never: decide *when* a code is emitted (that belongs to the checks).
+
+use super::Severity;
+
+macro_rules! codes {
+    ($( $variant:ident = $code:literal, $sev:ident, $title:literal; )*) => {
+        /// A stable diagnostic code (`S` + four digits, grouped by area).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Code { $( $variant, )* }
+
+        impl Code {
+            /// Every code, in catalogue order.
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+
+            /// The `S####` string of this code.
+            pub fn as_str(self) -> &'static str {
+                match self { $( Code::$variant => $code, )* }
+            }
+
+            /// The severity this code is reported with.
+            pub fn severity(self) -> Severity {
+                match self { $( Code::$variant => Severity::$sev, )* }
+            }
+
+            /// A one-line title of the rule behind the code.
+            pub fn title(self) -> &'static str {
+                match self { $( Code::$variant => $title, )* }
+            }
+
+            /// The long explanation (Markdown): what it means, why, an example, how to fix.
+            pub fn explanation(self) -> &'static str {
+                match self { $( Code::$variant => include_str!(concat!("explanations/", $code, ".md")), )* }
+            }
+
+            /// Looks a code up by its `S####` string (case-insensitive `s` accepted).
+            pub fn parse(text: &str) -> Option<Code> {
+                let upper = text.trim().to_ascii_uppercase();
+                match upper.as_str() { $( $code => Some(Code::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+codes! {
+    // S00xx — reading the file: UTF-8, YAML syntax, YAML features we refuse.
+    InvalidUtf8 = "S0001", Error, "the file is not valid UTF-8 text";
+    YamlSyntax = "S0002", Error, "YAML syntax error";
+    DuplicateKey = "S0003", Error, "a mapping has the same key twice";
+    MultipleDocuments = "S0004", Error, "the file holds more than one YAML document";
+    AliasLimit = "S0005", Error, "YAML aliases expand to too many nodes";
+    NestingTooDeep = "S0006", Error, "the YAML is nested too deeply";
+    UnsupportedTag = "S0007", Error, "a YAML tag that specs may not use";
+    ComplexKey = "S0008", Error, "a mapping key that is not a plain scalar";
+    FileTooLarge = "S0009", Error, "the file is larger than a spec may be";
+
+    // S01xx — structure of the v1 schema.
+    UnknownField = "S0101", Error, "a field that does not exist at this place";
+    WrongType = "S0102", Error, "a value of the wrong type";
+    MissingField = "S0103", Error, "a required field is missing";
+    InvalidValue = "S0104", Error, "a value outside the allowed set or pattern";
+    UnsupportedVersion = "S0105", Error, "the spec version is not 1";
+    MissingConstruct = "S0106", Error, "a step names no construct";
+    ConstructMix = "S0107", Error, "a step names more than one construct";
+    FieldForKind = "S0108", Error, "a step field that this construct does not take";
+    ReservedName = "S0109", Error, "a reserved name (`__proto__`, `constructor`, `prototype`)";
+    EmptyBudget = "S0110", Error, "a budget with no limit in it";
+    InvalidPredicate = "S0111", Error, "an ensure entry that is not a predicate";
+    NotSupportedYet = "S0112", Error, "a construct that stratumc does not support yet";
+
+    // S02xx — the contract type language.
+    InvalidTypeString = "S0201", Error, "a type string that does not parse";
+    UnknownContract = "S0202", Error, "a contract name that is not declared";
+    RecursiveContract = "S0203", Error, "contracts that refer to themselves";
+
+    // S03xx — flows, steps and the step graph.
+    UnknownEntry = "S0301", Error, "`flows.entry` names no flow";
+    UnknownFlow = "S0302", Error, "`run` names no flow";
+    WithMismatch = "S0303", Error, "`with` keys differ from the called flow's inputs";
+    DuplicateStep = "S0304", Error, "two steps of one flow have the same id";
+    UnknownStep = "S0305", Error, "a step id that names no step of this flow";
+    SelfReference = "S0306", Error, "a step that depends on or routes to itself";
+    Cycle = "S0307", Error, "a cycle in the step graph";
+    ReviseNeedsMaxRounds = "S0308", Error, "a revising gate in a flow without `max_rounds`";
+    ReviseNotAncestor = "S0309", Error, "a revise target that does not come before its gate";
+    RecursiveSubflow = "S0310", Error, "flows that call themselves through `run`";
+    SubflowBodyRestricted = "S0311", Error, "a `fanout` or `run` step outside the entry flow";
+    FanoutOverNotSingleRef = "S0312", Error, "`fanout.over` is not one full reference";
+    ConsumerWorktreeFilesystem = "S0313", Error, "a file predicate in a consumer worktree fanout";
+    ConsumerWorktreeGate = "S0314", Error, "a consumer worktree fanout without a gate after it";
+    UnreachableStep = "S0315", Warning, "a step that can never run";
+
+    // S04xx — `${...}` references and the types that flow through them.
+    InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
+    ReferenceScope = "S0402", Error, "`${item}` or `${prev}` outside a fanout stage";
+    UnknownPath = "S0403", Error, "a reference path that the contract does not have";
+    UnknownStepReference = "S0404", Error, "a reference to a step that does not exist";
+    NoOutputContract = "S0405", Error, "a reference to the output of a step without a contract";
+    FanoutNeedsFinalOut = "S0406", Error, "a fanout whose output is read has no final `out`";
+    InvalidFlowOutput = "S0407", Error, "`output.from` is not one full step-output reference";
+    TemplateInExpression = "S0408", Error, "`${...}` inside an expression field";
+    ReferenceTypeMismatch = "S0409", Error, "a referenced value of a type that cannot fit";
+    FlowOutputMismatch = "S0410", Error, "the flow output's source does not match `output.contract`";
+
+    // S05xx — carry variables.
+    CarryRootOnly = "S0501", Error, "`carry` on a flow that is not the entry flow";
+    CarryNameConflict = "S0502", Error, "a carry name that is already taken";
+    CarryInvalidReference = "S0503", Error, "a carry value that is not one full step or input reference";
+    CarryInitialConditional = "S0504", Error, "a carry initial value from a step that may not run";
+    UnknownCarry = "S0505", Error, "a reference to a carry variable that is not declared";
+    CarryBeforeInitial = "S0506", Error, "a carry variable read before its initial value exists";
+    CarryUnknownGate = "S0507", Error, "a carry `on_revise` key that names no gate";
+    CarryReviseTargetNull = "S0508", Error, "a carry `on_revise` gate that cannot revise";
+    CarryReviseMissesConsumer = "S0509", Error, "a carry reader outside the gate's revise closure";
+    CarryGateNotAfterConsumer = "S0510", Error, "a carry reader that does not come before the gate";
+    CarryPathReserved = "S0511", Error, "`${name.output}` where `name` is a carry variable";
+
+    // S06xx — expressions (`ensure`, `when`, `set`, `iterate.until`).
+    ExprSyntax = "S0601", Error, "an expression that does not parse";
+    UnknownBinding = "S0602", Error, "a name that is not a binding";
+    BindingUnavailable = "S0603", Error, "a binding that this field does not provide";
+    UnknownFunction = "S0604", Error, "a call of a function that does not exist";
+    WrongArity = "S0605", Error, "a call with the wrong number of arguments";
+    ForbiddenMember = "S0606", Error, "access to `__proto__`, `constructor` or `prototype`";
+    InvalidIndex = "S0607", Error, "an index that is not a non-negative integer literal";
+    UnknownMember = "S0608", Error, "a field that the value's contract does not have";
+    OperandType = "S0609", Error, "an operation whose operand types can never work";
+    UnorderedRead = "S0610", Error, "a read of `result.<step>` that may happen before the step ran";
+    ConstantCondition = "S0611", Warning, "a condition that is always true or always false";
+    ExprTooComplex = "S0612", Error, "an expression nested too deeply or too large";
+    UnknownResultStep = "S0613", Error, "`result.<step>` names no step of this flow";
+    NonBooleanCondition = "S0614", Error, "a condition that can never be a boolean";
+    InvalidRegex = "S0615", Error, "a `matches` pattern that can never be used";
+    SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
+}

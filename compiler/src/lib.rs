@@ -1,0 +1,22 @@
+//! stratum-compiler: the front end of stratumc.
+//!
+//! Owns: spanned YAML loading ([`yaml`]), the structural decoder ([`syntax`]),
+//! the contract type language ([`types`]), resolution and every static rule
+//! ([`check`]), the checked IR ([`ir`]), diagnostics ([`diagnostics`]) and the
+//! public analysis API ([`analysis`]) that the CLI, the LSP and the MCP server
+//! call.
+//! Must never: do I/O beyond what callers hand it (it takes source text), or
+//! print anything.
+
+pub mod analysis;
+pub mod check;
+pub mod diagnostics;
+pub mod ir;
+pub mod source;
+pub mod syntax;
+pub mod types;
+pub mod yaml;
+
+pub use analysis::{Analysis, analyze};
+pub use diagnostics::{Code, Diagnostic, Severity};
+pub use source::{LineCol, LineIndex, Span};

@@ -1,0 +1,388 @@
+//! The syntax tree of a v1 spec: the shape of the schema, every name and
+//! value with its span, nothing resolved.
+//!
+//! Owns: plain data types produced by the structural decoder.
+//! Must never: contain resolution results (indices, types) — those live in
+//! the checked IR.
+
+use crate::source::Span;
+use crate::yaml::{Node, Str};
+
+/// A name (key or scalar value) with its span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Name {
+    /// The text.
+    pub text: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// A positive integer with its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Int {
+    /// The value (≥ 1).
+    pub value: u64,
+    /// Where.
+    pub span: Span,
+}
+
+/// A whole spec.
+#[derive(Debug, Clone, Default)]
+pub struct Spec {
+    /// Declared contracts, in document order.
+    pub contracts: Vec<Contract>,
+    /// `flows.entry`, when it is a string.
+    pub entry: Option<Name>,
+    /// Flows in document order.
+    pub flows: Vec<Flow>,
+    /// The span of the root mapping.
+    pub span: Span,
+}
+
+/// A field declaration `name: type` of a contract or flow input.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// Field name.
+    pub name: Name,
+    /// The type string; `None` when it was not a string (already reported).
+    pub ty: Option<Str>,
+}
+
+/// A named contract.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    /// The contract name.
+    pub name: Name,
+    /// Its fields.
+    pub fields: Vec<Field>,
+    /// False when the body was broken (already reported); uses are then not checked.
+    pub ok: bool,
+}
+
+/// A budget block.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Budget {
+    /// `usd`.
+    pub usd: Option<f64>,
+    /// `tokens`.
+    pub tokens: Option<u64>,
+    /// `dispatches`.
+    pub dispatches: Option<u64>,
+    /// `ms`.
+    pub ms: Option<u64>,
+    /// The budget mapping.
+    pub span: Span,
+}
+
+/// `output: {from, contract}`.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The `from` template.
+    pub from: Option<Str>,
+    /// The contract name.
+    pub contract: Option<Name>,
+    /// The `output` key.
+    pub key_span: Span,
+}
+
+/// A flow.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    /// Its name (the key under `flows`).
+    pub name: Name,
+    /// Input fields; `None` when missing or broken.
+    pub input: Option<Vec<Field>>,
+    /// The flow output.
+    pub output: Option<Output>,
+    /// Steps in document order.
+    pub steps: Vec<Step>,
+    /// Flow budget.
+    pub budget: Option<Budget>,
+    /// `max_rounds`.
+    pub max_rounds: Option<Int>,
+    /// `carry` block.
+    pub carry: Option<Carry>,
+}
+
+/// A carry block.
+#[derive(Debug, Clone)]
+pub struct Carry {
+    /// The `carry` key.
+    pub key_span: Span,
+    /// Variables in declaration order.
+    pub vars: Vec<CarryVar>,
+}
+
+/// One carry variable.
+#[derive(Debug, Clone)]
+pub struct CarryVar {
+    /// Its name.
+    pub name: Name,
+    /// `initial` reference.
+    pub initial: Option<Str>,
+    /// `on_revise` gate → reference.
+    pub on_revise: Vec<(Name, Str)>,
+}
+
+/// The agent of a `do` step or stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Agent {
+    /// `claude` (the default).
+    #[default]
+    Claude,
+    /// `codex`.
+    Codex,
+}
+
+impl Agent {
+    /// The spelling in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+        }
+    }
+}
+
+/// Judge stakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stakes {
+    /// `cheap`.
+    Cheap,
+    /// `default`.
+    Default,
+    /// `paranoid`.
+    Paranoid,
+}
+
+impl Stakes {
+    /// The spelling in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stakes::Cheap => "cheap",
+            Stakes::Default => "default",
+            Stakes::Paranoid => "paranoid",
+        }
+    }
+}
+
+/// One ensure predicate.
+#[derive(Debug, Clone)]
+pub enum PredicateKind {
+    /// `expr: ...`.
+    Expr(Str),
+    /// `file_exists: path`.
+    FileExists(Str),
+    /// `file_contains: {path, text}`.
+    FileContains {
+        /// The path.
+        path: Str,
+        /// The text.
+        text: Str,
+    },
+    /// `judged: {statement, stakes}`.
+    Judged {
+        /// The statement.
+        statement: Str,
+        /// The stakes.
+        stakes: Stakes,
+    },
+}
+
+/// An ensure entry with its span.
+#[derive(Debug, Clone)]
+pub struct Predicate {
+    /// What it checks; `None` when broken (already reported).
+    pub kind: Option<PredicateKind>,
+    /// The list item.
+    pub span: Span,
+}
+
+/// `iterate: {max, until}`.
+#[derive(Debug, Clone)]
+pub struct Iterate {
+    /// `max`.
+    pub max: Option<Int>,
+    /// `until` expression.
+    pub until: Option<Str>,
+}
+
+/// A gate route value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Absent or broken (already reported).
+    Missing,
+    /// `null`.
+    Null(Span),
+    /// A step id.
+    Step(Name),
+}
+
+impl Route {
+    /// The step named, if any.
+    pub fn step(&self) -> Option<&Name> {
+        match self {
+            Route::Step(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// `gate: {...}`.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// `on_approve`.
+    pub on_approve: Route,
+    /// `on_revise`.
+    pub on_revise: Route,
+    /// `on_kill`.
+    pub on_kill: Route,
+    /// Per-gate revision cap.
+    pub max_rounds: Option<Int>,
+}
+
+/// Fanout isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// `none`.
+    None,
+    /// `worktree`.
+    Worktree,
+}
+
+/// How many fanout items must succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Require {
+    /// `all`.
+    All,
+    /// `any`.
+    Any,
+    /// At least N.
+    AtLeast(u64),
+}
+
+/// Who runs fanout items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dispatch {
+    /// `engine` (default).
+    #[default]
+    Engine,
+    /// `consumer`.
+    Consumer,
+}
+
+/// A fanout stage.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// The list item.
+    pub span: Span,
+    /// `do` template.
+    pub task: Option<Str>,
+    /// `agent`.
+    pub agent: Option<Agent>,
+    /// `out` contract name.
+    pub out: Option<Name>,
+    /// Predicates.
+    pub ensure: Vec<Predicate>,
+    /// `attempts`.
+    pub attempts: Option<Int>,
+    /// `when` expression.
+    pub when: Option<Str>,
+}
+
+/// `fanout: {...}`.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    /// `over` template.
+    pub over: Option<Str>,
+    /// Stages.
+    pub stages: Vec<Stage>,
+    /// `concurrency`.
+    pub concurrency: Option<Int>,
+    /// `isolation` and its value span.
+    pub isolation: Option<(Isolation, Span)>,
+    /// `require`.
+    pub require: Option<Require>,
+    /// `pre_merge` commands.
+    pub pre_merge: Vec<Str>,
+    /// `dispatch`.
+    pub dispatch: Dispatch,
+}
+
+/// One `with` entry: key and raw YAML value (string leaves are templates).
+#[derive(Debug, Clone)]
+pub struct WithEntry {
+    /// The callee input name.
+    pub key: Name,
+    /// The value.
+    pub value: Node,
+}
+
+/// The construct of a step.
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// `do: task`.
+    Do(Str),
+    /// `set: {key: expr}`.
+    Set(Vec<(Name, Str)>),
+    /// `gate: {...}`.
+    Gate(Gate),
+    /// `fanout: {...}`.
+    Fanout(Fanout),
+    /// `run: flow` with `with`.
+    Run {
+        /// The callee.
+        flow: Name,
+        /// `with` entries; `None` when missing.
+        with: Option<Vec<WithEntry>>,
+        /// The `with` key.
+        with_span: Option<Span>,
+    },
+    /// No usable construct (already reported); the step still has an id.
+    Broken,
+}
+
+impl StepKind {
+    /// The construct keyword.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            StepKind::Do(_) => "do",
+            StepKind::Set(_) => "set",
+            StepKind::Gate(_) => "gate",
+            StepKind::Fanout(_) => "fanout",
+            StepKind::Run { .. } => "run",
+            StepKind::Broken => "?",
+        }
+    }
+}
+
+/// A step.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The list item.
+    pub span: Span,
+    /// `id`.
+    pub id: Option<Name>,
+    /// The construct key.
+    pub construct_span: Span,
+    /// The construct.
+    pub kind: StepKind,
+    /// `after`.
+    pub after: Vec<Name>,
+    /// `when`.
+    pub when: Option<Str>,
+    /// `agent`.
+    pub agent: Option<Agent>,
+    /// `out`.
+    pub out: Option<Name>,
+    /// `ensure`.
+    pub ensure: Vec<Predicate>,
+    /// `attempts`.
+    pub attempts: Option<Int>,
+    /// `iterate`.
+    pub iterate: Option<Iterate>,
+    /// `budget`.
+    pub budget: Option<Budget>,
+    /// `on_fail`.
+    pub on_fail: Option<Name>,
+}

@@ -1,0 +1,787 @@
+//! The structural decoder: spanned YAML → [`ast::Spec`].
+//!
+//! Owns: the shape of the v1 schema — strict objects, required fields, value
+//! types, enums and name patterns, the construct/field matrix — with
+//! did-you-mean suggestions for unknown fields and values.
+//! Must never: resolve names across the spec (unknown steps, contracts, flows
+//! are `check`'s job) or parse expressions and templates.
+
+use super::ast::*;
+use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
+use crate::source::Span;
+use crate::yaml::{Entry, Node, Str, Value};
+
+const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
+const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
+const STEP_FIELDS: &[&str] = &[
+    "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out", "ensure",
+    "attempts", "iterate", "budget", "on_fail", "with",
+];
+const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
+const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
+const FANOUT_FIELDS: &[&str] =
+    &["over", "steps", "concurrency", "isolation", "require", "merge", "pre_merge", "dispatch"];
+const GATE_FIELDS: &[&str] = &["on_approve", "on_revise", "on_kill", "max_rounds"];
+const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
+/// Names that may never be used as field, carry or key names.
+pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
+
+/// Which step fields each construct accepts (besides `id`, `after`, `when`).
+fn allowed_for(construct: &str) -> &'static [&'static str] {
+    match construct {
+        "do" => &["agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail"],
+        "set" => &["out", "ensure"],
+        "gate" => &[],
+        "fanout" => &["attempts", "budget", "on_fail"],
+        "run" => &["budget", "on_fail", "with"],
+        _ => &["out"],
+    }
+}
+
+/// Whether `s` is a valid step id (`^[a-z][a-z0-9_-]*$`).
+pub fn is_step_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_' | '-'))
+}
+
+/// Whether `s` is a valid contract or field name (`^[A-Za-z_][A-Za-z0-9_]*$`).
+pub fn is_field_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z' | 'A'..='Z' | '_'))
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Decodes the root node of a spec. `root` is `None` for an empty document.
+pub fn decode(root: Option<&Node>, text_len: u32, sink: &mut Sink) -> Spec {
+    let mut d = Decoder { sink };
+    let Some(root) = root else {
+        d.sink.push(
+            Diagnostic::new(Code::WrongType, Span::new(0, text_len.min(1)), "a spec must be a mapping, found an empty document")
+                .with_help("start with `version: 1`, then `contracts:` and `flows:`"),
+        );
+        return Spec::default();
+    };
+    d.spec(root)
+}
+
+struct Decoder<'s> {
+    sink: &'s mut Sink,
+}
+
+/// A mapping being decoded.
+struct Obj<'a> {
+    entries: &'a [Entry],
+    /// Where to report missing fields.
+    owner: Span,
+}
+
+impl<'a> Obj<'a> {
+    fn get(&self, key: &str) -> Option<&'a Entry> {
+        self.entries.iter().find(|e| e.key.text == key)
+    }
+}
+
+fn name(s: &Str) -> Name {
+    Name { text: s.text.clone(), span: s.span }
+}
+
+impl Decoder<'_> {
+    fn err(&mut self, code: Code, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+        self.sink.push(Diagnostic::new(code, span, message));
+        self.last()
+    }
+
+    /// The diagnostic pushed last (only called right after a push).
+    fn last(&mut self) -> &mut Diagnostic {
+        self.sink.last_mut().expect("invariant: called right after a diagnostic was pushed")
+    }
+
+    fn wrong_type(&mut self, node: &Node, expected: &str, what: &str) {
+        let mut d = Diagnostic::new(
+            Code::WrongType,
+            node.span,
+            format!("expected {expected} for {what}, found {}", node.type_name()),
+        );
+        if matches!(node.value, Value::Null) {
+            d = d.with_note("`null` never means \"absent\" in a spec: leave the field out instead");
+        } else if let Value::Number(n) = node.value
+            && expected == "a string"
+        {
+            d = d.with_help(format!("quote it: `\"{}\"`", crate::yaml::format_number(n)));
+        }
+        self.sink.push(d);
+    }
+
+    /// Expects a mapping; `owner` is where missing fields are reported.
+    fn obj<'a>(&mut self, node: &'a Node, what: &str, owner: Option<Span>) -> Option<Obj<'a>> {
+        match &node.value {
+            Value::Mapping(entries) => {
+                let owner = owner.unwrap_or_else(|| {
+                    entries.first().map_or(node.span, |e| Span::new(node.span.start, e.key.span.end))
+                });
+                Some(Obj { entries, owner })
+            }
+            _ => {
+                self.wrong_type(node, "a mapping", what);
+                None
+            }
+        }
+    }
+
+    /// Reports keys not in `allowed`.
+    fn strict(&mut self, obj: &Obj<'_>, allowed: &[&str], what: &str) {
+        for e in obj.entries {
+            if !allowed.contains(&e.key.text.as_str()) {
+                let help = did_you_mean(&e.key.text, allowed.iter().copied());
+                let d = Diagnostic::new(Code::UnknownField, e.key.span, format!("unknown field `{}` in {what}", e.key.text))
+                    .with_span_label("not a field here")
+                    .with_note(format!("{what} accepts: {}", allowed.join(", ")))
+                    .with_help_opt(help);
+                self.sink.push(d);
+            }
+        }
+    }
+
+    fn required<'a>(&mut self, obj: &Obj<'a>, key: &str, what: &str) -> Option<&'a Entry> {
+        let e = obj.get(key);
+        if e.is_none() {
+            self.err(Code::MissingField, obj.owner, format!("{what} is missing the required field `{key}`"));
+        }
+        e
+    }
+
+    fn string(&mut self, node: &Node, what: &str) -> Option<Str> {
+        match &node.value {
+            Value::String(s) => Some(s.clone()),
+            _ => {
+                self.wrong_type(node, "a string", what);
+                None
+            }
+        }
+    }
+
+    fn positive_int(&mut self, node: &Node, what: &str) -> Option<Int> {
+        match node.value {
+            Value::Number(n) => {
+                if n.is_finite() && n.fract() == 0.0 && n >= 1.0 && n <= 9_007_199_254_740_991.0 {
+                    Some(Int { value: n as u64, span: node.span })
+                } else {
+                    self.err(
+                        Code::InvalidValue,
+                        node.span,
+                        format!("{what} must be a positive integer, found `{}`", crate::yaml::format_number(n)),
+                    );
+                    None
+                }
+            }
+            _ => {
+                self.wrong_type(node, "a positive integer", what);
+                None
+            }
+        }
+    }
+
+    fn step_id(&mut self, node: &Node, what: &str) -> Option<Name> {
+        let s = self.string(node, what)?;
+        if is_step_id(&s.text) {
+            Some(name(&s))
+        } else {
+            let lower: String = s
+                .text
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' })
+                .collect();
+            let d = self.err(Code::InvalidValue, s.span, format!("invalid step id `{}`", s.text));
+            d.notes.push("step ids start with a lowercase letter and contain only lowercase letters, digits, `_` and `-`".into());
+            if is_step_id(&lower) {
+                d.help = Some(format!("write `{lower}`"));
+            }
+            // keep the name so that references to it resolve (one diagnostic per root cause)
+            Some(name(&s))
+        }
+    }
+
+    fn one_of<T: Copy>(&mut self, node: &Node, what: &str, options: &[(&str, T)]) -> Option<T> {
+        let s = self.string(node, what)?;
+        if let Some((_, v)) = options.iter().find(|(k, _)| *k == s.text) {
+            return Some(*v);
+        }
+        let names: Vec<&str> = options.iter().map(|(k, _)| *k).collect();
+        let help = did_you_mean(&s.text, names.iter().copied());
+        let d = self.err(Code::InvalidValue, s.span, format!("invalid {what} `{}`", s.text));
+        d.notes.push(format!("expected one of: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")));
+        d.help = help;
+        None
+    }
+
+    fn reserved(&mut self, key: &Str, what: &str) -> bool {
+        if RESERVED.contains(&key.text.as_str()) {
+            self.err(Code::ReservedName, key.span, format!("`{}` is a reserved name and cannot be {what}", key.text));
+            true
+        } else {
+            false
+        }
+    }
+
+    fn spec(&mut self, root: &Node) -> Spec {
+        let mut spec = Spec { span: root.span, ..Spec::default() };
+        let Value::Mapping(entries) = &root.value else {
+            let d = Diagnostic::new(
+                Code::WrongType,
+                root.span,
+                format!("a spec must be a mapping with `version`, `contracts` and `flows`, found {}", root.type_name()),
+            );
+            self.sink.push(d);
+            return spec;
+        };
+        let obj = Obj { entries, owner: entries.first().map_or(root.span, |e| e.key.span) };
+        self.strict(&obj, ROOT_FIELDS, "the spec root");
+        if let Some(v) = self.required(&obj, "version", "the spec") {
+            self.version(&v.value);
+        }
+        if let Some(c) = self.required(&obj, "contracts", "the spec")
+            && let Some(body) = self.obj(&c.value, "`contracts`", Some(c.key.span))
+        {
+            for e in body.entries {
+                if let Some(contract) = self.contract(e) {
+                    spec.contracts.push(contract);
+                }
+            }
+        }
+        if let Some(f) = self.required(&obj, "flows", "the spec")
+            && let Some(flows) = self.obj(&f.value, "`flows`", Some(f.key.span))
+        {
+            match self.required(&flows, "entry", "`flows`") {
+                Some(e) => spec.entry = self.string(&e.value, "`flows.entry`").map(|s| name(&s)),
+                None => {
+                    self.last().help = Some("add `entry: <flow name>` naming the flow that runs first".into());
+                }
+            }
+            for e in flows.entries {
+                if e.key.text != "entry"
+                    && let Some(flow) = self.flow(e)
+                {
+                    spec.flows.push(flow);
+                }
+            }
+        }
+        spec
+    }
+
+    fn version(&mut self, node: &Node) {
+        match &node.value {
+            Value::Number(n) if *n == 1.0 => {}
+            Value::String(s) if s.text.trim() == "1" => {
+                self.err(Code::UnsupportedVersion, node.span, "`version` must be the number 1, found a string")
+                    .help = Some("write `version: 1` without quotes".into());
+            }
+            Value::Number(n) => {
+                let d = self.err(
+                    Code::UnsupportedVersion,
+                    node.span,
+                    format!("unsupported spec version `{}`: stratumc reads version 1 specs", crate::yaml::format_number(*n)),
+                );
+                if *n < 1.0 {
+                    d.help = Some("v0.x specs must be rewritten for v1; `stratumc migrate --check` will classify them".into());
+                }
+            }
+            _ => {
+                self.err(Code::UnsupportedVersion, node.span, format!("`version` must be the number 1, found {}", node.type_name()));
+            }
+        }
+    }
+
+    fn fields(&mut self, node: &Node, owner: Span, what: &str) -> Option<Vec<Field>> {
+        let obj = self.obj(node, what, Some(owner))?;
+        let mut fields = Vec::new();
+        let mut ok = true;
+        for e in obj.entries {
+            if self.reserved(&e.key, "a field name") {
+                ok = false;
+                continue;
+            }
+            if !is_field_name(&e.key.text) {
+                let d = self.err(Code::InvalidValue, e.key.span, format!("invalid field name `{}`", e.key.text));
+                d.notes.push("field names match `[A-Za-z_][A-Za-z0-9_]*`".into());
+                ok = false;
+                continue;
+            }
+            let ty = self.string(&e.value, &format!("the type of field `{}`", e.key.text));
+            if ty.is_none() {
+                ok = false;
+            }
+            fields.push(Field { name: name(&e.key), ty });
+        }
+        let _ = ok;
+        Some(fields)
+    }
+
+    fn contract(&mut self, e: &Entry) -> Option<Contract> {
+        if !is_field_name(&e.key.text) {
+            let d = self.err(Code::InvalidValue, e.key.span, format!("invalid contract name `{}`", e.key.text));
+            d.notes.push("contract names match `[A-Za-z_][A-Za-z0-9_]*`".into());
+            return None;
+        }
+        let before = self.sink.len();
+        let fields = self.fields(&e.value, e.key.span, &format!("contract `{}`", e.key.text));
+        let ok = fields.is_some() && self.sink.len() == before;
+        Some(Contract { name: name(&e.key), fields: fields.unwrap_or_default(), ok })
+    }
+
+    fn budget(&mut self, node: &Node, owner: Span) -> Option<Budget> {
+        let obj = self.obj(node, "`budget`", Some(owner))?;
+        self.strict(&obj, BUDGET_FIELDS, "`budget`");
+        let mut b = Budget { span: node.span, ..Budget::default() };
+        if obj.entries.is_empty() {
+            self.err(Code::EmptyBudget, node.span, "a budget needs at least one limit")
+                .help = Some("set one or more of `usd`, `tokens`, `dispatches`, `ms`".into());
+            return None;
+        }
+        if let Some(e) = obj.get("usd") {
+            match e.value.value {
+                Value::Number(n) if n > 0.0 && !n.is_nan() => b.usd = Some(n),
+                Value::Number(n) => {
+                    self.err(Code::InvalidValue, e.value.span, format!("`budget.usd` must be a positive number, found `{}`", crate::yaml::format_number(n)));
+                }
+                _ => self.wrong_type(&e.value, "a positive number", "`budget.usd`"),
+            }
+        }
+        for (key, slot) in [("tokens", &mut b.tokens), ("dispatches", &mut b.dispatches), ("ms", &mut b.ms)] {
+            if let Some(e) = obj.get(key) {
+                *slot = self.positive_int(&e.value, &format!("`budget.{key}`")).map(|i| i.value);
+            }
+        }
+        Some(b)
+    }
+
+    fn flow(&mut self, e: &Entry) -> Option<Flow> {
+        let what = format!("flow `{}`", e.key.text);
+        let obj = self.obj(&e.value, &what, Some(e.key.span))?;
+        self.strict(&obj, FLOW_FIELDS, "a flow");
+        let mut flow = Flow {
+            name: name(&e.key),
+            input: None,
+            output: None,
+            steps: Vec::new(),
+            budget: None,
+            max_rounds: None,
+            carry: None,
+        };
+        if let Some(i) = self.required(&obj, "input", &what) {
+            flow.input = self.fields(&i.value, i.key.span, "the flow `input`");
+        } else {
+            self.last().help = Some("add `input: {}` when the flow takes no input".into());
+        }
+        if let Some(o) = self.required(&obj, "output", &what)
+            && let Some(out) = self.obj(&o.value, "`output`", Some(o.key.span))
+        {
+            self.strict(&out, &["from", "contract"], "`output`");
+            let from = self.required(&out, "from", "`output`").and_then(|f| self.string(&f.value, "`output.from`"));
+            let contract =
+                self.required(&out, "contract", "`output`").and_then(|c| self.string(&c.value, "`output.contract`"));
+            flow.output = Some(Output { from, contract: contract.map(|c| name(&c)), key_span: o.key.span });
+        }
+        if let Some(s) = self.required(&obj, "steps", &what) {
+            match &s.value.value {
+                Value::Sequence(items) => {
+                    for item in items {
+                        if let Some(step) = self.step(item) {
+                            flow.steps.push(step);
+                        }
+                    }
+                }
+                _ => self.wrong_type(&s.value, "a list of steps", "`steps`"),
+            }
+        }
+        if let Some(b) = obj.get("budget") {
+            flow.budget = self.budget(&b.value, b.key.span);
+        }
+        if let Some(m) = obj.get("max_rounds") {
+            flow.max_rounds = self.positive_int(&m.value, "`max_rounds`");
+        }
+        if let Some(c) = obj.get("carry") {
+            flow.carry = self.carry(c);
+        }
+        Some(flow)
+    }
+
+    fn carry(&mut self, e: &Entry) -> Option<Carry> {
+        let obj = self.obj(&e.value, "`carry`", Some(e.key.span))?;
+        let mut carry = Carry { key_span: e.key.span, vars: Vec::new() };
+        for v in obj.entries {
+            if self.reserved(&v.key, "a carry variable") {
+                continue;
+            }
+            if !is_step_id(&v.key.text) {
+                let d = self.err(Code::InvalidValue, v.key.span, format!("invalid carry variable name `{}`", v.key.text));
+                d.notes.push("carry names follow the step id pattern `[a-z][a-z0-9_-]*`".into());
+                continue;
+            }
+            let what = format!("carry variable `{}`", v.key.text);
+            let Some(body) = self.obj(&v.value, &what, Some(v.key.span)) else { continue };
+            self.strict(&body, &["initial", "on_revise"], "a carry variable");
+            let initial = self.required(&body, "initial", &what).and_then(|i| self.non_empty(&i.value, "`initial`"));
+            let mut on_revise = Vec::new();
+            if let Some(r) = body.get("on_revise")
+                && let Some(map) = self.obj(&r.value, "`on_revise`", Some(r.key.span))
+            {
+                for g in map.entries {
+                    let gate = match self.step_id(&Node { value: Value::String(g.key.clone()), span: g.key.span }, "a gate id") {
+                        Some(n) => n,
+                        None => continue,
+                    };
+                    if let Some(value) = self.non_empty(&g.value, "a carry `on_revise` value") {
+                        on_revise.push((gate, value));
+                    }
+                }
+            }
+            carry.vars.push(CarryVar { name: name(&v.key), initial, on_revise });
+        }
+        Some(carry)
+    }
+
+    fn non_empty(&mut self, node: &Node, what: &str) -> Option<Str> {
+        let s = self.string(node, what)?;
+        if s.text.is_empty() {
+            self.err(Code::InvalidValue, s.span, format!("{what} must not be empty"));
+            return None;
+        }
+        Some(s)
+    }
+
+    fn agent(&mut self, node: &Node) -> Option<Agent> {
+        self.one_of(node, "agent", &[("claude", Agent::Claude), ("codex", Agent::Codex)])
+    }
+
+    fn ensure(&mut self, node: &Node) -> Vec<Predicate> {
+        let Value::Sequence(items) = &node.value else {
+            self.wrong_type(node, "a list of predicates", "`ensure`");
+            return Vec::new();
+        };
+        items.iter().map(|item| Predicate { kind: self.predicate(item), span: item.span }).collect()
+    }
+
+    fn predicate(&mut self, item: &Node) -> Option<PredicateKind> {
+        const FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
+        let help = "write one of `expr: \"...\"`, `file_exists: \"path\"`, `file_contains: {path, text}`, `judged: {statement, stakes}`";
+        let Value::Mapping(entries) = &item.value else {
+            let d = self.err(Code::InvalidPredicate, item.span, format!("an ensure entry must be a predicate mapping, found {}", item.type_name()));
+            d.help = Some(help.into());
+            if let Value::String(s) = &item.value {
+                d.help = Some(format!("write it as an expression predicate: `- expr: \"{}\"`", s.text.replace('"', "\\\"")));
+            }
+            return None;
+        };
+        let form = entries.iter().find(|e| FORMS.contains(&e.key.text.as_str()));
+        let Some(form) = form else {
+            let mut d = Diagnostic::new(Code::InvalidPredicate, item.span, "an ensure entry must name exactly one predicate form").with_help(help);
+            if let Some(first) = entries.first()
+                && let Some(h) = did_you_mean(&first.key.text, FORMS.iter().copied())
+            {
+                d = d.with_label(first.key.span, format!("unknown predicate `{}`; {h}", first.key.text));
+            }
+            self.sink.push(d);
+            return None;
+        };
+        for e in entries {
+            if e.key.text != form.key.text {
+                let what = if FORMS.contains(&e.key.text.as_str()) { "a second predicate form" } else { "not a predicate field" };
+                let d = Diagnostic::new(Code::UnknownField, e.key.span, format!("unknown field `{}` in an `{}` predicate", e.key.text, form.key.text))
+                    .with_span_label(what)
+                    .with_help("each ensure entry holds exactly one predicate; put the other one in its own list item");
+                self.sink.push(d);
+            }
+        }
+        let v = &form.value;
+        match form.key.text.as_str() {
+            "expr" => self.string(v, "`expr`").map(PredicateKind::Expr),
+            "file_exists" => self.non_empty(v, "`file_exists`").map(PredicateKind::FileExists),
+            "file_contains" => {
+                let obj = self.obj(v, "`file_contains`", Some(form.key.span))?;
+                self.strict(&obj, &["path", "text"], "`file_contains`");
+                let path = self.required(&obj, "path", "`file_contains`").and_then(|p| self.non_empty(&p.value, "`file_contains.path`"));
+                let text = self.required(&obj, "text", "`file_contains`").and_then(|t| self.string(&t.value, "`file_contains.text`"));
+                Some(PredicateKind::FileContains { path: path?, text: text? })
+            }
+            _ => {
+                let obj = self.obj(v, "`judged`", Some(form.key.span))?;
+                self.strict(&obj, &["statement", "stakes"], "`judged`");
+                let statement = self.required(&obj, "statement", "`judged`").and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
+                let stakes = self.required(&obj, "stakes", "`judged`").and_then(|s| {
+                    self.one_of(&s.value, "stakes", &[("cheap", Stakes::Cheap), ("default", Stakes::Default), ("paranoid", Stakes::Paranoid)])
+                });
+                Some(PredicateKind::Judged { statement: statement?, stakes: stakes? })
+            }
+        }
+    }
+
+    fn step(&mut self, item: &Node) -> Option<Step> {
+        let obj = self.obj(item, "a step", None)?;
+        self.strict(&obj, STEP_FIELDS, "a step");
+        let id = match obj.get("id") {
+            Some(e) => self.step_id(&e.value, "`id`"),
+            None => {
+                self.err(Code::MissingField, obj.owner, "a step is missing the required field `id`");
+                None
+            }
+        };
+        let label = id.as_ref().map_or_else(|| "this step".to_string(), |n| format!("step `{}`", n.text));
+        // construct detection
+        let present: Vec<&Entry> = obj.entries.iter().filter(|e| CONSTRUCTS.contains(&e.key.text.as_str())).collect();
+        let construct = match present.as_slice() {
+            [] => {
+                let d = self.err(Code::MissingConstruct, obj.owner, format!("{label} names no construct"));
+                d.notes.push("every step has exactly one of `do`, `set`, `gate`, `fanout`, `run`".into());
+                None
+            }
+            [one] => Some(*one),
+            [first, second, ..] => {
+                let d = Diagnostic::new(
+                    Code::ConstructMix,
+                    second.key.span,
+                    format!("{label} has both `{}` and `{}`", first.key.text, second.key.text),
+                )
+                .with_span_label("second construct")
+                .with_label(first.key.span, "first construct")
+                .with_help("a step has exactly one construct; split it into two steps");
+                self.sink.push(d);
+                Some(*first)
+            }
+        };
+        let kw = construct.map(|c| c.key.text.as_str());
+        // fields not allowed for this construct
+        if let Some(kw) = kw {
+            let allowed = allowed_for(kw);
+            for e in obj.entries {
+                let k = e.key.text.as_str();
+                if STEP_FIELDS.contains(&k)
+                    && !CONSTRUCTS.contains(&k)
+                    && !["id", "after", "when"].contains(&k)
+                    && !allowed.contains(&k)
+                {
+                    let d = Diagnostic::new(Code::FieldForKind, e.key.span, format!("a `{kw}` step does not take `{k}`"))
+                        .with_label(construct.map_or(e.key.span, |c| c.key.span), format!("this is a `{kw}` step"))
+                        .with_note(if allowed.is_empty() {
+                            format!("a `{kw}` step takes only `id`, `after` and `when` besides `{kw}`")
+                        } else {
+                            format!("a `{kw}` step takes `id`, `after`, `when`, `{kw}` and: {}", allowed.join(", "))
+                        });
+                    self.sink.push(d);
+                }
+            }
+        }
+        let allowed = |k: &str| kw.is_some_and(|kw| allowed_for(kw).contains(&k));
+        let mut step = Step {
+            span: item.span,
+            id,
+            construct_span: construct.map_or(item.span, |c| c.key.span),
+            kind: StepKind::Broken,
+            after: Vec::new(),
+            when: None,
+            agent: None,
+            out: None,
+            ensure: Vec::new(),
+            attempts: None,
+            iterate: None,
+            budget: None,
+            on_fail: None,
+        };
+        if let Some(a) = obj.get("after") {
+            match &a.value.value {
+                Value::Sequence(items) => {
+                    for i in items {
+                        if let Some(n) = self.step_id(i, "an `after` entry") {
+                            step.after.push(n);
+                        }
+                    }
+                }
+                _ => self.wrong_type(&a.value, "a list of step ids", "`after`"),
+            }
+        }
+        if let Some(w) = obj.get("when") {
+            step.when = self.string(&w.value, "`when`");
+        }
+        if let Some(a) = obj.get("agent").filter(|_| allowed("agent")) {
+            step.agent = self.agent(&a.value);
+        }
+        if let Some(o) = obj.get("out").filter(|_| allowed("out")) {
+            step.out = self.string(&o.value, "`out`").map(|s| name(&s));
+        }
+        if let Some(e) = obj.get("ensure").filter(|_| allowed("ensure")) {
+            step.ensure = self.ensure(&e.value);
+        }
+        if let Some(a) = obj.get("attempts").filter(|_| allowed("attempts")) {
+            step.attempts = self.positive_int(&a.value, "`attempts`");
+        }
+        if let Some(i) = obj.get("iterate").filter(|_| allowed("iterate"))
+            && let Some(it) = self.obj(&i.value, "`iterate`", Some(i.key.span))
+        {
+            self.strict(&it, &["max", "until"], "`iterate`");
+            let max = self.required(&it, "max", "`iterate`").and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
+            let until = self.required(&it, "until", "`iterate`").and_then(|u| self.string(&u.value, "`iterate.until`"));
+            step.iterate = Some(Iterate { max, until });
+        }
+        if let Some(b) = obj.get("budget").filter(|_| allowed("budget")) {
+            step.budget = self.budget(&b.value, b.key.span);
+        }
+        if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
+            step.on_fail = self.step_id(&f.value, "`on_fail`");
+        }
+        let Some(construct) = construct else { return Some(step) };
+        step.kind = match kw.unwrap_or_default() {
+            "do" => self.string(&construct.value, "`do`").map_or(StepKind::Broken, StepKind::Do),
+            "set" => {
+                if obj.get("out").is_none() {
+                    let d = self.err(Code::MissingField, obj.owner, format!("{label} is a `set` step without `out`"));
+                    d.notes.push("a `set` step builds an object that its `out` contract checks".into());
+                    d.help = Some("add `out: <Contract>` naming the contract of the object".into());
+                }
+                self.set(&construct.value, construct.key.span).map_or(StepKind::Broken, StepKind::Set)
+            }
+            "gate" => self.gate(construct).map_or(StepKind::Broken, StepKind::Gate),
+            "fanout" => self.fanout(construct).map_or(StepKind::Broken, StepKind::Fanout),
+            "run" => {
+                let flow = self.string(&construct.value, "`run`").map(|s| name(&s));
+                let (with, with_span) = match obj.get("with") {
+                    Some(w) => match &w.value.value {
+                        Value::Mapping(entries) => (
+                            Some(
+                                entries
+                                    .iter()
+                                    .filter(|e| !self.reserved(&e.key, "a `with` key"))
+                                    .map(|e| WithEntry { key: name(&e.key), value: e.value.clone() })
+                                    .collect(),
+                            ),
+                            Some(w.key.span),
+                        ),
+                        _ => {
+                            self.wrong_type(&w.value, "a mapping", "`with`");
+                            (None, Some(w.key.span))
+                        }
+                    },
+                    None => {
+                        let d = self.err(Code::MissingField, obj.owner, format!("{label} is a `run` step without `with`"));
+                        d.help = Some("add `with:` giving a value for every input of the called flow (`with: {}` when it has none)".into());
+                        (None, None)
+                    }
+                };
+                flow.map_or(StepKind::Broken, |flow| StepKind::Run { flow, with, with_span })
+            }
+            _ => {
+                let d = self.err(Code::NotSupportedYet, construct.key.span, "the `evaluate` construct is not supported by stratumc yet");
+                d.help = Some("use a `do` step whose agent runs the command and reports its result".into());
+                StepKind::Broken
+            }
+        };
+        Some(step)
+    }
+
+    fn set(&mut self, node: &Node, owner: Span) -> Option<Vec<(Name, Str)>> {
+        let obj = self.obj(node, "`set`", Some(owner))?;
+        let mut out = Vec::new();
+        for e in obj.entries {
+            if self.reserved(&e.key, "a `set` key") {
+                continue;
+            }
+            if let Some(s) = self.string(&e.value, &format!("`set.{}` (an expression)", e.key.text)) {
+                out.push((name(&e.key), s));
+            }
+        }
+        Some(out)
+    }
+
+    fn route(&mut self, obj: &Obj<'_>, key: &str) -> Route {
+        let Some(e) = obj.get(key) else {
+            let d = self.err(Code::MissingField, obj.owner, format!("`gate` is missing the required field `{key}`"));
+            d.help = Some(format!("add `{key}: null` if this decision has no target step"));
+            return Route::Missing;
+        };
+        match &e.value.value {
+            Value::Null => Route::Null(e.value.span),
+            _ => self.step_id(&e.value, &format!("`{key}`")).map_or(Route::Missing, Route::Step),
+        }
+    }
+
+    fn gate(&mut self, e: &Entry) -> Option<Gate> {
+        let obj = self.obj(&e.value, "`gate`", Some(e.key.span))?;
+        self.strict(&obj, GATE_FIELDS, "`gate`");
+        let on_approve = self.route(&obj, "on_approve");
+        let on_revise = self.route(&obj, "on_revise");
+        let on_kill = self.route(&obj, "on_kill");
+        let max_rounds = obj.get("max_rounds").and_then(|m| self.positive_int(&m.value, "`gate.max_rounds`"));
+        Some(Gate { on_approve, on_revise, on_kill, max_rounds })
+    }
+
+    fn fanout(&mut self, e: &Entry) -> Option<Fanout> {
+        let obj = self.obj(&e.value, "`fanout`", Some(e.key.span))?;
+        self.strict(&obj, FANOUT_FIELDS, "`fanout`");
+        let over = self.required(&obj, "over", "`fanout`").and_then(|o| self.string(&o.value, "`fanout.over`"));
+        let mut stages = Vec::new();
+        if let Some(s) = self.required(&obj, "steps", "`fanout`") {
+            match &s.value.value {
+                Value::Sequence(items) if items.is_empty() => {
+                    self.err(Code::InvalidValue, s.value.span, "a fanout needs at least one stage in `steps`");
+                }
+                Value::Sequence(items) => {
+                    for i in items {
+                        if let Some(st) = self.stage(i) {
+                            stages.push(st);
+                        }
+                    }
+                }
+                _ => self.wrong_type(&s.value, "a list of stages", "`fanout.steps`"),
+            }
+        }
+        let concurrency = self.required(&obj, "concurrency", "`fanout`").and_then(|c| self.positive_int(&c.value, "`fanout.concurrency`"));
+        let isolation = self.required(&obj, "isolation", "`fanout`").and_then(|i| {
+            self.one_of(&i.value, "isolation", &[("none", Isolation::None), ("worktree", Isolation::Worktree)]).map(|v| (v, i.value.span))
+        });
+        let require = self.required(&obj, "require", "`fanout`").and_then(|r| match r.value.value {
+            Value::Number(_) => self.positive_int(&r.value, "`fanout.require`").map(|n| Require::AtLeast(n.value)),
+            _ => self.one_of(&r.value, "require", &[("all", Require::All), ("any", Require::Any)]),
+        });
+        if let Some(m) = self.required(&obj, "merge", "`fanout`") {
+            self.one_of(&m.value, "merge", &[("sequential", ())]);
+        }
+        let mut pre_merge = Vec::new();
+        if let Some(p) = obj.get("pre_merge") {
+            match &p.value.value {
+                Value::Sequence(items) => {
+                    for i in items {
+                        if let Some(s) = self.string(i, "a `pre_merge` command") {
+                            pre_merge.push(s);
+                        }
+                    }
+                }
+                _ => self.wrong_type(&p.value, "a list of commands", "`pre_merge`"),
+            }
+        }
+        let dispatch = obj
+            .get("dispatch")
+            .and_then(|d| self.one_of(&d.value, "dispatch", &[("engine", Dispatch::Engine), ("consumer", Dispatch::Consumer)]))
+            .unwrap_or_default();
+        Some(Fanout { over, stages, concurrency, isolation, require, pre_merge, dispatch })
+    }
+
+    fn stage(&mut self, item: &Node) -> Option<Stage> {
+        let obj = self.obj(item, "a fanout stage", None)?;
+        self.strict(&obj, STAGE_FIELDS, "a fanout stage");
+        let task = match obj.get("do") {
+            Some(d) => self.string(&d.value, "`do`"),
+            None => {
+                self.err(Code::MissingField, obj.owner, "a fanout stage is missing the required field `do`");
+                None
+            }
+        };
+        Some(Stage {
+            span: item.span,
+            task,
+            agent: obj.get("agent").and_then(|a| self.agent(&a.value)),
+            out: obj.get("out").and_then(|o| self.string(&o.value, "`out`")).map(|s| name(&s)),
+            ensure: obj.get("ensure").map(|e| self.ensure(&e.value)).unwrap_or_default(),
+            attempts: obj.get("attempts").and_then(|a| self.positive_int(&a.value, "`attempts`")),
+            when: obj.get("when").and_then(|w| self.string(&w.value, "`when`")),
+        })
+    }
+}

@@ -1,0 +1,703 @@
+//! Spanned YAML loading on top of `saphyr-parser`'s event stream.
+//!
+//! Owns: turning text into a [`Node`] tree where every key, scalar and
+//! container carries a byte [`Span`]; YAML 1.2 core-schema scalar resolution;
+//! refusing duplicate keys, several documents, custom tags and complex keys;
+//! bounding alias expansion and nesting depth; the map from offsets inside a
+//! decoded scalar back to file offsets.
+//! Must never: know the Stratum schema (that is `syntax`), or hand-parse YAML
+//! (the tokenizer and parser are saphyr's).
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
+
+use crate::diagnostics::{Code, Diagnostic};
+use crate::source::Span;
+
+/// Most nodes that alias expansion may produce (billion-laughs guard).
+pub const ALIAS_LIMIT: usize = 100_000;
+/// Deepest nesting of collections accepted.
+pub const MAX_DEPTH: usize = 64;
+
+/// How a scalar was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Plain (unquoted).
+    Plain,
+    /// `'...'`.
+    SingleQuoted,
+    /// `"..."`.
+    DoubleQuoted,
+    /// `|` block.
+    Literal,
+    /// `>` block.
+    Folded,
+}
+
+/// A string scalar together with where and how it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Str {
+    /// The decoded value.
+    pub text: String,
+    /// The scalar in the file (quotes included).
+    pub span: Span,
+    /// How it was written.
+    pub style: Style,
+}
+
+/// A YAML value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `null`, `~` or empty.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// Any number (YAML ints and floats are IEEE doubles here, as in the original).
+    Number(f64),
+    /// A string scalar.
+    String(Str),
+    /// A sequence.
+    Sequence(Vec<Node>),
+    /// A mapping, in document order.
+    Mapping(Vec<Entry>),
+}
+
+/// One key/value pair of a mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The key text and its span.
+    pub key: Str,
+    /// The value.
+    pub value: Node,
+}
+
+/// A YAML node with its span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// The value.
+    pub value: Value,
+    /// Where it is.
+    pub span: Span,
+}
+
+impl Node {
+    /// A short human name of the node's type, as used in "expected X, found Y".
+    pub fn type_name(&self) -> &'static str {
+        match &self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Sequence(_) => "a list",
+            Value::Mapping(_) => "a mapping",
+        }
+    }
+
+    /// The mapping entries, if this is a mapping.
+    pub fn as_mapping(&self) -> Option<&[Entry]> {
+        match &self.value {
+            Value::Mapping(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is a string scalar.
+    pub fn as_str(&self) -> Option<&Str> {
+        match &self.value {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Converts saphyr's character indexes to byte offsets.
+struct Offsets {
+    /// Byte offset of each char index; empty when the text is ASCII.
+    table: Vec<u32>,
+    len: u32,
+}
+
+impl Offsets {
+    fn new(text: &str) -> Offsets {
+        let table = if text.is_ascii() {
+            Vec::new()
+        } else {
+            let mut t: Vec<u32> = text.char_indices().map(|(i, _)| i as u32).collect();
+            t.push(text.len() as u32);
+            t
+        };
+        Offsets { table, len: text.len() as u32 }
+    }
+
+    fn byte(&self, char_index: usize) -> u32 {
+        if self.table.is_empty() {
+            (char_index as u32).min(self.len)
+        } else {
+            self.table.get(char_index).copied().unwrap_or(self.len)
+        }
+    }
+
+    fn span(&self, s: YSpan) -> Span {
+        Span::new(self.byte(s.start.index()), self.byte(s.end.index()))
+    }
+}
+
+/// The result of loading: a tree when the text is well-formed YAML, plus diagnostics.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The document, or `None` when the text is not usable YAML.
+    pub root: Option<Node>,
+    /// Problems found while reading.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+enum Frame {
+    Seq { items: Vec<Node>, start: Span, anchor: usize },
+    Map { entries: Vec<Entry>, pending_key: Option<Str>, start: Span, anchor: usize },
+}
+
+/// Loads one YAML document from `text`.
+pub fn load(text: &str) -> Loaded {
+    let offsets = Offsets::new(text);
+    let mut diagnostics = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: std::collections::HashMap<usize, Node> = std::collections::HashMap::new();
+    let mut alias_budget = ALIAS_LIMIT;
+    let mut documents = 0usize;
+    let mut root: Option<Node> = None;
+    let mut failed = false;
+
+    for event in Parser::new_from_str(text) {
+        let (event, yspan) = match event {
+            Ok(pair) => pair,
+            Err(err) => {
+                let m = err.marker();
+                let at = offsets.byte(m.index());
+                let end = next_char_end(text, at);
+                diagnostics.push(
+                    Diagnostic::new(Code::YamlSyntax, Span::new(at, end), format!("invalid YAML: {}", err.info()))
+                        .with_help("fix the YAML syntax first; every other check needs a well-formed document"),
+                );
+                failed = true;
+                break;
+            }
+        };
+        let span = offsets.span(yspan);
+        let node = match event {
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    diagnostics.push(
+                        Diagnostic::new(Code::MultipleDocuments, span, "a spec file holds exactly one YAML document")
+                            .with_help("move the other document to its own file"),
+                    );
+                    failed = true;
+                    break;
+                }
+                continue;
+            }
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
+            Event::SequenceStart(anchor, tag) => {
+                if let Some(d) = check_tag(tag.as_deref(), span, Some("!!seq")) {
+                    diagnostics.push(d);
+                    failed = true;
+                    break;
+                }
+                if stack.len() >= MAX_DEPTH {
+                    diagnostics.push(too_deep(span));
+                    failed = true;
+                    break;
+                }
+                stack.push(Frame::Seq { items: Vec::new(), start: span, anchor });
+                continue;
+            }
+            Event::MappingStart(anchor, tag) => {
+                if let Some(d) = check_tag(tag.as_deref(), span, Some("!!map")) {
+                    diagnostics.push(d);
+                    failed = true;
+                    break;
+                }
+                if stack.len() >= MAX_DEPTH {
+                    diagnostics.push(too_deep(span));
+                    failed = true;
+                    break;
+                }
+                stack.push(Frame::Map { entries: Vec::new(), pending_key: None, start: span, anchor });
+                continue;
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq { items, start, anchor }) => {
+                    let end = items.last().map_or(start.end, |n| n.span.end).max(span.end);
+                    let node = Node { value: Value::Sequence(items), span: Span::new(start.start, end) };
+                    remember(&mut anchors, anchor, &node);
+                    node
+                }
+                _ => continue,
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map { entries, start, anchor, .. }) => {
+                    let end = entries.last().map_or(start.end, |e| e.value.span.end.max(e.key.span.end)).max(span.end);
+                    let node = Node { value: Value::Mapping(entries), span: Span::new(start.start, end) };
+                    remember(&mut anchors, anchor, &node);
+                    node
+                }
+                _ => continue,
+            },
+            Event::Alias(id) => {
+                let Some(target) = anchors.get(&id) else {
+                    diagnostics.push(Diagnostic::new(Code::YamlSyntax, span, "alias refers to an unknown anchor"));
+                    failed = true;
+                    break;
+                };
+                let size = count_nodes(target, alias_budget.saturating_add(1));
+                if size > alias_budget {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            Code::AliasLimit,
+                            span,
+                            format!("YAML aliases expand to more than {ALIAS_LIMIT} nodes"),
+                        )
+                        .with_help("write the repeated parts out, or use fewer nested aliases"),
+                    );
+                    failed = true;
+                    break;
+                }
+                alias_budget -= size;
+                let mut node = target.clone();
+                node.span = span;
+                node
+            }
+            Event::Scalar(value, style, anchor, tag) => {
+                match resolve_scalar(&value, style, tag.as_deref(), span) {
+                    Ok(node) => {
+                        remember(&mut anchors, anchor, &node);
+                        node
+                    }
+                    Err(d) => {
+                        diagnostics.push(d);
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+        };
+        // attach `node` to its parent
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+                None => match key_of(&node) {
+                    Ok(key) => *pending_key = Some(key),
+                    Err(d) => {
+                        diagnostics.push(d);
+                        failed = true;
+                        break;
+                    }
+                },
+                Some(key) => {
+                    if let Some(first) = entries.iter().find(|e| e.key.text == key.text) {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                Code::DuplicateKey,
+                                key.span,
+                                format!("duplicate key `{}`", key.text),
+                            )
+                            .with_span_label("defined again here")
+                            .with_label(first.key.span, "first defined here")
+                            .with_help("remove one of the two entries; YAML mappings cannot repeat a key"),
+                        );
+                    } else {
+                        entries.push(Entry { key, value: node });
+                    }
+                }
+            },
+        }
+    }
+
+    if failed {
+        return Loaded { root: None, diagnostics };
+    }
+    Loaded { root, diagnostics }
+}
+
+fn next_char_end(text: &str, at: u32) -> u32 {
+    let at = at as usize;
+    match text.get(at..).and_then(|rest| rest.chars().next()) {
+        Some(c) => (at + c.len_utf8()) as u32,
+        None => at as u32,
+    }
+}
+
+fn too_deep(span: Span) -> Diagnostic {
+    Diagnostic::new(Code::NestingTooDeep, span, format!("YAML nested more than {MAX_DEPTH} levels deep"))
+        .with_help("a Stratum spec never needs this depth; flatten the structure")
+}
+
+fn remember(anchors: &mut std::collections::HashMap<usize, Node>, anchor: usize, node: &Node) {
+    if anchor != 0 {
+        anchors.insert(anchor, node.clone());
+    }
+}
+
+/// Counts nodes of a tree, stopping once `limit` is exceeded.
+fn count_nodes(node: &Node, limit: usize) -> usize {
+    let mut count = 0usize;
+    let mut todo = vec![node];
+    while let Some(n) = todo.pop() {
+        count += 1;
+        if count > limit {
+            return count;
+        }
+        match &n.value {
+            Value::Sequence(items) => todo.extend(items.iter()),
+            Value::Mapping(entries) => {
+                count += entries.len();
+                todo.extend(entries.iter().map(|e| &e.value));
+            }
+            _ => {}
+        }
+    }
+    count
+}
+
+fn key_of(node: &Node) -> Result<Str, Diagnostic> {
+    let text = match &node.value {
+        Value::String(s) => return Ok(s.clone()),
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => format_number(*n),
+        Value::Sequence(_) | Value::Mapping(_) => {
+            return Err(Diagnostic::new(Code::ComplexKey, node.span, "mapping keys must be plain scalars")
+                .with_help("use a string as the key"));
+        }
+    };
+    Ok(Str { text, span: node.span, style: Style::Plain })
+}
+
+/// Formats a number the way the original engine prints it (`1` not `1.0`).
+pub fn format_number(n: f64) -> String {
+    if n.is_finite() && n.fract() == 0.0 && n.abs() < 1e21 {
+        format!("{}", n as i64)
+    } else if n.is_nan() {
+        "NaN".to_string()
+    } else if n.is_infinite() {
+        if n > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else {
+        format!("{n}")
+    }
+}
+
+fn check_tag(tag: Option<&saphyr_parser::Tag>, span: Span, allowed: Option<&str>) -> Option<Diagnostic> {
+    let tag = tag?;
+    let full = format!("{}{}", tag.handle, tag.suffix);
+    let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
+    if core && allowed.is_some_and(|a| a.trim_start_matches("!!") == tag.suffix) {
+        return None;
+    }
+    Some(
+        Diagnostic::new(Code::UnsupportedTag, span, format!("YAML tag `{full}` is not allowed here"))
+            .with_help("remove the tag; specs use plain YAML values"),
+    )
+}
+
+fn resolve_scalar(
+    value: &str,
+    style: ScalarStyle,
+    tag: Option<&saphyr_parser::Tag>,
+    span: Span,
+) -> Result<Node, Diagnostic> {
+    let style = match style {
+        ScalarStyle::Plain => Style::Plain,
+        ScalarStyle::SingleQuoted => Style::SingleQuoted,
+        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+        ScalarStyle::Literal => Style::Literal,
+        ScalarStyle::Folded => Style::Folded,
+    };
+    let string = || Node { value: Value::String(Str { text: value.to_string(), span, style }), span };
+    if let Some(tag) = tag {
+        let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
+        let resolved = if core {
+            match tag.suffix.as_str() {
+                "str" => Some(string()),
+                "null" => matches!(value, "" | "~" | "null" | "Null" | "NULL")
+                    .then_some(Node { value: Value::Null, span }),
+                "bool" => plain_bool(value).map(|b| Node { value: Value::Bool(b), span }),
+                "int" | "float" => plain_number(value).map(|n| Node { value: Value::Number(n), span }),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        return resolved.ok_or_else(|| {
+            Diagnostic::new(
+                Code::UnsupportedTag,
+                span,
+                format!("YAML tag `{}{}` is not allowed here", tag.handle, tag.suffix),
+            )
+            .with_help("remove the tag; specs use plain YAML values")
+        });
+    }
+    if style != Style::Plain {
+        return Ok(string());
+    }
+    if matches!(value, "" | "~" | "null" | "Null" | "NULL") {
+        return Ok(Node { value: Value::Null, span });
+    }
+    if let Some(b) = plain_bool(value) {
+        return Ok(Node { value: Value::Bool(b), span });
+    }
+    if let Some(n) = plain_number(value) {
+        return Ok(Node { value: Value::Number(n), span });
+    }
+    Ok(string())
+}
+
+fn plain_bool(v: &str) -> Option<bool> {
+    match v {
+        "true" | "True" | "TRUE" => Some(true),
+        "false" | "False" | "FALSE" => Some(false),
+        _ => None,
+    }
+}
+
+/// YAML 1.2 core-schema numbers.
+fn plain_number(v: &str) -> Option<f64> {
+    match v {
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        _ => {}
+    }
+    if let Some(hex) = v.strip_prefix("0x") {
+        return (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u64::from_str_radix(hex, 16).map(|n| n as f64).unwrap_or(f64::INFINITY));
+    }
+    if let Some(oct) = v.strip_prefix("0o") {
+        return (!oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)))
+            .then(|| u64::from_str_radix(oct, 8).map(|n| n as f64).unwrap_or(f64::INFINITY));
+    }
+    // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+    let b = v.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+        i += 1;
+    }
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_digits = i - int_start;
+    let mut frac_digits = 0;
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        frac_digits = i - s;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return None;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+            i += 1;
+        }
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s {
+            return None;
+        }
+    }
+    if i != b.len() {
+        return None;
+    }
+    v.parse::<f64>().ok()
+}
+
+/// Maps a byte offset inside a decoded scalar value to a byte offset in the file.
+///
+/// Works for every scalar style by walking the decoded text and the raw source
+/// together: characters that are equal advance both; quotes, indentation and
+/// folded line breaks advance the source only; a double-quoted escape maps its
+/// decoded character to the backslash. When the two cannot be aligned, the
+/// scalar's start is returned, which still points at the right scalar.
+pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
+    let raw = match source.get(s.span.range()) {
+        Some(raw) => raw,
+        None => return s.span.start,
+    };
+    let offset = offset as usize;
+    if s.style == Style::Plain && raw == s.text {
+        return s.span.start + offset.min(raw.len()) as u32;
+    }
+    let raw_chars: Vec<(usize, char)> = raw.char_indices().collect();
+    let mut j = 0usize;
+    // skip an opening quote
+    if matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted) && !raw_chars.is_empty() {
+        j = 1;
+    }
+    for (i, c) in s.text.char_indices() {
+        let mut matched = None;
+        while j < raw_chars.len() {
+            let (pos, rc) = raw_chars[j];
+            if s.style == Style::DoubleQuoted && rc == '\\' {
+                let (decoded, len) = decode_escape(&raw_chars[j..]);
+                j += len.max(1);
+                match decoded {
+                    Some(d) if d == c => {
+                        matched = Some(pos);
+                        break;
+                    }
+                    _ => continue,
+                }
+            }
+            if s.style == Style::SingleQuoted && rc == '\'' && c == '\'' {
+                j += 2;
+                matched = Some(pos);
+                break;
+            }
+            j += 1;
+            if rc == c {
+                matched = Some(pos);
+                break;
+            }
+        }
+        let Some(pos) = matched else { return s.span.start };
+        if i >= offset {
+            return s.span.start + pos as u32;
+        }
+    }
+    // offset at (or past) the end of the text: the end of the last matched char
+    if j <= raw_chars.len() {
+        let end = raw_chars.get(j).map_or(raw.len(), |&(p, _)| p);
+        if offset >= s.text.len() {
+            // exclude a closing quote
+            return s.span.start + end as u32;
+        }
+    }
+    s.span.start
+}
+
+/// Decodes one double-quoted escape; returns the char (if any) and how many chars it used.
+fn decode_escape(chars: &[(usize, char)]) -> (Option<char>, usize) {
+    let Some(&(_, kind)) = chars.get(1) else { return (None, 1) };
+    let hex = |n: usize| -> (Option<char>, usize) {
+        let digits: String = chars.iter().skip(2).take(n).map(|&(_, c)| c).collect();
+        let c = u32::from_str_radix(&digits, 16).ok().and_then(char::from_u32);
+        (c, 2 + n)
+    };
+    match kind {
+        '0' => (Some('\0'), 2),
+        'a' => (Some('\x07'), 2),
+        'b' => (Some('\x08'), 2),
+        't' | '\t' => (Some('\t'), 2),
+        'n' => (Some('\n'), 2),
+        'v' => (Some('\x0b'), 2),
+        'f' => (Some('\x0c'), 2),
+        'r' => (Some('\r'), 2),
+        'e' => (Some('\x1b'), 2),
+        ' ' => (Some(' '), 2),
+        '"' => (Some('"'), 2),
+        '/' => (Some('/'), 2),
+        '\\' => (Some('\\'), 2),
+        'N' => (Some('\u{85}'), 2),
+        '_' => (Some('\u{a0}'), 2),
+        'L' => (Some('\u{2028}'), 2),
+        'P' => (Some('\u{2029}'), 2),
+        'x' => hex(2),
+        'u' => hex(4),
+        'U' => hex(8),
+        '\n' | '\r' => (None, 2),
+        _ => (None, 2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(text: &str) -> Node {
+        let l = load(text);
+        assert!(l.diagnostics.is_empty(), "{:?}", l.diagnostics);
+        l.root.unwrap()
+    }
+
+    fn codes(text: &str) -> Vec<&'static str> {
+        load(text).diagnostics.iter().map(|d| d.code.as_str()).collect()
+    }
+
+    #[test]
+    fn scalars_follow_the_core_schema() {
+        let r = root("a: yes\nb: 1.0\nc: ~\nd: True\ne: '1'\nf: .inf\ng: 0x1F\n");
+        let m = r.as_mapping().unwrap();
+        assert!(matches!(m[0].value.value, Value::String(_)));
+        assert_eq!(m[1].value.value, Value::Number(1.0));
+        assert_eq!(m[2].value.value, Value::Null);
+        assert_eq!(m[3].value.value, Value::Bool(true));
+        assert!(matches!(m[4].value.value, Value::String(_)));
+        assert_eq!(m[5].value.value, Value::Number(f64::INFINITY));
+        assert_eq!(m[6].value.value, Value::Number(31.0));
+    }
+
+    #[test]
+    fn spans_are_bytes() {
+        let text = "é: \"été\"\n";
+        let r = root(text);
+        let m = r.as_mapping().unwrap();
+        assert_eq!(&text[m[0].key.span.range()], "é");
+        assert_eq!(&text[m[0].value.span.range()], "\"été\"");
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(codes("a: 1\na: 2\n"), vec!["S0003"]);
+        assert_eq!(codes("a: 1\n---\nb: 2\n"), vec!["S0004"]);
+        assert_eq!(codes("a: !foo 1\n"), vec!["S0007"]);
+        assert_eq!(codes("? [a]\n: 1\n"), vec!["S0008"]);
+        assert_eq!(codes("a: [1\n"), vec!["S0002"]);
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(codes(&deep), vec!["S0006"]);
+    }
+
+    #[test]
+    fn alias_bombs_are_bounded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert_eq!(codes(&text), vec!["S0005"]);
+        // small aliases are fine
+        assert!(codes("a: &x {b: 1}\nc: *x\n").is_empty());
+    }
+
+    #[test]
+    fn offsets_map_into_every_style() {
+        let cases = [
+            ("k: result.x > 1\n", "result.x > 1"),
+            ("k: \"result.x > 1\"\n", "result.x > 1"),
+            ("k: 'a'' > 1'\n", "a' > 1"),
+            ("k: \"\\u00e9 > 1\"\n", "é > 1"),
+            ("k: |\n  result.x\n  > 1\n", "result.x\n> 1\n"),
+            ("k: >\n  result.x\n  > 1\n", "result.x > 1\n"),
+            ("k: result.x\n  > 1\n", "result.x > 1"),
+        ];
+        for (text, value) in cases {
+            let r = root(text);
+            let s = r.as_mapping().unwrap()[0].value.as_str().unwrap().clone();
+            assert_eq!(s.text, value, "{text:?}");
+            // the `1` at the end maps onto a `1` in the file
+            let one = s.text.rfind('1').unwrap() as u32;
+            let at = map_offset(text, &s, one) as usize;
+            assert_eq!(&text[at..at + 1], "1", "{text:?}");
+            let gt = s.text.find('>').unwrap() as u32;
+            let at = map_offset(text, &s, gt) as usize;
+            assert_eq!(&text[at..at + 1], ">", "{text:?}");
+        }
+    }
+}
