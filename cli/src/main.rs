@@ -79,13 +79,21 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { Exit::Usage } else { Exit::Ok };
+            let code = if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Ok
+            };
             let _ = e.print();
             return ExitCode::from(code as u8);
         }
     };
     let exit = match cli.command {
-        Command::Check { paths, format, color } => commands::check::run(&paths, format, color),
+        Command::Check {
+            paths,
+            format,
+            color,
+        } => commands::check::run(&paths, format, color),
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
     };
     ExitCode::from(exit as u8)

@@ -46,8 +46,21 @@ impl Analysis {
 pub fn analyze_bytes(bytes: &[u8]) -> Analysis {
     if bytes.len() > MAX_FILE_SIZE {
         let text = String::new();
-        let d = Diagnostic::new(Code::FileTooLarge, Span::at(0), format!("the file is {} bytes; specs are limited to {MAX_FILE_SIZE} bytes", bytes.len()));
-        return Analysis { lines: LineIndex::new(&text), text, diagnostics: vec![d], spec: Spec::default(), ir: None };
+        let d = Diagnostic::new(
+            Code::FileTooLarge,
+            Span::at(0),
+            format!(
+                "the file is {} bytes; specs are limited to {MAX_FILE_SIZE} bytes",
+                bytes.len()
+            ),
+        );
+        return Analysis {
+            lines: LineIndex::new(&text),
+            text,
+            diagnostics: vec![d],
+            spec: Spec::default(),
+            ir: None,
+        };
     }
     match std::str::from_utf8(bytes) {
         Ok(text) => analyze(text),
@@ -56,15 +69,27 @@ pub fn analyze_bytes(bytes: &[u8]) -> Analysis {
             // the lossy text keeps every valid prefix byte-for-byte
             let at = e.valid_up_to() as u32;
             let end = next_char_end(&text, at);
-            let d = Diagnostic::new(Code::InvalidUtf8, Span::new(at, end), format!("the file is not UTF-8 text: invalid byte at offset {at}"))
-                .with_help("save the spec as UTF-8");
-            Analysis { lines: LineIndex::new(&text), text, diagnostics: vec![d], spec: Spec::default(), ir: None }
+            let d = Diagnostic::new(
+                Code::InvalidUtf8,
+                Span::new(at, end),
+                format!("the file is not UTF-8 text: invalid byte at offset {at}"),
+            )
+            .with_help("save the spec as UTF-8");
+            Analysis {
+                lines: LineIndex::new(&text),
+                text,
+                diagnostics: vec![d],
+                spec: Spec::default(),
+                ir: None,
+            }
         }
     }
 }
 
 fn next_char_end(text: &str, at: u32) -> u32 {
-    text.get(at as usize..).and_then(|r| r.chars().next()).map_or(at, |c| at + c.len_utf8() as u32)
+    text.get(at as usize..)
+        .and_then(|r| r.chars().next())
+        .map_or(at, |c| at + c.len_utf8() as u32)
 }
 
 /// Analyses a spec given as text.
@@ -85,5 +110,11 @@ pub fn analyze(text: &str) -> Analysis {
             ir = None;
         }
     }
-    Analysis { text: text.to_string(), lines: LineIndex::new(text), diagnostics: sink.finish(), spec, ir }
+    Analysis {
+        text: text.to_string(),
+        lines: LineIndex::new(text),
+        diagnostics: sink.finish(),
+        spec,
+        ir,
+    }
 }

@@ -14,6 +14,7 @@ pub mod diagnostics;
 pub mod ir;
 pub mod source;
 pub mod syntax;
+pub mod testgen;
 pub mod types;
 pub mod yaml;
 

@@ -16,12 +16,22 @@ pub struct Span {
 impl Span {
     /// A span from `start` to `end` (swapped if given backwards).
     pub fn new(start: u32, end: u32) -> Span {
-        if start <= end { Span { start, end } } else { Span { start: end, end: start } }
+        if start <= end {
+            Span { start, end }
+        } else {
+            Span {
+                start: end,
+                end: start,
+            }
+        }
     }
 
     /// An empty span at `offset`.
     pub fn at(offset: u32) -> Span {
-        Span { start: offset, end: offset }
+        Span {
+            start: offset,
+            end: offset,
+        }
     }
 
     /// The range as `usize`s, for slicing.
@@ -31,7 +41,10 @@ impl Span {
 
     /// Smallest span covering both.
     pub fn cover(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -71,7 +84,10 @@ impl LineIndex {
         let line = self.line_starts.partition_point(|&s| s as usize <= offset) - 1;
         let start = self.line_starts[line] as usize;
         let column = text[start..offset].chars().count() as u32 + 1;
-        LineCol { line: line as u32 + 1, column }
+        LineCol {
+            line: line as u32 + 1,
+            column,
+        }
     }
 
     /// Byte offset where 1-based `line` starts, if it exists.

@@ -44,7 +44,11 @@ pub fn parse_type(text: &str) -> Result<(TypeExpr, bool), String> {
         None => (text, false),
     };
     if rest.is_empty() || rest.ends_with('?') {
-        return Err(if rest.ends_with('?') { "only one `?` is allowed".into() } else { "the type is empty".into() });
+        return Err(if rest.ends_with('?') {
+            "only one `?` is allowed".into()
+        } else {
+            "the type is empty".into()
+        });
     }
     parse_base(rest).map(|t| (t, optional))
 }
@@ -62,7 +66,9 @@ fn parse_base(t: &str) -> Result<TypeExpr, String> {
     }
     if let Some(prefix) = t.strip_suffix("[]") {
         if prefix.ends_with('?') {
-            return Err("list items cannot be optional (`T?[]`); write `T[]?` for an optional list".into());
+            return Err(
+                "list items cannot be optional (`T?[]`); write `T[]?` for an optional list".into(),
+            );
         }
         if prefix.is_empty() {
             return Err("`[]` needs an item type before it".into());
@@ -89,7 +95,9 @@ fn parse_base(t: &str) -> Result<TypeExpr, String> {
         return Ok(TypeExpr::Enum(pieces));
     }
     let mut chars = t.chars();
-    if matches!(chars.next(), Some('A'..='Z')) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if matches!(chars.next(), Some('A'..='Z'))
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
         return Ok(TypeExpr::Named(t.to_string()));
     }
     Err(format!("`{t}` is not a type"))
@@ -222,7 +230,10 @@ impl TypeTable {
                 _ => format!("{}[]", self.display(inner)),
             },
             Type::Object => "object".into(),
-            Type::Record(r) => self.records.get(*r).map_or_else(|| "record".into(), |r| r.name.clone()),
+            Type::Record(r) => self
+                .records
+                .get(*r)
+                .map_or_else(|| "record".into(), |r| r.name.clone()),
             Type::Steps(_) => "step outputs".into(),
         }
     }
@@ -230,7 +241,11 @@ impl TypeTable {
     /// How a contract type is written.
     pub fn display_ty(&self, t: &FieldType) -> String {
         let base = self.display(&Type::of(&t.ty));
-        let base = if t.ty == Ty::Integer { "integer".to_string() } else { base };
+        let base = if t.ty == Ty::Integer {
+            "integer".to_string()
+        } else {
+            base
+        };
         if t.optional { format!("{base}?") } else { base }
     }
 
@@ -246,10 +261,14 @@ impl TypeTable {
         if depth > 32 {
             return false;
         }
-        let (Some(ra), Some(rb)) = (self.records.get(a), self.records.get(b)) else { return false };
+        let (Some(ra), Some(rb)) = (self.records.get(a), self.records.get(b)) else {
+            return false;
+        };
         ra.fields.len() == rb.fields.len()
             && ra.fields.iter().all(|(n, ta)| {
-                rb.field(n).is_some_and(|tb| ta.optional == tb.optional && self.same_ty(&ta.ty, &tb.ty, depth + 1))
+                rb.field(n).is_some_and(|tb| {
+                    ta.optional == tb.optional && self.same_ty(&ta.ty, &tb.ty, depth + 1)
+                })
             })
     }
 
@@ -303,22 +322,65 @@ mod tests {
 
     #[test]
     fn reference_table_2_3() {
-        for s in ["string", "integer", "number", "boolean", "object", "array", "string[]", "string[][]", "object[]", "array[]", "Review", "Review?", "Review[]"] {
+        for s in [
+            "string",
+            "integer",
+            "number",
+            "boolean",
+            "object",
+            "array",
+            "string[]",
+            "string[][]",
+            "object[]",
+            "array[]",
+            "Review",
+            "Review?",
+            "Review[]",
+        ] {
             ok(s);
         }
         assert_eq!(ok("string?"), (TypeExpr::String, true));
-        assert_eq!(ok("string[]?"), (TypeExpr::List(Box::new(TypeExpr::String)), true));
+        assert_eq!(
+            ok("string[]?"),
+            (TypeExpr::List(Box::new(TypeExpr::String)), true)
+        );
         let e = |v: &[&str]| TypeExpr::Enum(v.iter().map(|s| s.to_string()).collect());
         assert_eq!(ok("draft|final").0, e(&["draft", "final"]));
         assert_eq!(ok("draft|final?"), (e(&["draft", "final"]), true));
-        assert_eq!(ok("(draft|final)[]").0, TypeExpr::List(Box::new(e(&["draft", "final"]))));
-        assert_eq!(ok("draft|final[]").0, TypeExpr::List(Box::new(e(&["draft", "final"]))));
+        assert_eq!(
+            ok("(draft|final)[]").0,
+            TypeExpr::List(Box::new(e(&["draft", "final"])))
+        );
+        assert_eq!(
+            ok("draft|final[]").0,
+            TypeExpr::List(Box::new(e(&["draft", "final"])))
+        );
         assert_eq!(ok("(draft)[]").0, TypeExpr::List(Box::new(e(&["draft"]))));
         assert_eq!(ok("(string)[]").0, TypeExpr::List(Box::new(e(&["string"]))));
         assert_eq!(ok("string|integer").0, e(&["string", "integer"]));
         assert_eq!(ok("low | high").0, e(&["low ", " high"]));
-        assert_eq!(ok("(a|b)[][]").0, TypeExpr::List(Box::new(TypeExpr::List(Box::new(e(&["a", "b"]))))));
-        for bad in ["string??", "?", "", "string?[]", "(draft|final)", "draft", "a||b", "|a", "a|", "(a|b)?[]", "date", "int", "float", "any", "null", "Str ing"] {
+        assert_eq!(
+            ok("(a|b)[][]").0,
+            TypeExpr::List(Box::new(TypeExpr::List(Box::new(e(&["a", "b"])))))
+        );
+        for bad in [
+            "string??",
+            "?",
+            "",
+            "string?[]",
+            "(draft|final)",
+            "draft",
+            "a||b",
+            "|a",
+            "a|",
+            "(a|b)?[]",
+            "date",
+            "int",
+            "float",
+            "any",
+            "null",
+            "Str ing",
+        ] {
             assert!(parse_type(bad).is_err(), "{bad} should be invalid");
         }
     }

@@ -125,7 +125,10 @@ impl Offsets {
             t.push(text.len() as u32);
             t
         };
-        Offsets { table, len: text.len() as u32 }
+        Offsets {
+            table,
+            len: text.len() as u32,
+        }
     }
 
     fn byte(&self, char_index: usize) -> u32 {
@@ -151,8 +154,17 @@ pub struct Loaded {
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, start: Span, anchor: usize },
-    Map { entries: Vec<Entry>, pending_key: Option<Str>, start: Span, anchor: usize },
+    Seq {
+        items: Vec<Node>,
+        start: Span,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<Entry>,
+        pending_key: Option<Str>,
+        start: Span,
+        anchor: usize,
+    },
 }
 
 /// Loads one YAML document from `text`.
@@ -174,8 +186,14 @@ pub fn load(text: &str) -> Loaded {
                 let at = offsets.byte(m.index());
                 let end = next_char_end(text, at);
                 diagnostics.push(
-                    Diagnostic::new(Code::YamlSyntax, Span::new(at, end), format!("invalid YAML: {}", err.info()))
-                        .with_help("fix the YAML syntax first; every other check needs a well-formed document"),
+                    Diagnostic::new(
+                        Code::YamlSyntax,
+                        Span::new(at, end),
+                        format!("invalid YAML: {}", err.info()),
+                    )
+                    .with_help(
+                        "fix the YAML syntax first; every other check needs a well-formed document",
+                    ),
                 );
                 failed = true;
                 break;
@@ -187,8 +205,12 @@ pub fn load(text: &str) -> Loaded {
                 documents += 1;
                 if documents > 1 {
                     diagnostics.push(
-                        Diagnostic::new(Code::MultipleDocuments, span, "a spec file holds exactly one YAML document")
-                            .with_help("move the other document to its own file"),
+                        Diagnostic::new(
+                            Code::MultipleDocuments,
+                            span,
+                            "a spec file holds exactly one YAML document",
+                        )
+                        .with_help("move the other document to its own file"),
                     );
                     failed = true;
                     break;
@@ -207,7 +229,11 @@ pub fn load(text: &str) -> Loaded {
                     failed = true;
                     break;
                 }
-                stack.push(Frame::Seq { items: Vec::new(), start: span, anchor });
+                stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    start: span,
+                    anchor,
+                });
                 continue;
             }
             Event::MappingStart(anchor, tag) => {
@@ -221,22 +247,45 @@ pub fn load(text: &str) -> Loaded {
                     failed = true;
                     break;
                 }
-                stack.push(Frame::Map { entries: Vec::new(), pending_key: None, start: span, anchor });
+                stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    pending_key: None,
+                    start: span,
+                    anchor,
+                });
                 continue;
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { items, start, anchor }) => {
+                Some(Frame::Seq {
+                    items,
+                    start,
+                    anchor,
+                }) => {
                     let end = items.last().map_or(start.end, |n| n.span.end).max(span.end);
-                    let node = Node { value: Value::Sequence(items), span: Span::new(start.start, end) };
+                    let node = Node {
+                        value: Value::Sequence(items),
+                        span: Span::new(start.start, end),
+                    };
                     remember(&mut anchors, anchor, &node);
                     node
                 }
                 _ => continue,
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map { entries, start, anchor, .. }) => {
-                    let end = entries.last().map_or(start.end, |e| e.value.span.end.max(e.key.span.end)).max(span.end);
-                    let node = Node { value: Value::Mapping(entries), span: Span::new(start.start, end) };
+                Some(Frame::Map {
+                    entries,
+                    start,
+                    anchor,
+                    ..
+                }) => {
+                    let end = entries
+                        .last()
+                        .map_or(start.end, |e| e.value.span.end.max(e.key.span.end))
+                        .max(span.end);
+                    let node = Node {
+                        value: Value::Mapping(entries),
+                        span: Span::new(start.start, end),
+                    };
                     remember(&mut anchors, anchor, &node);
                     node
                 }
@@ -244,7 +293,11 @@ pub fn load(text: &str) -> Loaded {
             },
             Event::Alias(id) => {
                 let Some(target) = anchors.get(&id) else {
-                    diagnostics.push(Diagnostic::new(Code::YamlSyntax, span, "alias refers to an unknown anchor"));
+                    diagnostics.push(Diagnostic::new(
+                        Code::YamlSyntax,
+                        span,
+                        "alias refers to an unknown anchor",
+                    ));
                     failed = true;
                     break;
                 };
@@ -273,7 +326,7 @@ pub fn load(text: &str) -> Loaded {
                         node
                     }
                     Err(d) => {
-                        diagnostics.push(d);
+                        diagnostics.push(*d);
                         failed = true;
                         break;
                     }
@@ -284,18 +337,23 @@ pub fn load(text: &str) -> Loaded {
         match stack.last_mut() {
             None => root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
-                None => match key_of(&node) {
-                    Ok(key) => *pending_key = Some(key),
-                    Err(d) => {
-                        diagnostics.push(d);
-                        failed = true;
-                        break;
-                    }
-                },
-                Some(key) => {
-                    if let Some(first) = entries.iter().find(|e| e.key.text == key.text) {
-                        diagnostics.push(
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => {
+                match pending_key.take() {
+                    None => match key_of(&node) {
+                        Ok(key) => *pending_key = Some(key),
+                        Err(d) => {
+                            diagnostics.push(*d);
+                            failed = true;
+                            break;
+                        }
+                    },
+                    Some(key) => {
+                        if let Some(first) = entries.iter().find(|e| e.key.text == key.text) {
+                            diagnostics.push(
                             Diagnostic::new(
                                 Code::DuplicateKey,
                                 key.span,
@@ -305,16 +363,20 @@ pub fn load(text: &str) -> Loaded {
                             .with_label(first.key.span, "first defined here")
                             .with_help("remove one of the two entries; YAML mappings cannot repeat a key"),
                         );
-                    } else {
-                        entries.push(Entry { key, value: node });
+                        } else {
+                            entries.push(Entry { key, value: node });
+                        }
                     }
                 }
-            },
+            }
         }
     }
 
     if failed {
-        return Loaded { root: None, diagnostics };
+        return Loaded {
+            root: None,
+            diagnostics,
+        };
     }
     Loaded { root, diagnostics }
 }
@@ -328,8 +390,12 @@ fn next_char_end(text: &str, at: u32) -> u32 {
 }
 
 fn too_deep(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::NestingTooDeep, span, format!("YAML nested more than {MAX_DEPTH} levels deep"))
-        .with_help("a Stratum spec never needs this depth; flatten the structure")
+    Diagnostic::new(
+        Code::NestingTooDeep,
+        span,
+        format!("YAML nested more than {MAX_DEPTH} levels deep"),
+    )
+    .with_help("a Stratum spec never needs this depth; flatten the structure")
 }
 
 fn remember(anchors: &mut std::collections::HashMap<usize, Node>, anchor: usize, node: &Node) {
@@ -359,18 +425,24 @@ fn count_nodes(node: &Node, limit: usize) -> usize {
     count
 }
 
-fn key_of(node: &Node) -> Result<Str, Diagnostic> {
+fn key_of(node: &Node) -> Result<Str, Box<Diagnostic>> {
     let text = match &node.value {
         Value::String(s) => return Ok(s.clone()),
         Value::Null => "null".to_string(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => format_number(*n),
         Value::Sequence(_) | Value::Mapping(_) => {
-            return Err(Diagnostic::new(Code::ComplexKey, node.span, "mapping keys must be plain scalars")
-                .with_help("use a string as the key"));
+            return Err(Box::new(
+                Diagnostic::new(Code::ComplexKey, node.span, "mapping keys must be plain scalars")
+                    .with_help("use a string as the key"),
+            ));
         }
     };
-    Ok(Str { text, span: node.span, style: Style::Plain })
+    Ok(Str {
+        text,
+        span: node.span,
+        style: Style::Plain,
+    })
 }
 
 /// Formats a number the way the original engine prints it (`1` not `1.0`).
@@ -380,13 +452,21 @@ pub fn format_number(n: f64) -> String {
     } else if n.is_nan() {
         "NaN".to_string()
     } else if n.is_infinite() {
-        if n > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if n > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else {
         format!("{n}")
     }
 }
 
-fn check_tag(tag: Option<&saphyr_parser::Tag>, span: Span, allowed: Option<&str>) -> Option<Diagnostic> {
+fn check_tag(
+    tag: Option<&saphyr_parser::Tag>,
+    span: Span,
+    allowed: Option<&str>,
+) -> Option<Diagnostic> {
     let tag = tag?;
     let full = format!("{}{}", tag.handle, tag.suffix);
     let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
@@ -394,8 +474,12 @@ fn check_tag(tag: Option<&saphyr_parser::Tag>, span: Span, allowed: Option<&str>
         return None;
     }
     Some(
-        Diagnostic::new(Code::UnsupportedTag, span, format!("YAML tag `{full}` is not allowed here"))
-            .with_help("remove the tag; specs use plain YAML values"),
+        Diagnostic::new(
+            Code::UnsupportedTag,
+            span,
+            format!("YAML tag `{full}` is not allowed here"),
+        )
+        .with_help("remove the tag; specs use plain YAML values"),
     )
 }
 
@@ -404,7 +488,7 @@ fn resolve_scalar(
     style: ScalarStyle,
     tag: Option<&saphyr_parser::Tag>,
     span: Span,
-) -> Result<Node, Diagnostic> {
+) -> Result<Node, Box<Diagnostic>> {
     let style = match style {
         ScalarStyle::Plain => Style::Plain,
         ScalarStyle::SingleQuoted => Style::SingleQuoted,
@@ -412,41 +496,68 @@ fn resolve_scalar(
         ScalarStyle::Literal => Style::Literal,
         ScalarStyle::Folded => Style::Folded,
     };
-    let string = || Node { value: Value::String(Str { text: value.to_string(), span, style }), span };
+    let string = || Node {
+        value: Value::String(Str {
+            text: value.to_string(),
+            span,
+            style,
+        }),
+        span,
+    };
     if let Some(tag) = tag {
         let core = tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:";
         let resolved = if core {
             match tag.suffix.as_str() {
                 "str" => Some(string()),
-                "null" => matches!(value, "" | "~" | "null" | "Null" | "NULL")
-                    .then_some(Node { value: Value::Null, span }),
-                "bool" => plain_bool(value).map(|b| Node { value: Value::Bool(b), span }),
-                "int" | "float" => plain_number(value).map(|n| Node { value: Value::Number(n), span }),
+                "null" => matches!(value, "" | "~" | "null" | "Null" | "NULL").then_some(Node {
+                    value: Value::Null,
+                    span,
+                }),
+                "bool" => plain_bool(value).map(|b| Node {
+                    value: Value::Bool(b),
+                    span,
+                }),
+                "int" | "float" => plain_number(value).map(|n| Node {
+                    value: Value::Number(n),
+                    span,
+                }),
                 _ => None,
             }
         } else {
             None
         };
         return resolved.ok_or_else(|| {
-            Diagnostic::new(
+            Box::new(Diagnostic::new(
                 Code::UnsupportedTag,
                 span,
-                format!("YAML tag `{}{}` is not allowed here", tag.handle, tag.suffix),
+                format!(
+                    "YAML tag `{}{}` is not allowed here",
+                    tag.handle, tag.suffix
+                ),
             )
-            .with_help("remove the tag; specs use plain YAML values")
+            .with_help("remove the tag; specs use plain YAML values"))
         });
     }
     if style != Style::Plain {
         return Ok(string());
     }
     if matches!(value, "" | "~" | "null" | "Null" | "NULL") {
-        return Ok(Node { value: Value::Null, span });
+        return Ok(Node {
+            value: Value::Null,
+            span,
+        });
     }
     if let Some(b) = plain_bool(value) {
-        return Ok(Node { value: Value::Bool(b), span });
+        return Ok(Node {
+            value: Value::Bool(b),
+            span,
+        });
     }
     if let Some(n) = plain_number(value) {
-        return Ok(Node { value: Value::Number(n), span });
+        return Ok(Node {
+            value: Value::Number(n),
+            span,
+        });
     }
     Ok(string())
 }
@@ -468,12 +579,18 @@ fn plain_number(v: &str) -> Option<f64> {
         _ => {}
     }
     if let Some(hex) = v.strip_prefix("0x") {
-        return (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u64::from_str_radix(hex, 16).map(|n| n as f64).unwrap_or(f64::INFINITY));
+        return (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| {
+            u64::from_str_radix(hex, 16)
+                .map(|n| n as f64)
+                .unwrap_or(f64::INFINITY)
+        });
     }
     if let Some(oct) = v.strip_prefix("0o") {
-        return (!oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)))
-            .then(|| u64::from_str_radix(oct, 8).map(|n| n as f64).unwrap_or(f64::INFINITY));
+        return (!oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b))).then(|| {
+            u64::from_str_radix(oct, 8)
+                .map(|n| n as f64)
+                .unwrap_or(f64::INFINITY)
+        });
     }
     // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
     let b = v.as_bytes();
@@ -565,7 +682,9 @@ pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
                 break;
             }
         }
-        let Some(pos) = matched else { return s.span.start };
+        let Some(pos) = matched else {
+            return s.span.start;
+        };
         if i >= offset {
             return s.span.start + pos as u32;
         }
@@ -583,10 +702,14 @@ pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
 
 /// Decodes one double-quoted escape; returns the char (if any) and how many chars it used.
 fn decode_escape(chars: &[(usize, char)]) -> (Option<char>, usize) {
-    let Some(&(_, kind)) = chars.get(1) else { return (None, 1) };
+    let Some(&(_, kind)) = chars.get(1) else {
+        return (None, 1);
+    };
     let hex = |n: usize| -> (Option<char>, usize) {
         let digits: String = chars.iter().skip(2).take(n).map(|&(_, c)| c).collect();
-        let c = u32::from_str_radix(&digits, 16).ok().and_then(char::from_u32);
+        let c = u32::from_str_radix(&digits, 16)
+            .ok()
+            .and_then(char::from_u32);
         (c, 2 + n)
     };
     match kind {
@@ -626,7 +749,11 @@ mod tests {
     }
 
     fn codes(text: &str) -> Vec<&'static str> {
-        load(text).diagnostics.iter().map(|d| d.code.as_str()).collect()
+        load(text)
+            .diagnostics
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect()
     }
 
     #[test]

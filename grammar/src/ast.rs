@@ -366,9 +366,8 @@ impl Expr {
             (ExprKind::Null, ExprKind::Null) => true,
             (ExprKind::Bool(a), ExprKind::Bool(b)) => a == b,
             (ExprKind::Number(a), ExprKind::Number(b)) => a == b,
-            (ExprKind::String(a), ExprKind::String(b)) | (ExprKind::Ident(a), ExprKind::Ident(b)) => {
-                a == b
-            }
+            (ExprKind::String(a), ExprKind::String(b))
+            | (ExprKind::Ident(a), ExprKind::Ident(b)) => a == b,
             (
                 ExprKind::Member {
                     name: a,

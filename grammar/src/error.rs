@@ -107,6 +107,10 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// At most this many errors are reported for one text; hostile input must
+/// not turn into millions of messages.
+pub(crate) const MAX_ERRORS: usize = 50;
+
 /// Quotes a piece of source text for a message: backticks, truncated to a
 /// readable length on a char boundary.
 pub(crate) fn quote(text: &str) -> String {

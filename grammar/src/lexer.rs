@@ -9,7 +9,7 @@
 use logos::Logos;
 
 use crate::ast::Span;
-use crate::error::{ParseError, ParseErrorKind, quote};
+use crate::error::{MAX_ERRORS, ParseError, ParseErrorKind, quote};
 
 /// A lexing failure, with offsets relative to the start of the failing token.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -140,11 +140,7 @@ fn lex_number(lex: &mut logos::Lexer<'_, Token>) -> Result<f64, LexError> {
     // `007`, `01`: a number may not run straight into more digits.
     // `1e`, `1e+`, `2E-x`: an exponent marker without digits.
     let rest = lex.remainder().as_bytes();
-    let malformed = match rest.first() {
-        Some(b'0'..=b'9') => true,
-        Some(b'e' | b'E') => true,
-        _ => false,
-    };
+    let malformed = matches!(rest.first(), Some(b'0'..=b'9' | b'e' | b'E'));
     if malformed {
         let mut n = 1;
         if matches!(rest.first(), Some(b'e' | b'E')) && matches!(rest.get(1), Some(b'+' | b'-')) {
@@ -191,7 +187,8 @@ impl Utf16Builder {
             }
             0xDC00..=0xDFFF => match self.pending_high.take() {
                 Some(high) => {
-                    let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                    let code =
+                        0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
                     self.out
                         .push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
                 }
@@ -236,7 +233,9 @@ fn lex_string(lex: &mut logos::Lexer<'_, Token>, quote_char: char) -> Result<Str
                 Some((_, 'r')) => Some('\r'),
                 Some((_, 't')) => Some('\t'),
                 Some((j, 'u')) => {
-                    let hex = rest.get(j + 1..j + 5).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+                    let hex = rest
+                        .get(j + 1..j + 5)
+                        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
                     match hex.and_then(|h| u16::from_str_radix(h, 16).ok()) {
                         Some(unit) => {
                             for _ in 0..4 {
@@ -290,8 +289,9 @@ fn lex_string(lex: &mut logos::Lexer<'_, Token>, quote_char: char) -> Result<Str
 /// A token with its byte range.
 pub(crate) type Spanned = (usize, Token, usize);
 
-/// Splits `text` into tokens. Every lexical error is reported; erroneous
-/// tokens are dropped from the token list.
+/// Splits `text` into tokens. Lexical errors are reported (up to
+/// `MAX_ERRORS`, then lexing stops); erroneous tokens are dropped from the
+/// token list.
 pub(crate) fn lex(text: &str) -> (Vec<Spanned>, Vec<ParseError>) {
     let mut tokens = Vec::new();
     let mut errors = Vec::new();
@@ -300,7 +300,12 @@ pub(crate) fn lex(text: &str) -> (Vec<Spanned>, Vec<ParseError>) {
         let range = lexer.span();
         match result {
             Ok(tok) => tokens.push((range.start, tok, range.end)),
-            Err(err) => errors.push(lex_error(text, range, err)),
+            Err(err) => {
+                errors.push(lex_error(text, range, err));
+                if errors.len() >= MAX_ERRORS {
+                    break;
+                }
+            }
         }
     }
     (tokens, errors)
@@ -450,8 +455,14 @@ mod tests {
                 Token::Comma,
             ]
         );
-        assert_eq!(toks("!!=<<="), vec![Token::Bang, Token::NotEq, Token::Lt, Token::Le]);
-        assert_eq!(toks("--1"), vec![Token::Minus, Token::Minus, Token::Number(1.0)]);
+        assert_eq!(
+            toks("!!=<<="),
+            vec![Token::Bang, Token::NotEq, Token::Lt, Token::Le]
+        );
+        assert_eq!(
+            toks("--1"),
+            vec![Token::Minus, Token::Minus, Token::Number(1.0)]
+        );
     }
 
     #[test]
@@ -483,7 +494,10 @@ mod tests {
         assert_eq!(toks("1."), vec![Token::Number(1.0), Token::Dot]);
         assert_eq!(toks("-1"), vec![Token::Minus, Token::Number(1.0)]);
         assert_eq!(toks("+1"), vec![Token::Plus, Token::Number(1.0)]);
-        assert_eq!(toks("0x1"), vec![Token::Number(0.0), Token::Ident("x1".into())]);
+        assert_eq!(
+            toks("0x1"),
+            vec![Token::Number(0.0), Token::Ident("x1".into())]
+        );
     }
 
     #[test]
@@ -493,15 +507,30 @@ mod tests {
         assert_eq!(e.span, Span::new(0, 3));
         assert!(e.message.contains("`007`"), "{}", e.message);
         let e = err("x + 01");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidNumber, Span::new(4, 6)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidNumber, Span::new(4, 6))
+        );
         let e = err("1e");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidNumber, Span::new(0, 2)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidNumber, Span::new(0, 2))
+        );
         let e = err("1e+ 2");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidNumber, Span::new(0, 3)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidNumber, Span::new(0, 3))
+        );
         let e = err("1.5ex");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidNumber, Span::new(0, 5)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidNumber, Span::new(0, 5))
+        );
         let e = err("a == 1e400");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidNumber, Span::new(5, 10)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidNumber, Span::new(5, 10))
+        );
         assert!(e.message.contains("too large"));
     }
 
@@ -533,22 +562,46 @@ mod tests {
     #[test]
     fn string_errors() {
         let e = err("'abc");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::UnterminatedString, Span::new(0, 4)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::UnterminatedString, Span::new(0, 4))
+        );
         let e = err("x == \"abc\\\"");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::UnterminatedString, Span::new(5, 11)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::UnterminatedString, Span::new(5, 11))
+        );
         let e = err(r"'a\x'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidEscape, Span::new(2, 4)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidEscape, Span::new(2, 4))
+        );
         assert!(e.message.contains(r"`\x`"), "{}", e.message);
         let e = err(r"'a\u12g4'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidEscape, Span::new(2, 6)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidEscape, Span::new(2, 6))
+        );
         let e = err(r"'\U0041'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidEscape, Span::new(1, 3)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidEscape, Span::new(1, 3))
+        );
         let e = err(r"'\é'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidEscape, Span::new(1, 4)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidEscape, Span::new(1, 4))
+        );
         let e = err("'a\tb'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::ControlCharInString, Span::new(2, 3)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::ControlCharInString, Span::new(2, 3))
+        );
         let e = err("'a\nb'");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::ControlCharInString, Span::new(2, 3)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::ControlCharInString, Span::new(2, 3))
+        );
         assert!(e.message.contains("U+000A"));
         let e = err("'\u{0}'");
         assert_eq!(e.kind, ParseErrorKind::ControlCharInString);
@@ -577,7 +630,11 @@ mod tests {
             let e = &errs[0];
             assert_eq!(e.kind, ParseErrorKind::UnexpectedChar, "{text}");
             assert_eq!(e.span, Span::new(start, end), "{text}");
-            assert!(e.message.starts_with("unexpected character `"), "{}", e.message);
+            assert!(
+                e.message.starts_with("unexpected character `"),
+                "{}",
+                e.message
+            );
         }
         assert!(err("a = b").message.contains("`==`"));
         let (t, errs) = lex("a & b");
@@ -588,14 +645,26 @@ mod tests {
     #[test]
     fn template_in_expression() {
         let e = err("${a.output} == 1 && x");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::TemplateInExpression, Span::new(0, 11)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::TemplateInExpression, Span::new(0, 11))
+        );
         assert!(e.message.contains("`${a.output}`"));
         let e = err("x && ${a.b");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::TemplateInExpression, Span::new(5, 10)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::TemplateInExpression, Span::new(5, 10))
+        );
         let e = err("${}");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::TemplateInExpression, Span::new(0, 3)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::TemplateInExpression, Span::new(0, 3))
+        );
         let (_, errs) = lex("$ {");
         assert_eq!(errs.len(), 2);
-        assert!(errs.iter().all(|e| e.kind == ParseErrorKind::UnexpectedChar));
+        assert!(
+            errs.iter()
+                .all(|e| e.kind == ParseErrorKind::UnexpectedChar)
+        );
     }
 }

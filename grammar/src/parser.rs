@@ -10,7 +10,10 @@
 use lalrpop_util::ErrorRecovery;
 
 use crate::ast::{BinaryOp, Expr, ExprKind, Span, UnaryOp};
-use crate::error::{ParseError, ParseErrorKind, quote};
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::error::{MAX_ERRORS, ParseError, ParseErrorKind, quote};
 use crate::lexer::{self, LexError, Spanned, Token};
 
 lalrpop_util::lalrpop_mod!(
@@ -52,8 +55,17 @@ pub(crate) fn parse_expr(text: &str) -> (Option<Expr>, Vec<ParseError>) {
     let mut builder = Builder {
         text,
         errors: Vec::new(),
+        placeholders: Vec::new(),
+        error_count: Rc::new(Cell::new(0)),
     };
-    let result = grammar::ExprParser::new().parse(&mut builder, tokens.into_iter().map(Ok));
+    // Stop feeding tokens once enough errors were found; the parser then
+    // sees the end of input, which only adds a (filtered) follow-on error.
+    let count = Rc::clone(&builder.error_count);
+    let tokens = tokens
+        .into_iter()
+        .take_while(move |_| count.get() < MAX_ERRORS)
+        .map(Ok);
+    let result = grammar::ExprParser::new().parse(&mut builder, tokens);
     match result {
         Ok(expr) if builder.errors.is_empty() => (Some(expr), Vec::new()),
         Ok(_) => (None, builder.finish()),
@@ -154,6 +166,11 @@ fn check_limits(tokens: &[Spanned]) -> Option<ParseError> {
 pub(crate) struct Builder<'t> {
     text: &'t str,
     errors: Vec<ParseError>,
+    /// Spans of the placeholders made by error recovery, which must not
+    /// trigger further (follow-on) errors.
+    placeholders: Vec<Span>,
+    /// Number of errors so far, shared with the token feed.
+    error_count: Rc<Cell<usize>>,
 }
 
 fn sp(start: usize, end: usize) -> Span {
@@ -163,19 +180,33 @@ fn sp(start: usize, end: usize) -> Span {
 impl Builder<'_> {
     fn finish(mut self) -> Vec<ParseError> {
         self.errors.sort_by_key(|e| (e.span.start, e.span.end));
-        // After recovering from one error the parser often hits the end of the
-        // text with a half-built expression; that second report is noise.
-        if self.errors.len() > 1 {
-            let mut first = true;
-            self.errors.retain(|e| {
-                let keep = first || e.kind != ParseErrorKind::UnexpectedEnd;
-                first = false;
-                keep
+        // After recovering from one error the parser often trips again right
+        // away (on the next token, or at the end of a half-built expression);
+        // such follow-on reports are noise.
+        let text = self.text;
+        let mut previous: Option<Span> = None;
+        self.errors.retain(|e| {
+            let follow_on = previous.is_some_and(|p| {
+                e.kind == ParseErrorKind::UnexpectedEnd
+                    || (e.kind == ParseErrorKind::UnexpectedToken
+                        && text
+                            .get(p.end as usize..e.span.start as usize)
+                            .is_some_and(|gap| gap.trim().is_empty()))
             });
-        }
+            if !follow_on {
+                previous = Some(e.span);
+            }
+            !follow_on
+        });
+        self.errors.truncate(MAX_ERRORS);
         self.errors
             .dedup_by(|a, b| a.span == b.span && a.kind == b.kind);
         self.errors
+    }
+
+    fn push_error(&mut self, err: ParseError) {
+        self.errors.push(err);
+        self.error_count.set(self.errors.len());
     }
 
     fn source(&self, span: Span) -> &str {
@@ -217,7 +248,14 @@ impl Builder<'_> {
         )
     }
 
-    pub(crate) fn binary(&mut self, op: BinaryOp, ol: usize, or: usize, lhs: Expr, rhs: Expr) -> Expr {
+    pub(crate) fn binary(
+        &mut self,
+        op: BinaryOp,
+        ol: usize,
+        or: usize,
+        lhs: Expr,
+        rhs: Expr,
+    ) -> Expr {
         let span = lhs.span.to(rhs.span);
         Expr::new(
             ExprKind::Binary {
@@ -230,7 +268,14 @@ impl Builder<'_> {
         )
     }
 
-    pub(crate) fn call(&mut self, callee: String, l: usize, cr: usize, args: Vec<Expr>, r: usize) -> Expr {
+    pub(crate) fn call(
+        &mut self,
+        callee: String,
+        l: usize,
+        cr: usize,
+        args: Vec<Expr>,
+        r: usize,
+    ) -> Expr {
         Expr::new(
             ExprKind::Call {
                 callee,
@@ -244,11 +289,11 @@ impl Builder<'_> {
     pub(crate) fn member(&mut self, object: Expr, name: String, nl: usize, nr: usize) -> Expr {
         let name_span = sp(nl, nr);
         if FORBIDDEN_MEMBERS.contains(&name.as_str()) {
-            self.errors.push(ParseError::new(
+            self.push_error(ParseError::new(
                 ParseErrorKind::ForbiddenMember,
                 name_span,
                 format!(
-                    "member {} is not allowed: `__proto__`, `constructor` and `prototype` can never be read",
+                    "member {} is not allowed: expected a member name other than `__proto__`, `constructor` or `prototype`",
                     quote(&name)
                 ),
             ));
@@ -267,15 +312,20 @@ impl Builder<'_> {
     pub(crate) fn index(&mut self, object: Expr, index: Expr, r: usize) -> Expr {
         let index_span = index.span;
         let value = match index.kind {
-            ExprKind::Number(v) if v.fract() == 0.0 && v >= 0.0 && v < INDEX_LIMIT => {
+            ExprKind::Number(v) if v.fract() == 0.0 && (0.0..INDEX_LIMIT).contains(&v) => {
                 // In range and integral: the conversion is exact.
                 Some(v as u64)
             }
             _ => None,
         };
+        let placeholder =
+            matches!(index.kind, ExprKind::Null) && self.placeholders.contains(&index_span);
         let value = value.unwrap_or_else(|| {
+            if placeholder {
+                return 0;
+            }
             let found = self.source(index_span).to_owned();
-            self.errors.push(ParseError::new(
+            self.push_error(ParseError::new(
                 ParseErrorKind::InvalidIndex,
                 index_span,
                 format!(
@@ -298,7 +348,7 @@ impl Builder<'_> {
 
     pub(crate) fn method_call(&mut self, object: Expr, r: usize) -> Expr {
         let found = self.source(object.span).to_owned();
-        self.errors.push(ParseError::new(
+        self.push_error(ParseError::new(
             ParseErrorKind::MethodCall,
             sp(object.span.start as usize, r),
             format!(
@@ -312,7 +362,8 @@ impl Builder<'_> {
     pub(crate) fn recover(&mut self, rec: ErrorRecovery<usize, Token, LexError>) -> Expr {
         let err = self.convert(rec.error);
         let span = err.span;
-        self.errors.push(err);
+        self.push_error(err);
+        self.placeholders.push(span);
         // A placeholder; the caller never sees trees from a failed parse.
         Expr::new(ExprKind::Null, span)
     }
@@ -343,7 +394,10 @@ impl Builder<'_> {
                 ParseError::new(
                     ParseErrorKind::UnexpectedToken,
                     span,
-                    format!("expected an operator or end of input, found {}", quote(self.source(span))),
+                    format!(
+                        "expected an operator or end of input, found {}",
+                        quote(self.source(span))
+                    ),
                 )
             }
             lalrpop_util::ParseError::UnrecognizedEof { location, expected } => {
@@ -351,7 +405,10 @@ impl Builder<'_> {
                 ParseError::new(
                     ParseErrorKind::UnexpectedEnd,
                     sp(end, end),
-                    format!("expected {}, found end of input", describe_expected(&expected)),
+                    format!(
+                        "expected {}, found end of input",
+                        describe_expected(&expected)
+                    ),
                 )
             }
             lalrpop_util::ParseError::InvalidToken { location } => ParseError::new(

@@ -8,7 +8,7 @@
 //! checker's job. It is a hand-written, non-recursive scanner.
 
 use crate::ast::Span;
-use crate::error::{ParseError, ParseErrorKind, quote};
+use crate::error::{MAX_ERRORS, ParseError, ParseErrorKind, quote};
 
 /// A string split into literal text and references.
 ///
@@ -114,6 +114,7 @@ pub(crate) fn parse_template(text: &str) -> (Template, Vec<ParseError>) {
         let body_start = open + 2;
         let Some(close) = text.get(body_start..).and_then(|rest| rest.find('}')) else {
             let span = Span::from_usize(open, text.len());
+            errors.truncate(MAX_ERRORS - 1);
             errors.push(ParseError::new(
                 ParseErrorKind::DanglingTemplate,
                 span,
@@ -133,7 +134,10 @@ pub(crate) fn parse_template(text: &str) -> (Template, Vec<ParseError>) {
             Err(ParseError::new(
                 ParseErrorKind::InvalidReference,
                 Span::from_usize(at, at + 2),
-                format!("invalid reference {}: references cannot be nested", quote(token)),
+                format!(
+                    "invalid reference {}: references cannot be nested",
+                    quote(token)
+                ),
             ))
         } else {
             parse_body(body, body_start, token)
@@ -150,7 +154,11 @@ pub(crate) fn parse_template(text: &str) -> (Template, Vec<ParseError>) {
                 }));
                 text_start = token_end;
             }
-            Err(err) => errors.push(err),
+            Err(err) => {
+                if errors.len() < MAX_ERRORS {
+                    errors.push(err);
+                }
+            }
         }
         pos = token_end;
     }
@@ -305,7 +313,9 @@ mod tests {
     fn one_ref(text: &str) -> Reference {
         let (t, e) = parse_template(text);
         assert!(e.is_empty(), "{text}: {e:?}");
-        t.full_value().cloned().unwrap_or_else(|| panic!("not full-value: {text}"))
+        t.full_value()
+            .cloned()
+            .unwrap_or_else(|| panic!("not full-value: {text}"))
     }
 
     fn path(r: &Reference) -> Vec<String> {
@@ -327,26 +337,50 @@ mod tests {
     #[test]
     fn classification() {
         let r = one_ref("${item}");
-        assert_eq!((r.kind, r.head.as_str(), r.path.len()), (RefKind::Item, "item", 0));
+        assert_eq!(
+            (r.kind, r.head.as_str(), r.path.len()),
+            (RefKind::Item, "item", 0)
+        );
         let r = one_ref("${item.name[2]}");
         assert_eq!(r.kind, RefKind::Item);
         assert_eq!(path(&r), [".name", "[2]"]);
         let r = one_ref("${prev.x}");
         assert_eq!((r.kind, path(&r)), (RefKind::Prev, vec![".x".to_owned()]));
         let r = one_ref("${input.a.b[0]}");
-        assert_eq!((r.kind, path(&r)), (RefKind::Input, vec![".a".into(), ".b".into(), "[0]".into()]));
+        assert_eq!(
+            (r.kind, path(&r)),
+            (RefKind::Input, vec![".a".into(), ".b".into(), "[0]".into()])
+        );
         assert_eq!(one_ref("${input}").kind, RefKind::Input);
         assert_eq!(one_ref("${input[0]}").kind, RefKind::Input);
         assert_eq!(one_ref("${input.output}").kind, RefKind::Input);
         let r = one_ref("${wave.output}");
-        assert_eq!((r.kind, r.head.as_str(), r.path.len()), (RefKind::StepOutput, "wave", 0));
+        assert_eq!(
+            (r.kind, r.head.as_str(), r.path.len()),
+            (RefKind::StepOutput, "wave", 0)
+        );
         let r = one_ref("${wave.output.tasks}");
-        assert_eq!((r.kind, path(&r)), (RefKind::StepOutput, vec![".tasks".to_owned()]));
+        assert_eq!(
+            (r.kind, path(&r)),
+            (RefKind::StepOutput, vec![".tasks".to_owned()])
+        );
         let r = one_ref("${wave.output[0]}");
-        assert_eq!((r.kind, path(&r)), (RefKind::StepOutput, vec!["[0]".to_owned()]));
+        assert_eq!(
+            (r.kind, path(&r)),
+            (RefKind::StepOutput, vec!["[0]".to_owned()])
+        );
         let r = one_ref("${my-step_2.output}");
-        assert_eq!((r.kind, r.head.as_str()), (RefKind::StepOutput, "my-step_2"));
-        for carry in ["${wave}", "${wave.outputs}", "${wave.outputValue}", "${wave[0]}", "${build.out}"] {
+        assert_eq!(
+            (r.kind, r.head.as_str()),
+            (RefKind::StepOutput, "my-step_2")
+        );
+        for carry in [
+            "${wave}",
+            "${wave.outputs}",
+            "${wave.outputValue}",
+            "${wave[0]}",
+            "${build.out}",
+        ] {
             assert_eq!(one_ref(carry).kind, RefKind::Carry, "{carry}");
         }
         let r = one_ref("${wave.outputs.x}");
@@ -367,7 +401,9 @@ mod tests {
                 span: Span::new(0, 3)
             }
         );
-        let Piece::Ref(r) = &t.pieces[1] else { panic!() };
+        let Piece::Ref(r) = &t.pieces[1] else {
+            panic!()
+        };
         assert_eq!(r.span, Span::new(3, 23));
         assert_eq!(r.head_span, Span::new(5, 9));
         assert_eq!(r.path[0].span, Span::new(17, 18));
@@ -385,7 +421,16 @@ mod tests {
 
     #[test]
     fn plain_text_and_stray_characters() {
-        for text in ["", "plain", "a } b { c $ d", "$", "$$", "{}", "$ {x}", "}${input.a}"] {
+        for text in [
+            "",
+            "plain",
+            "a } b { c $ d",
+            "$",
+            "$$",
+            "{}",
+            "$ {x}",
+            "}${input.a}",
+        ] {
             let (t, e) = parse_template(text);
             assert!(e.is_empty(), "{text}: {e:?}");
             let joined: String = t
@@ -409,7 +454,12 @@ mod tests {
         assert!(parse_template("${a.output}").0.full_value().is_some());
         assert!(parse_template(" ${a.output}").0.full_value().is_none());
         assert!(parse_template("${a.output} ").0.full_value().is_none());
-        assert!(parse_template("${a.output}${b.output}").0.full_value().is_none());
+        assert!(
+            parse_template("${a.output}${b.output}")
+                .0
+                .full_value()
+                .is_none()
+        );
     }
 
     #[test]
@@ -433,7 +483,11 @@ mod tests {
             let e = one_err(text);
             assert_eq!(e.kind, ParseErrorKind::InvalidReference, "{text}");
             assert_eq!(e.span, Span::new(start, end), "{text}: {}", e.message);
-            assert!(e.message.starts_with("invalid reference `"), "{}", e.message);
+            assert!(
+                e.message.starts_with("invalid reference `"),
+                "{}",
+                e.message
+            );
         }
         assert!(one_err("${ input.x }").message.contains("found a space"));
         // invalid tokens stay text
@@ -445,13 +499,22 @@ mod tests {
     #[test]
     fn nested_and_dangling() {
         let e = one_err("${${input.x}}");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::InvalidReference, Span::new(2, 4)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::InvalidReference, Span::new(2, 4))
+        );
         assert!(e.message.contains("nested"));
         let e = one_err("${missing");
-        assert_eq!((e.kind, e.span), (ParseErrorKind::DanglingTemplate, Span::new(0, 9)));
+        assert_eq!(
+            (e.kind, e.span),
+            (ParseErrorKind::DanglingTemplate, Span::new(0, 9))
+        );
         let (t, e) = parse_template("${input.a} and ${");
         assert_eq!(e.len(), 1);
-        assert_eq!((e[0].kind, e[0].span), (ParseErrorKind::DanglingTemplate, Span::new(15, 17)));
+        assert_eq!(
+            (e[0].kind, e[0].span),
+            (ParseErrorKind::DanglingTemplate, Span::new(15, 17))
+        );
         assert_eq!(t.references().count(), 1);
         // several errors are all reported
         let (_, e) = parse_template("${A} ${b.} ${");

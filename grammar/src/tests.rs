@@ -1,7 +1,9 @@
 //! Unit tests for the expression parser: precedence, associativity, the
 //! postfix rules, every error kind and the limits.
 
-use crate::{BinaryOp, Expr, ExprKind, ParseError, ParseErrorKind, Span, UnaryOp, parse_expr, walk};
+use crate::{
+    BinaryOp, Expr, ExprKind, ParseError, ParseErrorKind, Span, UnaryOp, parse_expr, walk,
+};
 
 fn ok(text: &str) -> Expr {
     let (expr, errors) = parse_expr(text);
@@ -113,7 +115,10 @@ fn every_binary_operator() {
         ("a / b", BinaryOp::Div),
     ] {
         let e = ok(text);
-        let ExprKind::Binary { op: got, op_span, .. } = e.kind else {
+        let ExprKind::Binary {
+            op: got, op_span, ..
+        } = e.kind
+        else {
             panic!("{text}")
         };
         assert_eq!(got, op);
@@ -131,7 +136,13 @@ fn unary_operators() {
     assert_eq!(s("a--b"), "(a - (-b))");
     let e = ok("- 1");
     assert_eq!(e.span, Span::new(0, 3));
-    assert!(matches!(e.kind, ExprKind::Unary { op: UnaryOp::Neg, .. }));
+    assert!(matches!(
+        e.kind,
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            ..
+        }
+    ));
     assert_eq!(UnaryOp::Not.as_str(), "!");
 }
 
@@ -178,7 +189,10 @@ fn calls() {
     else {
         panic!()
     };
-    assert_eq!((callee.as_str(), callee_span, args.len()), ("matches", Span::new(0, 7), 2));
+    assert_eq!(
+        (callee.as_str(), callee_span, args.len()),
+        ("matches", Span::new(0, 7), 2)
+    );
     assert_eq!(e.span, Span::new(0, 15));
 }
 
@@ -200,30 +214,57 @@ fn error_empty() {
 #[test]
 fn error_unexpected_token() {
     let (k, span, msg) = first_err("f(a, )");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(5, 6)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(5, 6))
+    );
     assert_eq!(msg, "expected an expression, found `)`");
     let (k, span, msg) = first_err("a b");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(2, 3)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(2, 3))
+    );
     assert_eq!(msg, "expected an operator or end of input, found `b`");
     let (k, span, msg) = first_err("x.in");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(2, 4)));
-    assert!(msg.starts_with("expected a member name, found `in`"), "{msg}");
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(2, 4))
+    );
+    assert!(
+        msg.starts_with("expected a member name, found `in`"),
+        "{msg}"
+    );
     assert_eq!(errs("x.in").len(), 1);
     let (k, span, _) = first_err("a.1");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(2, 3)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(2, 3))
+    );
     let (k, span, msg) = first_err("1 + * 2");
-    assert_eq!((k, span, msg.as_str()), (
-        ParseErrorKind::UnexpectedToken,
-        Span::new(4, 5),
-        "expected an expression, found `*`"
-    ));
+    assert_eq!(
+        (k, span, msg.as_str()),
+        (
+            ParseErrorKind::UnexpectedToken,
+            Span::new(4, 5),
+            "expected an expression, found `*`"
+        )
+    );
     let (k, span, msg) = first_err("(a b)");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(3, 4)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(3, 4))
+    );
     assert_eq!(msg, "expected an operator or `)`, found `b`");
     let (k, span, _) = first_err("[0]");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(0, 1)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(0, 1))
+    );
     let (k, span, _) = first_err("a, b");
-    assert_eq!((k, span), (ParseErrorKind::UnexpectedToken, Span::new(1, 2)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::UnexpectedToken, Span::new(1, 2))
+    );
     // `007` is a lexical error, `0 07` a syntax error.
     let (k, _, _) = first_err("0 7");
     assert_eq!(k, ParseErrorKind::UnexpectedToken);
@@ -252,7 +293,11 @@ fn error_unexpected_end() {
     ] {
         let (k, span, m) = first_err(text);
         let end = text.len() as u32;
-        assert_eq!((k, span), (ParseErrorKind::UnexpectedEnd, Span::new(end, end)), "{text}");
+        assert_eq!(
+            (k, span),
+            (ParseErrorKind::UnexpectedEnd, Span::new(end, end)),
+            "{text}"
+        );
         assert_eq!(m, msg, "{text}");
     }
     let (_, span, _) = first_err("a +  ");
@@ -266,7 +311,10 @@ fn error_forbidden_member() {
         let (k, span, msg) = first_err(&text);
         assert_eq!(k, ParseErrorKind::ForbiddenMember);
         assert_eq!(span, Span::new(6, 6 + name.len() as u32));
-        assert!(msg.starts_with(&format!("member `{name}` is not allowed")), "{msg}");
+        assert!(
+            msg.starts_with(&format!("member `{name}` is not allowed")),
+            "{msg}"
+        );
     }
     assert_eq!(s("x.proto"), "x.proto");
     assert_eq!(s("'constructor' in x"), "(\"constructor\" in x)");
@@ -284,8 +332,15 @@ fn error_invalid_index() {
         ("a[1e30]", 2, 6),
     ] {
         let (k, span, msg) = first_err(text);
-        assert_eq!((k, span), (ParseErrorKind::InvalidIndex, Span::new(start, end)), "{text}");
-        assert!(msg.starts_with("expected a non-negative whole number literal"), "{msg}");
+        assert_eq!(
+            (k, span),
+            (ParseErrorKind::InvalidIndex, Span::new(start, end)),
+            "{text}"
+        );
+        assert!(
+            msg.starts_with("expected a non-negative whole number literal"),
+            "{msg}"
+        );
         assert!(msg.ends_with(&format!("found `{}`", &text[start as usize..end as usize])));
     }
     assert_eq!(s("a[18446744073709549568]"), "a[18446744073709549568]");
@@ -310,7 +365,10 @@ fn lexical_errors_stop_parsing() {
     assert_eq!(e.len(), 2);
     assert!(e.iter().all(|e| e.kind == ParseErrorKind::UnexpectedChar));
     let (k, span, msg) = first_err("${build.output.ok} == true");
-    assert_eq!((k, span), (ParseErrorKind::TemplateInExpression, Span::new(0, 18)));
+    assert_eq!(
+        (k, span),
+        (ParseErrorKind::TemplateInExpression, Span::new(0, 18))
+    );
     assert!(msg.contains("use the expression form"), "{msg}");
     assert_eq!(first_err("'abc").0, ParseErrorKind::UnterminatedString);
     assert_eq!(first_err(r"'\x'").0, ParseErrorKind::InvalidEscape);
@@ -337,9 +395,18 @@ fn depth_limit_boundaries() {
     let (k, span, msg) = first_err(&nested("(", 129, "x", ")"));
     assert_eq!((k, span), (ParseErrorKind::TooDeep, Span::new(128, 129)));
     assert!(msg.contains("128"));
-    assert_eq!(first_err(&nested("!", 129, "x", "")).0, ParseErrorKind::TooDeep);
-    assert_eq!(first_err(&nested("f(", 129, "x", ")")).0, ParseErrorKind::TooDeep);
-    assert_eq!(first_err(&nested("-(", 65, "x", ")")).0, ParseErrorKind::TooDeep);
+    assert_eq!(
+        first_err(&nested("!", 129, "x", "")).0,
+        ParseErrorKind::TooDeep
+    );
+    assert_eq!(
+        first_err(&nested("f(", 129, "x", ")")).0,
+        ParseErrorKind::TooDeep
+    );
+    assert_eq!(
+        first_err(&nested("-(", 65, "x", ")")).0,
+        ParseErrorKind::TooDeep
+    );
     // Siblings do not add up: a unary operator ends at the next binary operator.
     let wide = vec![nested("!", 100, "x", ""); 30].join(" && ");
     assert!(parse_expr(&wide).0.is_some());
@@ -428,7 +495,19 @@ fn walk_is_pre_order() {
         .iter()
         .map(|sp| &"f(a.b, -c) + d[0]"[sp.range()])
         .collect();
-    assert_eq!(texts, ["f(a.b, -c) + d[0]", "f(a.b, -c)", "a.b", "a", "-c", "c", "d[0]", "d"]);
+    assert_eq!(
+        texts,
+        [
+            "f(a.b, -c) + d[0]",
+            "f(a.b, -c)",
+            "a.b",
+            "a",
+            "-c",
+            "c",
+            "d[0]",
+            "d"
+        ]
+    );
 }
 
 #[test]
@@ -505,6 +584,30 @@ fn error_display_and_kind_names() {
     let e = errs("a +").remove(0);
     assert_eq!(e.to_string(), e.message);
     assert_eq!(ParseErrorKind::TooDeep.as_str(), "too_deep");
-    assert_eq!(ParseErrorKind::TemplateInExpression.to_string(), "template_in_expression");
+    assert_eq!(
+        ParseErrorKind::TemplateInExpression.to_string(),
+        "template_in_expression"
+    );
 }
 
+#[test]
+fn scratch_hostile() {
+    for (name, text) in [
+        (")", ")".repeat(1_000_000)),
+        (",", ",".repeat(1_000_000)),
+        ("$", "$".repeat(1_000_000)),
+        ("a b", "a ".repeat(1_000_000)),
+        ("a.", "a.".repeat(1_000_000)),
+        ("'", "'".repeat(1_000_001)),
+        ("1 ", "1 ) ".repeat(300_000)),
+    ] {
+        let t = std::time::Instant::now();
+        let (_, e) = parse_expr(&text);
+        eprintln!("{name}: {} errors, {:?}", e.len(), t.elapsed());
+    }
+    for (name, text) in [("${A}", "${A}".repeat(300_000)), ("${", "${".repeat(500_000)), ("}", "}${a}".repeat(200_000))] {
+        let t = std::time::Instant::now();
+        let (tp, e) = crate::parse_template(&text);
+        eprintln!("{name}: {} errors, {} pieces {:?}", e.len(), tp.pieces.len(), t.elapsed());
+    }
+}

@@ -26,10 +26,16 @@ fn specs_below(dir: &Path, out: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             if kind.is_dir() {
                 stack.push(path);
-            } else if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".stratum.yaml")) {
+            } else if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".stratum.yaml"))
+            {
                 found.push(path);
             }
         }
@@ -47,7 +53,10 @@ pub fn run(paths: &[PathBuf], format: Format, color: Color) -> Exit {
             let before = files.len();
             specs_below(p, &mut files, &mut problems);
             if files.len() == before {
-                problems.push(format!("no `*.stratum.yaml` files in directory {}", p.display()));
+                problems.push(format!(
+                    "no `*.stratum.yaml` files in directory {}",
+                    p.display()
+                ));
             }
         } else {
             files.push(p.clone());
@@ -78,7 +87,12 @@ pub fn run(paths: &[PathBuf], format: Format, color: Color) -> Exit {
         total_warnings += analysis.warning_count();
         any_errors |= analysis.error_count() > 0;
         match format {
-            Format::Json => json_files.push(render::json_file(&shown, &analysis.text, &analysis.lines, &analysis.diagnostics)),
+            Format::Json => json_files.push(render::json_file(
+                &shown,
+                &analysis.text,
+                &analysis.lines,
+                &analysis.diagnostics,
+            )),
             Format::Human => {
                 let text = render::human(&shown, &analysis.text, &analysis.diagnostics, use_color);
                 let _ = out.write_all(text.as_bytes());

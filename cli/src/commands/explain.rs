@@ -11,7 +11,12 @@ use crate::Exit;
 pub fn run(code: Option<&str>, list: bool) -> Exit {
     if list || code.is_none() {
         for c in Code::ALL {
-            println!("{}  {:<7}  {}", c.as_str(), c.severity().as_str(), c.title());
+            println!(
+                "{}  {:<7}  {}",
+                c.as_str(),
+                c.severity().as_str(),
+                c.title()
+            );
         }
         return Exit::Ok;
     }
@@ -26,7 +31,9 @@ pub fn run(code: Option<&str>, list: bool) -> Exit {
         }
         None => {
             eprintln!("error: `{text}` is not a stratumc diagnostic code");
-            eprintln!("help: codes look like `S0305`; run `stratumc explain --list` to see them all");
+            eprintln!(
+                "help: codes look like `S0305`; run `stratumc explain --list` to see them all"
+            );
             Exit::Usage
         }
     }

@@ -97,7 +97,13 @@ impl Checker<'_> {
             return None;
         }
         let ast = ast?;
-        let mut w = Walk { ck: self, fc, scalar: s, scope, dynamic: false };
+        let mut w = Walk {
+            ck: self,
+            fc,
+            scalar: s,
+            scope,
+            dynamic: false,
+        };
         let ty = w.ty(&ast);
         let dynamic = w.dynamic;
         let whole = self.map(s, ast.span.start, ast.span.end);
@@ -107,7 +113,11 @@ impl Checker<'_> {
                     Diagnostic::new(
                         Code::NonBooleanCondition,
                         whole,
-                        format!("`{}` must be a boolean condition, but this is {}", scope.field, self.types.display(&ty)),
+                        format!(
+                            "`{}` must be a boolean condition, but this is {}",
+                            scope.field,
+                            self.types.display(&ty)
+                        ),
                     )
                     .with_help(match ty {
                         Type::Number => "compare it, for example `... > 0`",
@@ -133,13 +143,22 @@ impl Checker<'_> {
                 }
             }
         }
-        Some(ExprIr { source: s.text.clone(), ast, ty, span: s.span })
+        Some(ExprIr {
+            source: s.text.clone(),
+            ast,
+            ty,
+            span: s.span,
+        })
     }
 
     /// Maps a byte range inside a scalar's value to the file.
     pub(super) fn map(&self, s: &Str, start: u32, end: u32) -> Span {
         let a = map_offset(self.source, s, start);
-        let b = if end > start { map_offset(self.source, s, end - 1) + 1 } else { a };
+        let b = if end > start {
+            map_offset(self.source, s, end - 1) + 1
+        } else {
+            a
+        };
         let b = next_boundary(self.source, b.max(a));
         Span::new(a, b)
     }
@@ -170,7 +189,10 @@ fn template_in_expression(span: Span, text: &str, scope: &Scope) -> Diagnostic {
     let d = Diagnostic::new(
         Code::TemplateInExpression,
         span,
-        format!("`${{...}}` references cannot be used inside a `{}` expression", scope.field),
+        format!(
+            "`${{...}}` references cannot be used inside a `{}` expression",
+            scope.field
+        ),
     )
     .with_note("expressions read values through the bindings `result`, `input`, `item` and `prev`");
     match form {
@@ -200,11 +222,19 @@ impl Walk<'_, '_, '_> {
             ExprKind::String(_) => Type::String,
             ExprKind::Paren(inner) => self.ty(inner),
             ExprKind::Ident(name) => self.binding(name, e),
-            ExprKind::Member { object, name, name_span } => {
+            ExprKind::Member {
+                object,
+                name,
+                name_span,
+            } => {
                 let base = self.ty(object);
                 self.member(&base, object, name, *name_span, e)
             }
-            ExprKind::Index { object, index, index_span } => {
+            ExprKind::Index {
+                object,
+                index,
+                index_span,
+            } => {
                 let base = self.ty(object);
                 match base {
                     Type::List(inner) => *inner,
@@ -213,14 +243,25 @@ impl Walk<'_, '_, '_> {
                         let span = self.span(*index_span);
                         let shown = self.show(&other);
                         self.push(
-                            Diagnostic::new(Code::UnknownMember, span, format!("cannot index `{}` of type {shown} with `[{index}]`", self.text(object)))
-                                .with_note("only lists can be indexed"),
+                            Diagnostic::new(
+                                Code::UnknownMember,
+                                span,
+                                format!(
+                                    "cannot index `{}` of type {shown} with `[{index}]`",
+                                    self.text(object)
+                                ),
+                            )
+                            .with_note("only lists can be indexed"),
                         );
                         Type::Any
                     }
                 }
             }
-            ExprKind::Call { callee, callee_span, args } => self.call(callee, *callee_span, args, e),
+            ExprKind::Call {
+                callee,
+                callee_span,
+                args,
+            } => self.call(callee, *callee_span, args, e),
             ExprKind::Unary { op, operand } => {
                 let t = self.ty(operand);
                 match op {
@@ -238,7 +279,12 @@ impl Walk<'_, '_, '_> {
                     }
                 }
             }
-            ExprKind::Binary { op, op_span, lhs, rhs } => {
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
                 let l = self.ty(lhs);
                 let r = self.ty(rhs);
                 self.binary(*op, *op_span, lhs, &l, rhs, &r, e)
@@ -254,8 +300,12 @@ impl Walk<'_, '_, '_> {
         let span = self.span(operand.span);
         let shown = self.show(t);
         self.push(
-            Diagnostic::new(Code::OperandType, span, format!("{need}, but `{}` is {shown}", self.text(operand)))
-                .with_span_label(format!("this is {shown}")),
+            Diagnostic::new(
+                Code::OperandType,
+                span,
+                format!("{need}, but `{}` is {shown}", self.text(operand)),
+            )
+            .with_span_label(format!("this is {shown}")),
         );
     }
 
@@ -265,33 +315,37 @@ impl Walk<'_, '_, '_> {
         match name {
             "result" => self.scope.result.clone(),
             "input" => Type::Record(self.fc.input),
-            "item" => match &self.scope.item {
-                Some(t) => t.clone(),
-                None => {
-                    self.push(
+            "item" => {
+                match &self.scope.item {
+                    Some(t) => t.clone(),
+                    None => {
+                        self.push(
                         Diagnostic::new(Code::BindingUnavailable, span, format!("`item` is not available in `{}`", self.scope.field))
                             .with_note("`item` and `prev` are bound only in fanout stage `when` and `ensure`"),
                     );
-                    Type::Any
+                        Type::Any
+                    }
                 }
-            },
-            "prev" => match &self.scope.prev {
-                Some(Some(t)) => t.clone(),
-                Some(None) => {
-                    self.push(
+            }
+            "prev" => {
+                match &self.scope.prev {
+                    Some(Some(t)) => t.clone(),
+                    Some(None) => {
+                        self.push(
                         Diagnostic::new(Code::BindingUnavailable, span, "`prev` has no value in the first fanout stage")
                             .with_note("`prev` is the output of the previous stage; the first stage has none"),
                     );
-                    Type::Any
-                }
-                None => {
-                    self.push(
+                        Type::Any
+                    }
+                    None => {
+                        self.push(
                         Diagnostic::new(Code::BindingUnavailable, span, format!("`prev` is not available in `{}`", self.scope.field))
                             .with_note("`item` and `prev` are bound only in fanout stage `when` and `ensure`"),
                     );
-                    Type::Any
+                        Type::Any
+                    }
                 }
-            },
+            }
             other => {
                 let mut candidates = vec!["result", "input"];
                 if self.scope.item.is_some() {
@@ -299,19 +353,35 @@ impl Walk<'_, '_, '_> {
                 }
                 let help = did_you_mean(other, candidates.iter().copied());
                 self.push(
-                    Diagnostic::new(Code::UnknownBinding, span, format!("unknown name `{other}`"))
-                        .with_note(format!("the names available in `{}` are: {}", self.scope.field, candidates.join(", ")))
-                        .with_help_opt(help.or_else(|| {
-                            (BUILTINS.iter().any(|(f, _)| *f == other)).then(|| format!("`{other}` is a function: call it as `{other}(...)`"))
-                        }))
-                        .with_help_opt(None),
+                    Diagnostic::new(
+                        Code::UnknownBinding,
+                        span,
+                        format!("unknown name `{other}`"),
+                    )
+                    .with_note(format!(
+                        "the names available in `{}` are: {}",
+                        self.scope.field,
+                        candidates.join(", ")
+                    ))
+                    .with_help_opt(help.or_else(|| {
+                        (BUILTINS.iter().any(|(f, _)| *f == other))
+                            .then(|| format!("`{other}` is a function: call it as `{other}(...)`"))
+                    }))
+                    .with_help_opt(None),
                 );
                 Type::Any
             }
         }
     }
 
-    fn member(&mut self, base: &Type, object: &Expr, name: &str, name_span: stratum_grammar::Span, whole: &Expr) -> Type {
+    fn member(
+        &mut self,
+        base: &Type,
+        object: &Expr,
+        name: &str,
+        name_span: stratum_grammar::Span,
+        whole: &Expr,
+    ) -> Type {
         let span = self.span(name_span);
         match base {
             Type::Any | Type::Object => Type::Any,
@@ -320,14 +390,27 @@ impl Walk<'_, '_, '_> {
                 match record.field(name) {
                     Some(ft) => Type::of(&ft.ty),
                     None => {
-                        let help = did_you_mean(name, record.fields.iter().map(|(n, _)| n.as_str()));
-                        let fields: Vec<String> = record.fields.iter().map(|(n, _)| format!("`{n}`")).collect();
+                        let help =
+                            did_you_mean(name, record.fields.iter().map(|(n, _)| n.as_str()));
+                        let fields: Vec<String> = record
+                            .fields
+                            .iter()
+                            .map(|(n, _)| format!("`{n}`"))
+                            .collect();
                         let rname = record.name.clone();
                         self.push(
-                            Diagnostic::new(Code::UnknownMember, span, format!("`{rname}` has no field `{name}`"))
-                                .with_span_label("unknown field")
-                                .with_note(if fields.is_empty() { format!("`{rname}` has no fields") } else { format!("`{rname}` has: {}", fields.join(", ")) })
-                                .with_help_opt(help),
+                            Diagnostic::new(
+                                Code::UnknownMember,
+                                span,
+                                format!("`{rname}` has no field `{name}`"),
+                            )
+                            .with_span_label("unknown field")
+                            .with_note(if fields.is_empty() {
+                                format!("`{rname}` has no fields")
+                            } else {
+                                format!("`{rname}` has: {}", fields.join(", "))
+                            })
+                            .with_help_opt(help),
                         );
                         Type::Any
                     }
@@ -336,9 +419,14 @@ impl Walk<'_, '_, '_> {
             Type::Steps(_) => self.result_step(name, span, whole),
             other => {
                 let shown = self.show(other);
-                self.push(
-                    Diagnostic::new(Code::UnknownMember, span, format!("`{}` is {shown} and has no field `{name}`", self.text(object))),
-                );
+                self.push(Diagnostic::new(
+                    Code::UnknownMember,
+                    span,
+                    format!(
+                        "`{}` is {shown} and has no field `{name}`",
+                        self.text(object)
+                    ),
+                ));
                 Type::Any
             }
         }
@@ -349,19 +437,37 @@ impl Walk<'_, '_, '_> {
         let Some(&step) = self.fc.index.get(name) else {
             let help = did_you_mean(name, self.fc.index.keys().copied());
             self.push(
-                Diagnostic::new(Code::UnknownResultStep, span, format!("`result.{name}`: there is no step `{name}` in this flow"))
-                    .with_note(format!("in `{}`, `result` maps the ids of earlier steps to their outputs", self.scope.field))
-                    .with_help_opt(help),
+                Diagnostic::new(
+                    Code::UnknownResultStep,
+                    span,
+                    format!("`result.{name}`: there is no step `{name}` in this flow"),
+                )
+                .with_note(format!(
+                    "in `{}`, `result` maps the ids of earlier steps to their outputs",
+                    self.scope.field
+                ))
+                .with_help_opt(help),
             );
             return Type::Any;
         };
         let reader = self.scope.reader;
         if step == reader {
-            self.push(Diagnostic::new(Code::UnorderedRead, span, format!("step `{name}` reads its own output in `{}`", self.scope.field)));
+            self.push(Diagnostic::new(
+                Code::UnorderedRead,
+                span,
+                format!(
+                    "step `{name}` reads its own output in `{}`",
+                    self.scope.field
+                ),
+            ));
             return Type::Any;
         }
         if !self.fc.is_dependency_ancestor(step, reader) {
-            let reader_id = self.fc.flow.steps[reader].id.as_ref().map_or("this step", |n| n.text.as_str()).to_string();
+            let reader_id = self.fc.flow.steps[reader]
+                .id
+                .as_ref()
+                .map_or("this step", |n| n.text.as_str())
+                .to_string();
             let whole_span = self.span(whole.span);
             self.push(
                 Diagnostic::new(Code::UnorderedRead, whole_span, format!("`{}` reads `result.{name}`, but `{name}` may not have finished", self.scope.field))
@@ -372,22 +478,43 @@ impl Walk<'_, '_, '_> {
         match &self.fc.outputs[step] {
             StepOut::Known(t) => t.clone(),
             StepOut::Gate => {
-                self.push(Diagnostic::new(Code::UnknownResultStep, span, format!("`result.{name}`: step `{name}` is a gate and has no output")));
+                self.push(Diagnostic::new(
+                    Code::UnknownResultStep,
+                    span,
+                    format!("`result.{name}`: step `{name}` is a gate and has no output"),
+                ));
                 Type::Any
             }
             _ => Type::Any,
         }
     }
 
-    fn call(&mut self, callee: &str, callee_span: stratum_grammar::Span, args: &[Expr], whole: &Expr) -> Type {
+    fn call(
+        &mut self,
+        callee: &str,
+        callee_span: stratum_grammar::Span,
+        args: &[Expr],
+        whole: &Expr,
+    ) -> Type {
         let arg_types: Vec<Type> = args.iter().map(|a| self.ty(a)).collect();
         let span = self.span(callee_span);
         let Some(&(_, arity)) = BUILTINS.iter().find(|(n, _)| *n == callee) else {
             let help = did_you_mean(callee, BUILTINS.iter().map(|(n, _)| *n));
             self.push(
-                Diagnostic::new(Code::UnknownFunction, span, format!("unknown function `{callee}`"))
-                    .with_note(format!("the functions are: {}", BUILTINS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")))
-                    .with_help_opt(help),
+                Diagnostic::new(
+                    Code::UnknownFunction,
+                    span,
+                    format!("unknown function `{callee}`"),
+                )
+                .with_note(format!(
+                    "the functions are: {}",
+                    BUILTINS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .with_help_opt(help),
             );
             return Type::Any;
         };
@@ -396,7 +523,12 @@ impl Walk<'_, '_, '_> {
             self.push(Diagnostic::new(
                 Code::WrongArity,
                 whole_span,
-                format!("`{callee}` takes {arity} argument{}, but {} {} given", if arity == 1 { "" } else { "s" }, args.len(), if args.len() == 1 { "was" } else { "were" }),
+                format!(
+                    "`{callee}` takes {arity} argument{}, but {} {} given",
+                    if arity == 1 { "" } else { "s" },
+                    args.len(),
+                    if args.len() == 1 { "was" } else { "were" }
+                ),
             ));
             return match callee {
                 "str" => Type::String,
@@ -412,7 +544,9 @@ impl Walk<'_, '_, '_> {
         let bad = |t: &Type, ok: &dyn Fn(&Type) -> bool| !matches!(t, Type::Any) && !ok(t);
         match callee {
             "len" => {
-                if bad(a0, &|t| t.is_stringy() || t.is_objecty() || matches!(t, Type::List(_))) {
+                if bad(a0, &|t| {
+                    t.is_stringy() || t.is_objecty() || matches!(t, Type::List(_))
+                }) {
                     self.operand_error(&args[0], a0, "`len` needs a string, a list or an object");
                 }
                 Type::Number
@@ -427,7 +561,11 @@ impl Walk<'_, '_, '_> {
                 Type::List(inner) => match **inner {
                     Type::Number | Type::String | Type::Enum(_) | Type::Any => (**inner).clone(),
                     _ => {
-                        self.operand_error(&args[0], a0, &format!("`{callee}` needs a list of numbers or of strings"));
+                        self.operand_error(
+                            &args[0],
+                            a0,
+                            &format!("`{callee}` needs a list of numbers or of strings"),
+                        );
                         Type::Any
                     }
                 },
@@ -440,7 +578,9 @@ impl Walk<'_, '_, '_> {
             },
             "str" => Type::String,
             "int" => {
-                if bad(a0, &|t| matches!(t, Type::Bool | Type::Number) || t.is_stringy()) {
+                if bad(a0, &|t| {
+                    matches!(t, Type::Bool | Type::Number) || t.is_stringy()
+                }) {
                     self.operand_error(&args[0], a0, "`int` needs a boolean, a number or a string");
                 }
                 Type::Number
@@ -457,7 +597,11 @@ impl Walk<'_, '_, '_> {
                     && let Err(why) = super::regex_check(pattern)
                 {
                     let span = self.span(args[1].span);
-                    self.push(Diagnostic::new(Code::InvalidRegex, span, format!("this `matches` pattern can never be used: {why}")));
+                    self.push(Diagnostic::new(
+                        Code::InvalidRegex,
+                        span,
+                        format!("this `matches` pattern can never be used: {why}"),
+                    ));
                 }
                 Type::Bool
             }
@@ -465,13 +609,26 @@ impl Walk<'_, '_, '_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn binary(&mut self, op: BinaryOp, op_span: stratum_grammar::Span, lhs: &Expr, l: &Type, rhs: &Expr, r: &Type, whole: &Expr) -> Type {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        op_span: stratum_grammar::Span,
+        lhs: &Expr,
+        l: &Type,
+        rhs: &Expr,
+        r: &Type,
+        whole: &Expr,
+    ) -> Type {
         let any = |t: &Type| matches!(t, Type::Any);
         match op {
             BinaryOp::And | BinaryOp::Or => {
                 for (side, t) in [(lhs, l), (rhs, r)] {
                     if !matches!(t, Type::Bool | Type::Any) {
-                        self.operand_error(side, t, &format!("`{}` needs booleans on both sides", op.as_str()));
+                        self.operand_error(
+                            side,
+                            t,
+                            &format!("`{}` needs booleans on both sides", op.as_str()),
+                        );
                     }
                 }
                 Type::Bool
@@ -481,14 +638,24 @@ impl Walk<'_, '_, '_> {
                 Type::Bool
             }
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
-                let ok = any(l) || any(r) || (matches!(l, Type::Number) && matches!(r, Type::Number)) || (l.is_stringy() && r.is_stringy());
+                let ok = any(l)
+                    || any(r)
+                    || (matches!(l, Type::Number) && matches!(r, Type::Number))
+                    || (l.is_stringy() && r.is_stringy());
                 let orderable = |t: &Type| matches!(t, Type::Number | Type::Any) || t.is_stringy();
                 if !ok {
                     let span = self.span(op_span);
                     let (ls, rs) = (self.show(l), self.show(r));
-                    let mut d = Diagnostic::new(Code::OperandType, span, format!("`{}` compares two numbers or two strings, not {ls} and {rs}", op.as_str()))
-                        .with_label(self.span(lhs.span), format!("this is {ls}"))
-                        .with_label(self.span(rhs.span), format!("this is {rs}"));
+                    let mut d = Diagnostic::new(
+                        Code::OperandType,
+                        span,
+                        format!(
+                            "`{}` compares two numbers or two strings, not {ls} and {rs}",
+                            op.as_str()
+                        ),
+                    )
+                    .with_label(self.span(lhs.span), format!("this is {ls}"))
+                    .with_label(self.span(rhs.span), format!("this is {rs}"));
                     if orderable(l) && orderable(r) {
                         d = d.with_help("convert one side with `int(...)` or `str(...)`");
                     }
@@ -504,7 +671,11 @@ impl Walk<'_, '_, '_> {
                             self.operand_error(lhs, l, &format!("the left side of `in` must be a string when the right side is {}", self.show(r)));
                         }
                     }
-                    _ => self.operand_error(rhs, r, "the right side of `in` must be a list, a string or an object"),
+                    _ => self.operand_error(
+                        rhs,
+                        r,
+                        "the right side of `in` must be a list, a string or an object",
+                    ),
                 }
                 Type::Bool
             }
@@ -518,10 +689,14 @@ impl Walk<'_, '_, '_> {
                     let span = self.span(op_span);
                     let (ls, rs) = (self.show(l), self.show(r));
                     self.push(
-                        Diagnostic::new(Code::OperandType, span, format!("`+` adds two numbers or joins two strings, not {ls} and {rs}"))
-                            .with_label(self.span(lhs.span), format!("this is {ls}"))
-                            .with_label(self.span(rhs.span), format!("this is {rs}"))
-                            .with_help("convert one side with `str(...)` or `int(...)`"),
+                        Diagnostic::new(
+                            Code::OperandType,
+                            span,
+                            format!("`+` adds two numbers or joins two strings, not {ls} and {rs}"),
+                        )
+                        .with_label(self.span(lhs.span), format!("this is {ls}"))
+                        .with_label(self.span(rhs.span), format!("this is {rs}"))
+                        .with_help("convert one side with `str(...)` or `int(...)`"),
                     );
                     Type::Any
                 }
@@ -538,21 +713,40 @@ impl Walk<'_, '_, '_> {
     }
 
     /// `result.verdict == 'aproved'` where `verdict` is an enum without that value.
-    fn enum_compare(&mut self, op: BinaryOp, lhs: &Expr, l: &Type, rhs: &Expr, r: &Type, whole: &Expr) {
+    fn enum_compare(
+        &mut self,
+        op: BinaryOp,
+        lhs: &Expr,
+        l: &Type,
+        rhs: &Expr,
+        r: &Type,
+        whole: &Expr,
+    ) {
         let pairs = [(l, rhs), (r, lhs)];
         for (t, lit) in pairs {
             if let (Type::Enum(values), ExprKind::String(s)) = (t, &lit.kind)
                 && !values.contains(s)
             {
                 let span = self.span(whole.span);
-                let help = did_you_mean(s, values.iter().map(String::as_str)).map(|v| format!("did you mean `'{v}'`?"));
+                let help = crate::diagnostics::suggest(s, values.iter().map(String::as_str))
+                    .map(|v| format!("did you mean `'{v}'`?"));
                 self.push(
                     Diagnostic::new(
                         Code::ConstantCondition,
                         span,
-                        format!("this comparison is always {}: `'{s}'` is not one of the enum values", op == BinaryOp::Ne),
+                        format!(
+                            "this comparison is always {}: `'{s}'` is not one of the enum values",
+                            op == BinaryOp::Ne
+                        ),
                     )
-                    .with_note(format!("the values are: {}", values.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")))
+                    .with_note(format!(
+                        "the values are: {}",
+                        values
+                            .iter()
+                            .map(|v| format!("`{v}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
                     .with_help_opt(help),
                 );
                 return;
@@ -569,11 +763,17 @@ fn fold(e: &Expr) -> Option<Const> {
         ExprKind::Number(n) => Const::Num(*n),
         ExprKind::String(s) => Const::Str(s.clone()),
         ExprKind::Paren(inner) => fold(inner)?,
-        ExprKind::Unary { op: UnaryOp::Not, operand } => match fold(operand)? {
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => match fold(operand)? {
             Const::Bool(b) => Const::Bool(!b),
             _ => return None,
         },
-        ExprKind::Unary { op: UnaryOp::Neg, operand } => match fold(operand)? {
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => match fold(operand)? {
             Const::Num(n) => Const::Num(-n),
             _ => return None,
         },

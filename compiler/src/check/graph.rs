@@ -4,8 +4,8 @@
 //! Owns: graph algorithms, all iterative (no recursion on user-sized input).
 //! Must never: produce diagnostics; callers word them.
 
-use std::collections::{BinaryHeap, VecDeque};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::ir::{Edge, EdgeKind, StepId};
 use crate::source::Span;
@@ -24,12 +24,21 @@ pub struct Graph {
 impl Graph {
     /// An empty graph over `n` steps.
     pub fn new(n: usize) -> Graph {
-        Graph { n, edges: Vec::new(), spans: Vec::new(), out: vec![Vec::new(); n], inc: vec![Vec::new(); n] }
+        Graph {
+            n,
+            edges: Vec::new(),
+            spans: Vec::new(),
+            out: vec![Vec::new(); n],
+            inc: vec![Vec::new(); n],
+        }
     }
 
     /// Adds an edge (duplicates are kept once).
     pub fn add(&mut self, from: StepId, to: StepId, kind: EdgeKind, span: Span) {
-        if self.out[from].iter().any(|&e| self.edges[e].to == to && self.edges[e].kind == kind) {
+        if self.out[from]
+            .iter()
+            .any(|&e| self.edges[e].to == to && self.edges[e].kind == kind)
+        {
             return;
         }
         let e = self.edges.len();
@@ -170,23 +179,36 @@ impl Graph {
 
     /// Direct dependency predecessors of `b`.
     pub fn dependencies(&self, b: StepId) -> impl Iterator<Item = StepId> + '_ {
-        self.inc[b].iter().map(|&e| self.edges[e]).filter(|e| e.kind.is_dependency()).map(|e| e.from)
+        self.inc[b]
+            .iter()
+            .map(|&e| self.edges[e])
+            .filter(|e| e.kind.is_dependency())
+            .map(|e| e.from)
     }
 
     /// Whether some route (`on_fail`, `on_approve`, `on_kill`) targets `b`.
     pub fn is_route_target(&self, b: StepId) -> bool {
-        self.inc[b].iter().any(|&e| !self.edges[e].kind.is_dependency())
+        self.inc[b]
+            .iter()
+            .any(|&e| !self.edges[e].kind.is_dependency())
     }
 
     /// Data-edge successors of `a`.
     pub fn data_successors(&self, a: StepId) -> impl Iterator<Item = StepId> + '_ {
-        self.out[a].iter().map(|&e| self.edges[e]).filter(|e| e.kind == EdgeKind::Data).map(|e| e.to)
+        self.out[a]
+            .iter()
+            .map(|&e| self.edges[e])
+            .filter(|e| e.kind == EdgeKind::Data)
+            .map(|e| e.to)
     }
 
     /// A topological order of all edges; among ready steps, document order first.
     pub fn topo_order(&self) -> Vec<StepId> {
         let mut indeg: Vec<usize> = self.inc.iter().map(Vec::len).collect();
-        let mut heap: BinaryHeap<Reverse<usize>> = (0..self.n).filter(|&i| indeg[i] == 0).map(Reverse).collect();
+        let mut heap: BinaryHeap<Reverse<usize>> = (0..self.n)
+            .filter(|&i| indeg[i] == 0)
+            .map(Reverse)
+            .collect();
         let mut order = Vec::with_capacity(self.n);
         while let Some(Reverse(v)) = heap.pop() {
             order.push(v);

@@ -66,7 +66,9 @@ impl FlowCtx<'_> {
             let set = self.graph.ancestors(b, true);
             self.ancestors.insert(b, set);
         }
-        self.ancestors.get(&b).is_some_and(|s| s.get(a).copied().unwrap_or(false))
+        self.ancestors
+            .get(&b)
+            .is_some_and(|s| s.get(a).copied().unwrap_or(false))
     }
 }
 
@@ -109,7 +111,10 @@ pub fn check(spec: &Spec, source: &str, sink: &mut Sink) -> Option<Ir> {
         flows.push(ck.flow(i, flow));
     }
     ck.subflow_recursion();
-    let entry = spec.entry.as_ref().and_then(|e| ck.flows.get(e.text.as_str()).copied());
+    let entry = spec
+        .entry
+        .as_ref()
+        .and_then(|e| ck.flows.get(e.text.as_str()).copied());
     if errors_before || ck.sink.has_errors() {
         return None;
     }
@@ -117,9 +122,19 @@ pub fn check(spec: &Spec, source: &str, sink: &mut Sink) -> Option<Ir> {
     let contracts = spec
         .contracts
         .iter()
-        .filter_map(|c| Some((c.name.text.clone(), ck.contracts.get(c.name.text.as_str()).copied().flatten()?)))
+        .filter_map(|c| {
+            Some((
+                c.name.text.clone(),
+                ck.contracts.get(c.name.text.as_str()).copied().flatten()?,
+            ))
+        })
         .collect();
-    Some(Ir { types: ck.types, contracts, flows: flows?, entry: entry? })
+    Some(Ir {
+        types: ck.types,
+        contracts,
+        flows: flows?,
+        entry: entry?,
+    })
 }
 
 /// Validates a literal `matches` pattern: the safe-shape filter of reference
@@ -135,8 +150,12 @@ impl<'a> Checker<'a> {
         let spec = self.spec;
         // records first, so that names resolve in any order
         for (i, c) in spec.contracts.iter().enumerate() {
-            self.types.records.push(Record { name: c.name.text.clone(), fields: Vec::new() });
-            self.contracts.insert(c.name.text.as_str(), if c.ok { Some(i) } else { None });
+            self.types.records.push(Record {
+                name: c.name.text.clone(),
+                fields: Vec::new(),
+            });
+            self.contracts
+                .insert(c.name.text.as_str(), if c.ok { Some(i) } else { None });
         }
         let mut named: Vec<Vec<(usize, String, Span)>> = vec![Vec::new(); spec.contracts.len()];
         for (i, c) in spec.contracts.iter().enumerate() {
@@ -144,7 +163,10 @@ impl<'a> Checker<'a> {
             for f in &c.fields {
                 let ft = match &f.ty {
                     Some(t) => self.field_type(t, &mut named[i]),
-                    None => FieldType { ty: Ty::Error, optional: true },
+                    None => FieldType {
+                        ty: Ty::Error,
+                        optional: true,
+                    },
                 };
                 fields.push((f.name.text.clone(), ft));
             }
@@ -165,19 +187,34 @@ impl<'a> Checker<'a> {
         for (target, field, span) in &named[c] {
             match state[*target] {
                 1 => {
-                    let names = (self.spec.contracts[c].name.text.clone(), self.spec.contracts[*target].name.text.clone());
+                    let names = (
+                        self.spec.contracts[c].name.text.clone(),
+                        self.spec.contracts[*target].name.text.clone(),
+                    );
                     self.sink.push(
                         Diagnostic::new(
                             Code::RecursiveContract,
                             *span,
-                            format!("contract `{}` refers back to `{}` through field `{field}`", names.0, names.1),
+                            format!(
+                                "contract `{}` refers back to `{}` through field `{field}`",
+                                names.0, names.1
+                            ),
                         )
-                        .with_label(self.spec.contracts[*target].name.span, "the cycle starts here")
-                        .with_note("contract values must be finite JSON; `?` does not break a cycle")
+                        .with_label(
+                            self.spec.contracts[*target].name.span,
+                            "the cycle starts here",
+                        )
+                        .with_note(
+                            "contract values must be finite JSON; `?` does not break a cycle",
+                        )
                         .with_help("use `object` for the recursive field"),
                     );
                     // break the cycle for later users
-                    if let Some((_, ft)) = self.types.records[c].fields.iter_mut().find(|(n, _)| n == field) {
+                    if let Some((_, ft)) = self.types.records[c]
+                        .fields
+                        .iter_mut()
+                        .find(|(n, _)| n == field)
+                    {
                         ft.ty = Ty::Error;
                     }
                 }
@@ -189,7 +226,11 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolves a type string; reports problems; collects named references.
-    fn field_type(&mut self, s: &crate::yaml::Str, named: &mut Vec<(usize, String, Span)>) -> FieldType {
+    fn field_type(
+        &mut self,
+        s: &crate::yaml::Str,
+        named: &mut Vec<(usize, String, Span)>,
+    ) -> FieldType {
         match parse_type(&s.text) {
             Err(why) => {
                 let mut d = Diagnostic::new(Code::InvalidTypeString, s.span, format!("invalid type `{}`: {why}", s.text))
@@ -197,7 +238,10 @@ impl<'a> Checker<'a> {
                 let bare = s.text.trim_end_matches('?').trim_end_matches("[]");
                 if let Some(Some(_)) = self.contracts.get(bare) {
                     d = d.with_help(format!("contract `{bare}` exists, but only contracts whose names start with an uppercase letter can be used in a type"));
-                } else if let Some(h) = did_you_mean(bare, ["string", "integer", "number", "boolean", "object", "array"]) {
+                } else if let Some(h) = did_you_mean(
+                    bare,
+                    ["string", "integer", "number", "boolean", "object", "array"],
+                ) {
                     d = d.with_help(h);
                 } else if matches!(bare, "int" | "float" | "str" | "bool") {
                     let m = match bare {
@@ -209,13 +253,24 @@ impl<'a> Checker<'a> {
                     d = d.with_help(format!("write `{m}`"));
                 }
                 self.sink.push(d);
-                FieldType { ty: Ty::Error, optional: true }
+                FieldType {
+                    ty: Ty::Error,
+                    optional: true,
+                }
             }
-            Ok((expr, optional)) => FieldType { ty: self.resolve_type(&expr, s, named), optional },
+            Ok((expr, optional)) => FieldType {
+                ty: self.resolve_type(&expr, s, named),
+                optional,
+            },
         }
     }
 
-    fn resolve_type(&mut self, t: &TypeExpr, s: &crate::yaml::Str, named: &mut Vec<(usize, String, Span)>) -> Ty {
+    fn resolve_type(
+        &mut self,
+        t: &TypeExpr,
+        s: &crate::yaml::Str,
+        named: &mut Vec<(usize, String, Span)>,
+    ) -> Ty {
         match t {
             TypeExpr::String => Ty::String,
             TypeExpr::Integer => Ty::Integer,
@@ -240,15 +295,28 @@ impl<'a> Checker<'a> {
     }
 
     fn unknown_contract(&mut self, name: &str, span: Span) {
-        let names: Vec<&str> = self.spec.contracts.iter().map(|c| c.name.text.as_str()).collect();
+        let names: Vec<&str> = self
+            .spec
+            .contracts
+            .iter()
+            .map(|c| c.name.text.as_str())
+            .collect();
         let help = did_you_mean(name, names.iter().copied());
-        let d = Diagnostic::new(Code::UnknownContract, span, format!("unknown contract `{name}`"))
-            .with_note(if names.is_empty() {
-                "the spec declares no contracts".to_string()
-            } else {
-                format!("declared contracts: {}", names.join(", "))
-            })
-            .with_help_opt(help.or_else(|| Some(format!("declare it under `contracts:` as `{name}: {{field: type}}`"))));
+        let d = Diagnostic::new(
+            Code::UnknownContract,
+            span,
+            format!("unknown contract `{name}`"),
+        )
+        .with_note(if names.is_empty() {
+            "the spec declares no contracts".to_string()
+        } else {
+            format!("declared contracts: {}", names.join(", "))
+        })
+        .with_help_opt(help.or_else(|| {
+            Some(format!(
+                "declare it under `contracts:` as `{name}: {{field: type}}`"
+            ))
+        }));
         self.sink.push(d);
     }
 
@@ -275,27 +343,45 @@ impl<'a> Checker<'a> {
         {
             let names: Vec<&str> = spec.flows.iter().map(|f| f.name.text.as_str()).collect();
             self.sink.push(
-                Diagnostic::new(Code::UnknownEntry, entry.span, format!("`flows.entry` names `{}`, which is not a flow", entry.text))
-                    .with_note(if names.is_empty() { "the spec defines no flows".into() } else { format!("the flows are: {}", names.join(", ")) })
-                    .with_help_opt(did_you_mean(&entry.text, names.iter().copied())),
+                Diagnostic::new(
+                    Code::UnknownEntry,
+                    entry.span,
+                    format!("`flows.entry` names `{}`, which is not a flow", entry.text),
+                )
+                .with_note(if names.is_empty() {
+                    "the spec defines no flows".into()
+                } else {
+                    format!("the flows are: {}", names.join(", "))
+                })
+                .with_help_opt(did_you_mean(&entry.text, names.iter().copied())),
             );
         }
         // inputs and outputs of every flow, before any step is checked
         for f in &spec.flows {
             let rid = self.types.records.len();
-            self.types.records.push(Record { name: format!("input of flow `{}`", f.name.text), fields: Vec::new() });
+            self.types.records.push(Record {
+                name: format!("input of flow `{}`", f.name.text),
+                fields: Vec::new(),
+            });
             let mut fields = Vec::new();
             let mut dummy = Vec::new();
             for fd in f.input.iter().flatten() {
                 let ft = match &fd.ty {
                     Some(t) => self.field_type(t, &mut dummy),
-                    None => FieldType { ty: Ty::Error, optional: true },
+                    None => FieldType {
+                        ty: Ty::Error,
+                        optional: true,
+                    },
                 };
                 fields.push((fd.name.text.clone(), ft));
             }
             self.types.records[rid].fields = fields;
             self.flow_inputs.push(rid);
-            let out = f.output.as_ref().and_then(|o| o.contract.as_ref()).and_then(|c| self.contract_named(c));
+            let out = f
+                .output
+                .as_ref()
+                .and_then(|o| o.contract.as_ref())
+                .and_then(|c| self.contract_named(c));
             self.flow_outputs.push(match out {
                 Some(Some(r)) => Type::Record(r),
                 _ => Type::Any,
@@ -305,7 +391,10 @@ impl<'a> Checker<'a> {
     }
 
     fn is_entry(&self, i: usize) -> bool {
-        self.spec.entry.as_ref().is_some_and(|e| self.spec.flows[i].name.text == e.text)
+        self.spec
+            .entry
+            .as_ref()
+            .is_some_and(|e| self.spec.flows[i].name.text == e.text)
     }
 
     fn flow(&mut self, fi: usize, flow: &'a ast::Flow) -> Option<FlowIr> {
@@ -329,10 +418,17 @@ impl<'a> Checker<'a> {
             if let Some(&first) = fc.index.get(id.text.as_str()) {
                 let first_span = flow.steps[first].id.as_ref().map_or(id.span, |n| n.span);
                 self.sink.push(
-                    Diagnostic::new(Code::DuplicateStep, id.span, format!("step id `{}` is used twice in flow `{}`", id.text, flow.name.text))
-                        .with_span_label("second use")
-                        .with_label(first_span, "first used here")
-                        .with_help("give each step of a flow its own id"),
+                    Diagnostic::new(
+                        Code::DuplicateStep,
+                        id.span,
+                        format!(
+                            "step id `{}` is used twice in flow `{}`",
+                            id.text, flow.name.text
+                        ),
+                    )
+                    .with_span_label("second use")
+                    .with_label(first_span, "first used here")
+                    .with_help("give each step of a flow its own id"),
                 );
             } else {
                 fc.index.insert(id.text.as_str(), i);
@@ -387,12 +483,11 @@ impl<'a> Checker<'a> {
     }
 
     fn step_output(&mut self, s: &ast::Step) -> StepOut {
-        let named = |ck: &mut Self, n: &Option<ast::Name>| match n {
-            None => None,
-            Some(n) => Some(match ck.contract_named(n) {
+        let named = |ck: &mut Self, n: &Option<ast::Name>| {
+            n.as_ref().map(|n| match ck.contract_named(n) {
                 Some(Some(r)) => Type::Record(r),
                 _ => Type::Any,
-            }),
+            })
         };
         match &s.kind {
             StepKind::Do(_) => named(self, &s.out).map_or(StepOut::NoContract, StepOut::Known),
@@ -427,8 +522,15 @@ impl<'a> Checker<'a> {
             None => {
                 let help = did_you_mean(&name.text, fc.index.keys().copied());
                 self.sink.push(
-                    Diagnostic::new(Code::UnknownStep, name.span, format!("{what} names `{}`, which is not a step of flow `{}`", name.text, fc.flow.name.text))
-                        .with_help_opt(help),
+                    Diagnostic::new(
+                        Code::UnknownStep,
+                        name.span,
+                        format!(
+                            "{what} names `{}`, which is not a step of flow `{}`",
+                            name.text, fc.flow.name.text
+                        ),
+                    )
+                    .with_help_opt(help),
                 );
                 None
             }
@@ -454,7 +556,10 @@ impl<'a> Checker<'a> {
                 pending.push((from, i, ir::EdgeKind::Data, span));
             }
             if let StepKind::Gate(g) = &s.kind {
-                for (route, kind, what) in [(&g.on_approve, ir::EdgeKind::Approve, "`on_approve`"), (&g.on_kill, ir::EdgeKind::Kill, "`on_kill`")] {
+                for (route, kind, what) in [
+                    (&g.on_approve, ir::EdgeKind::Approve, "`on_approve`"),
+                    (&g.on_kill, ir::EdgeKind::Kill, "`on_kill`"),
+                ] {
                     if let Some(n) = route.step()
                         && let Some(t) = self.target(fc, n, what)
                     {
@@ -465,19 +570,30 @@ impl<'a> Checker<'a> {
         }
         for (from, to, kind, span) in pending {
             if from == to {
-                let id = flow.steps[from].id.as_ref().map_or("this step".into(), |n| format!("step `{}`", n.text));
+                let id = flow.steps[from]
+                    .id
+                    .as_ref()
+                    .map_or("this step".into(), |n| format!("step `{}`", n.text));
                 let msg = match kind {
                     ir::EdgeKind::Order => format!("{id} lists itself in `after`"),
                     ir::EdgeKind::Data => format!("{id} reads its own output"),
                     _ => format!("{id} routes to itself"),
                 };
-                self.sink.push(Diagnostic::new(Code::SelfReference, span, msg).with_note("a step cannot depend on or route to itself"));
+                self.sink.push(
+                    Diagnostic::new(Code::SelfReference, span, msg)
+                        .with_note("a step cannot depend on or route to itself"),
+                );
                 continue;
             }
             fc.graph.add(from, to, kind, span);
         }
         for (from, to, kind, span) in fc.graph.break_cycles() {
-            let name = |i: StepId| flow.steps[i].id.as_ref().map_or("?".to_string(), |n| n.text.clone());
+            let name = |i: StepId| {
+                flow.steps[i]
+                    .id
+                    .as_ref()
+                    .map_or("?".to_string(), |n| n.text.clone())
+            };
             let path = fc.graph.path(to, from).unwrap_or_default();
             let mut chain: Vec<String> = path.iter().map(|&s| format!("`{}`", name(s))).collect();
             chain.push(format!("`{}`", name(to)));

@@ -61,7 +61,9 @@ impl<'a> Checker<'a> {
                 leaves.extend(f.over.iter());
                 leaves.extend(f.stages.iter().filter_map(|st| st.task.as_ref()));
             }
-            StepKind::Run { with: Some(with), .. } => {
+            StepKind::Run {
+                with: Some(with), ..
+            } => {
                 for e in with {
                     collect_strings(&e.value, &mut leaves);
                 }
@@ -83,7 +85,14 @@ impl<'a> Checker<'a> {
     }
 
     /// Parses and checks a template leaf.
-    pub(super) fn template(&mut self, fc: &mut FlowCtx<'_>, step: Option<StepId>, s: &Str, leaf: Leaf, stage: &StageScope) -> Option<TemplateIr> {
+    pub(super) fn template(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        step: Option<StepId>,
+        s: &Str,
+        leaf: Leaf,
+        stage: &StageScope,
+    ) -> Option<TemplateIr> {
         let (t, errors) = parse_template(&s.text);
         if !errors.is_empty() {
             for e in errors {
@@ -101,7 +110,8 @@ impl<'a> Checker<'a> {
         for p in &t.pieces {
             match p {
                 stratum_grammar::Piece::Text { text, .. } => pieces.push(Piece::Text(text.clone())),
-                stratum_grammar::Piece::Ref(r) => match self.reference(fc, step, s, r, leaf, stage) {
+                stratum_grammar::Piece::Ref(r) => match self.reference(fc, step, s, r, leaf, stage)
+                {
                     Some(r) => pieces.push(Piece::Ref(r)),
                     None => ok = false,
                 },
@@ -110,21 +120,35 @@ impl<'a> Checker<'a> {
         if !ok {
             return None;
         }
-        let tir = TemplateIr { pieces, full_value: full, span: s.span };
-        if full
-            && let Some(Piece::Ref(r)) = tir.pieces.first()
-        {
+        let tir = TemplateIr {
+            pieces,
+            full_value: full,
+            span: s.span,
+        };
+        if full && let Some(Piece::Ref(r)) = tir.pieces.first() {
             let need = match leaf {
-                Leaf::Task | Leaf::StageTask if !(r.ty.is_stringy() || r.ty == Type::Any) => Some(("a `do` task must render to a string", "embed it in text, e.g. `Work on ${...}`, to interpolate it as JSON")),
-                Leaf::Over if !matches!(r.ty, Type::List(_) | Type::Any) => Some(("`fanout.over` must be a list", "reference a list field (`T[]`)")),
+                Leaf::Task | Leaf::StageTask if !(r.ty.is_stringy() || r.ty == Type::Any) => {
+                    Some((
+                        "a `do` task must render to a string",
+                        "embed it in text, e.g. `Work on ${...}`, to interpolate it as JSON",
+                    ))
+                }
+                Leaf::Over if !matches!(r.ty, Type::List(_) | Type::Any) => Some((
+                    "`fanout.over` must be a list",
+                    "reference a list field (`T[]`)",
+                )),
                 _ => None,
             };
             if let Some((msg, help)) = need {
                 let shown = self.types.display(&r.ty);
                 self.sink.push(
-                    Diagnostic::new(Code::ReferenceTypeMismatch, r.span, format!("{msg}, but this reference is {shown}"))
-                        .with_span_label(format!("this is {shown}"))
-                        .with_help(help),
+                    Diagnostic::new(
+                        Code::ReferenceTypeMismatch,
+                        r.span,
+                        format!("{msg}, but this reference is {shown}"),
+                    )
+                    .with_span_label(format!("this is {shown}"))
+                    .with_help(help),
                 );
                 return None;
             }
@@ -132,13 +156,25 @@ impl<'a> Checker<'a> {
         Some(tir)
     }
 
-    fn reference(&mut self, fc: &mut FlowCtx<'_>, step: Option<StepId>, s: &Str, r: &Reference, leaf: Leaf, stage: &StageScope) -> Option<RefIr> {
+    fn reference(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        step: Option<StepId>,
+        s: &Str,
+        r: &Reference,
+        leaf: Leaf,
+        stage: &StageScope,
+    ) -> Option<RefIr> {
         let span = self.map(s, r.span.start, r.span.end);
         let path: Vec<Segment> = r.path.iter().map(seg).collect();
         let in_stage = leaf == Leaf::StageTask;
         match r.kind {
             RefKind::Item | RefKind::Prev => {
-                let word = if r.kind == RefKind::Item { "item" } else { "prev" };
+                let word = if r.kind == RefKind::Item {
+                    "item"
+                } else {
+                    "prev"
+                };
                 if !in_stage {
                     self.sink.push(
                         Diagnostic::new(Code::ReferenceScope, span, format!("`${{{word}}}` is only available in fanout stages"))
@@ -153,26 +189,48 @@ impl<'a> Checker<'a> {
                         Some(Some(t)) => t.clone(),
                         _ => {
                             self.sink.push(
-                                Diagnostic::new(Code::ReferenceScope, span, "`${prev}` has no value in the first fanout stage")
-                                    .with_note("`${prev}` is the output of the previous stage"),
+                                Diagnostic::new(
+                                    Code::ReferenceScope,
+                                    span,
+                                    "`${prev}` has no value in the first fanout stage",
+                                )
+                                .with_note("`${prev}` is the output of the previous stage"),
                             );
                             return None;
                         }
                     }
                 };
                 let ty = self.typed_path(base, &r.path, s, word)?;
-                Some(RefIr { target: if r.kind == RefKind::Item { RefTarget::Item } else { RefTarget::Prev }, path, ty, span })
+                Some(RefIr {
+                    target: if r.kind == RefKind::Item {
+                        RefTarget::Item
+                    } else {
+                        RefTarget::Prev
+                    },
+                    path,
+                    ty,
+                    span,
+                })
             }
             RefKind::Input => {
                 if r.path.is_empty() {
                     self.sink.push(
-                        Diagnostic::new(Code::InvalidReference, span, "`${input}` needs a field: write `${input.<field>}`")
-                            .with_note("the whole input cannot be referenced; name one of its fields"),
+                        Diagnostic::new(
+                            Code::InvalidReference,
+                            span,
+                            "`${input}` needs a field: write `${input.<field>}`",
+                        )
+                        .with_note("the whole input cannot be referenced; name one of its fields"),
                     );
                     return None;
                 }
                 let ty = self.typed_path(Type::Record(fc.input), &r.path, s, "input")?;
-                Some(RefIr { target: RefTarget::Input, path, ty, span })
+                Some(RefIr {
+                    target: RefTarget::Input,
+                    path,
+                    ty,
+                    span,
+                })
             }
             RefKind::StepOutput => {
                 let (src, base) = self.step_source(fc, r, span)?;
@@ -182,8 +240,15 @@ impl<'a> Checker<'a> {
                     && !matches!(r.path.first().map(|p| &p.kind), Some(SegmentKind::Index(_)))
                 {
                     self.sink.push(
-                        Diagnostic::new(Code::UnknownPath, span, format!("the output of fanout `{}` is a list: index it", r.head))
-                            .with_help(format!("write `${{{}.output[0]}}` or `${{{}.output[0].field}}`", r.head, r.head)),
+                        Diagnostic::new(
+                            Code::UnknownPath,
+                            span,
+                            format!("the output of fanout `{}` is a list: index it", r.head),
+                        )
+                        .with_help(format!(
+                            "write `${{{}.output[0]}}` or `${{{}.output[0].field}}`",
+                            r.head, r.head
+                        )),
                     );
                     return None;
                 }
@@ -192,7 +257,12 @@ impl<'a> Checker<'a> {
                     // reported with the graph (self reference)
                     return None;
                 }
-                Some(RefIr { target: RefTarget::Step(src), path, ty, span })
+                Some(RefIr {
+                    target: RefTarget::Step(src),
+                    path,
+                    ty,
+                    span,
+                })
             }
             RefKind::Carry => {
                 if leaf == Leaf::OutputFrom || leaf == Leaf::Carry {
@@ -203,17 +273,36 @@ impl<'a> Checker<'a> {
                         if let Some(step) = step {
                             fc.carry_uses.push((v, step, span));
                         }
-                        Some(RefIr { target: RefTarget::Carry(v), path, ty: Type::Any, span })
+                        Some(RefIr {
+                            target: RefTarget::Carry(v),
+                            path,
+                            ty: Type::Any,
+                            span,
+                        })
                     }
                     _ => {
-                        let mut d = Diagnostic::new(Code::UnknownCarry, span, format!("`${{{}}}` names no carry variable", r.head));
+                        let mut d = Diagnostic::new(
+                            Code::UnknownCarry,
+                            span,
+                            format!("`${{{}}}` names no carry variable", r.head),
+                        );
                         if fc.index.contains_key(r.head.as_str()) {
-                            let rest: String = r.path.iter().map(|p| match &p.kind {
-                                SegmentKind::Field(f) => format!(".{f}"),
-                                SegmentKind::Index(i) => format!("[{i}]"),
-                            }).collect();
-                            let rest = rest.strip_prefix(".outputs").or_else(|| rest.strip_prefix(".result")).unwrap_or(&rest);
-                            d = d.with_help(format!("`{}` is a step; its output is `${{{}.output{rest}}}`", r.head, r.head));
+                            let rest: String = r
+                                .path
+                                .iter()
+                                .map(|p| match &p.kind {
+                                    SegmentKind::Field(f) => format!(".{f}"),
+                                    SegmentKind::Index(i) => format!("[{i}]"),
+                                })
+                                .collect();
+                            let rest = rest
+                                .strip_prefix(".outputs")
+                                .or_else(|| rest.strip_prefix(".result"))
+                                .unwrap_or(&rest);
+                            d = d.with_help(format!(
+                                "`{}` is a step; its output is `${{{}.output{rest}}}`",
+                                r.head, r.head
+                            ));
                         } else if let Some(h) = did_you_mean(&r.head, fc.carry.keys().copied()) {
                             d = d.with_help(h);
                         } else if let Some(h) = did_you_mean(&r.head, fc.index.keys().copied()) {
@@ -230,18 +319,37 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolves the step of a `${step.output}` reference and the type of its output.
-    fn step_source(&mut self, fc: &FlowCtx<'_>, r: &Reference, span: Span) -> Option<(StepId, Type)> {
+    fn step_source(
+        &mut self,
+        fc: &FlowCtx<'_>,
+        r: &Reference,
+        span: Span,
+    ) -> Option<(StepId, Type)> {
         let Some(&src) = fc.index.get(r.head.as_str()) else {
             if fc.carry.contains_key(r.head.as_str()) {
                 self.sink.push(
-                    Diagnostic::new(Code::CarryPathReserved, span, format!("`{}` is a carry variable; carry paths may not begin with `output`", r.head))
-                        .with_help("rename the field, or the carry variable"),
+                    Diagnostic::new(
+                        Code::CarryPathReserved,
+                        span,
+                        format!(
+                            "`{}` is a carry variable; carry paths may not begin with `output`",
+                            r.head
+                        ),
+                    )
+                    .with_help("rename the field, or the carry variable"),
                 );
             } else {
                 let help = did_you_mean(&r.head, fc.index.keys().copied());
                 self.sink.push(
-                    Diagnostic::new(Code::UnknownStepReference, span, format!("`${{{}.output}}` refers to `{}`, which is not a step of flow `{}`", r.head, r.head, fc.flow.name.text))
-                        .with_help_opt(help),
+                    Diagnostic::new(
+                        Code::UnknownStepReference,
+                        span,
+                        format!(
+                            "`${{{}.output}}` refers to `{}`, which is not a step of flow `{}`",
+                            r.head, r.head, fc.flow.name.text
+                        ),
+                    )
+                    .with_help_opt(help),
                 );
             }
             return None;
@@ -250,17 +358,30 @@ impl<'a> Checker<'a> {
             StepOut::Known(t) => Some((src, t.clone())),
             StepOut::Gate => {
                 self.sink.push(
-                    Diagnostic::new(Code::NoOutputContract, span, format!("`{}` is a gate and has no output", r.head))
-                        .with_note("a gate only decides; read the output of the step it reviews instead"),
+                    Diagnostic::new(
+                        Code::NoOutputContract,
+                        span,
+                        format!("`{}` is a gate and has no output", r.head),
+                    )
+                    .with_note(
+                        "a gate only decides; read the output of the step it reviews instead",
+                    ),
                 );
                 None
             }
             StepOut::NoContract => {
                 let at = fc.flow.steps[src].id.as_ref().map_or(span, |n| n.span);
                 self.sink.push(
-                    Diagnostic::new(Code::NoOutputContract, span, format!("step `{}` has no `out` contract, so its output cannot be referenced", r.head))
-                        .with_label(at, "declared without `out`")
-                        .with_help(format!("add `out: <Contract>` to step `{}`", r.head)),
+                    Diagnostic::new(
+                        Code::NoOutputContract,
+                        span,
+                        format!(
+                            "step `{}` has no `out` contract, so its output cannot be referenced",
+                            r.head
+                        ),
+                    )
+                    .with_label(at, "declared without `out`")
+                    .with_help(format!("add `out: <Contract>` to step `{}`", r.head)),
                 );
                 None
             }
@@ -276,7 +397,13 @@ impl<'a> Checker<'a> {
     }
 
     /// Types a reference path (reference §2.6) and reports the first bad segment.
-    fn typed_path(&mut self, mut t: Type, path: &[PathSegment], s: &Str, base_name: &str) -> Option<Type> {
+    fn typed_path(
+        &mut self,
+        mut t: Type,
+        path: &[PathSegment],
+        s: &Str,
+        base_name: &str,
+    ) -> Option<Type> {
         let mut shown = base_name.to_string();
         for p in path {
             let next = match (&t, &p.kind) {
@@ -298,9 +425,24 @@ impl<'a> Checker<'a> {
                     }
                     Ok((**inner).clone())
                 }
-                (Type::List(_), SegmentKind::Field(f)) => Err((format!("`{shown}` is a list; `.{f}` needs an index first"), Some(format!("write `{shown}[0].{f}`")))),
-                (other, SegmentKind::Index(i)) => Err((format!("`{shown}` is {} and cannot be indexed with `[{i}]`", self.types.display(other)), None)),
-                (other, SegmentKind::Field(f)) => Err((format!("`{shown}` is {} and has no field `{f}`", self.types.display(other)), None)),
+                (Type::List(_), SegmentKind::Field(f)) => Err((
+                    format!("`{shown}` is a list; `.{f}` needs an index first"),
+                    Some(format!("write `{shown}[0].{f}`")),
+                )),
+                (other, SegmentKind::Index(i)) => Err((
+                    format!(
+                        "`{shown}` is {} and cannot be indexed with `[{i}]`",
+                        self.types.display(other)
+                    ),
+                    None,
+                )),
+                (other, SegmentKind::Field(f)) => Err((
+                    format!(
+                        "`{shown}` is {} and has no field `{f}`",
+                        self.types.display(other)
+                    ),
+                    None,
+                )),
             };
             match next {
                 Ok(n) => {
@@ -312,7 +454,8 @@ impl<'a> Checker<'a> {
                 }
                 Err((msg, help)) => {
                     let span = self.map(s, p.span.start, p.span.end);
-                    self.sink.push(Diagnostic::new(Code::UnknownPath, span, msg).with_help_opt(help));
+                    self.sink
+                        .push(Diagnostic::new(Code::UnknownPath, span, msg).with_help_opt(help));
                     return None;
                 }
             }
@@ -335,7 +478,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn predicates(&mut self, fc: &mut FlowCtx<'_>, preds: &[ast::Predicate], scope: &Scope) -> Option<Vec<ir::PredicateIr>> {
+    fn predicates(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        preds: &[ast::Predicate],
+        scope: &Scope,
+    ) -> Option<Vec<ir::PredicateIr>> {
         let mut out = Vec::new();
         let mut ok = true;
         for p in preds {
@@ -352,8 +500,14 @@ impl<'a> Checker<'a> {
                     }
                 },
                 PredicateKind::FileExists(p) => ir::PredicateIr::FileExists(p.text.clone()),
-                PredicateKind::FileContains { path, text } => ir::PredicateIr::FileContains { path: path.text.clone(), text: text.text.clone() },
-                PredicateKind::Judged { statement, stakes } => ir::PredicateIr::Judged { statement: statement.text.clone(), stakes: *stakes },
+                PredicateKind::FileContains { path, text } => ir::PredicateIr::FileContains {
+                    path: path.text.clone(),
+                    text: text.text.clone(),
+                },
+                PredicateKind::Judged { statement, stakes } => ir::PredicateIr::Judged {
+                    statement: statement.text.clone(),
+                    stakes: *stakes,
+                },
             });
         }
         ok.then_some(out)
@@ -362,7 +516,14 @@ impl<'a> Checker<'a> {
     /// Checks step `i` and builds its IR.
     pub(super) fn step(&mut self, fc: &mut FlowCtx<'a>, i: StepId) -> Option<ir::StepIr> {
         let s: &'a ast::Step = &fc.flow.steps[i];
-        let steps_scope = |field: &'static str, role: Role| Scope { field, role, result: Type::Steps(fc.flow_index), item: None, prev: None, reader: i };
+        let steps_scope = |field: &'static str, role: Role| Scope {
+            field,
+            role,
+            result: Type::Steps(fc.flow_index),
+            item: None,
+            prev: None,
+            reader: i,
+        };
         let when = match &s.when {
             Some(w) => {
                 let sc = steps_scope("when", Role::Condition);
@@ -371,19 +532,35 @@ impl<'a> Checker<'a> {
             None => None,
         };
         let own = self.result_type(fc, &s.out);
-        let ensure_scope = Scope { field: "ensure", role: Role::Condition, result: own.clone(), item: None, prev: None, reader: i };
+        let ensure_scope = Scope {
+            field: "ensure",
+            role: Role::Condition,
+            result: own.clone(),
+            item: None,
+            prev: None,
+            reader: i,
+        };
         let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
-        let on_fail = s.on_fail.as_ref().and_then(|n| fc.index.get(n.text.as_str()).copied());
+        let on_fail = s
+            .on_fail
+            .as_ref()
+            .and_then(|n| fc.index.get(n.text.as_str()).copied());
         let kind = match &s.kind {
             StepKind::Do(task) => {
                 let task = self.template(fc, Some(i), task, Leaf::Task, &StageScope::default());
                 let iterate = match &s.iterate {
                     Some(it) => {
                         let until = it.until.as_ref().and_then(|u| {
-                            let sc = Scope { field: "iterate.until", ..ensure_scope.clone() };
+                            let sc = Scope {
+                                field: "iterate.until",
+                                ..ensure_scope.clone()
+                            };
                             self.expr(fc, u, &sc)
                         });
-                        Some(until.zip(it.max).map(|(until, max)| ir::IterateIr { max: max.value, until }))
+                        Some(until.zip(it.max).map(|(until, max)| ir::IterateIr {
+                            max: max.value,
+                            until,
+                        }))
                     }
                     None => Some(None),
                 };
@@ -396,7 +573,10 @@ impl<'a> Checker<'a> {
             }
             StepKind::Set(fields) => self.set_step(fc, s, i, fields),
             StepKind::Gate(g) => {
-                let route = |r: &Route| r.step().and_then(|n| fc.index.get(n.text.as_str()).copied());
+                let route = |r: &Route| {
+                    r.step()
+                        .and_then(|n| fc.index.get(n.text.as_str()).copied())
+                };
                 Some(ir::StepKindIr::Gate {
                     on_approve: route(&g.on_approve),
                     on_revise: route(&g.on_revise),
@@ -405,7 +585,11 @@ impl<'a> Checker<'a> {
                 })
             }
             StepKind::Fanout(f) => self.fanout_step(fc, s, i, f),
-            StepKind::Run { flow, with, with_span } => self.run_step(fc, s, i, flow, with.as_deref(), *with_span),
+            StepKind::Run {
+                flow,
+                with,
+                with_span,
+            } => self.run_step(fc, s, i, flow, with.as_deref(), *with_span),
             StepKind::Broken => None,
         };
         let out = match &fc.outputs[i] {
@@ -436,8 +620,21 @@ impl<'a> Checker<'a> {
         })
     }
 
-    fn set_step(&mut self, fc: &mut FlowCtx<'a>, s: &ast::Step, i: StepId, fields: &[(ast::Name, Str)]) -> Option<ir::StepKindIr> {
-        let scope = Scope { field: "set", role: Role::Value, result: Type::Steps(fc.flow_index), item: None, prev: None, reader: i };
+    fn set_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+        fields: &[(ast::Name, Str)],
+    ) -> Option<ir::StepKindIr> {
+        let scope = Scope {
+            field: "set",
+            role: Role::Value,
+            result: Type::Steps(fc.flow_index),
+            item: None,
+            prev: None,
+            reader: i,
+        };
         let mut out = Vec::new();
         let mut ok = true;
         let record = match self.result_type(fc, &s.out) {
@@ -453,7 +650,8 @@ impl<'a> Checker<'a> {
                 let rec = &self.types.records[r];
                 match rec.field(&key.text) {
                     None => {
-                        let help = did_you_mean(&key.text, rec.fields.iter().map(|(n, _)| n.as_str()));
+                        let help =
+                            did_you_mean(&key.text, rec.fields.iter().map(|(n, _)| n.as_str()));
                         let name = rec.name.clone();
                         self.sink.push(
                             Diagnostic::new(Code::SetContractMismatch, key.span, format!("contract `{name}` has no field `{}`, so this `set` output would be rejected", key.text))
@@ -465,8 +663,15 @@ impl<'a> Checker<'a> {
                     Some(ft) if !self.types.fits(&x.ty, ft) => {
                         let (want, got) = (self.types.display_ty(ft), self.types.display(&x.ty));
                         self.sink.push(
-                            Diagnostic::new(Code::SetContractMismatch, x.span, format!("`set.{}` is {got}, but contract field `{}` is {want}", key.text, key.text))
-                                .with_span_label(format!("this is {got}")),
+                            Diagnostic::new(
+                                Code::SetContractMismatch,
+                                x.span,
+                                format!(
+                                    "`set.{}` is {got}, but contract field `{}` is {want}",
+                                    key.text, key.text
+                                ),
+                            )
+                            .with_span_label(format!("this is {got}")),
                         );
                         ok = false;
                     }
@@ -486,8 +691,16 @@ impl<'a> Checker<'a> {
             if !missing.is_empty() {
                 let name = rec.name.clone();
                 self.sink.push(
-                    Diagnostic::new(Code::SetContractMismatch, s.construct_span, format!("`set` gives no value for the required field{} {} of contract `{name}`", if missing.len() == 1 { "" } else { "s" }, missing.join(", ")))
-                        .with_help("add a key for every required field of the `out` contract"),
+                    Diagnostic::new(
+                        Code::SetContractMismatch,
+                        s.construct_span,
+                        format!(
+                            "`set` gives no value for the required field{} {} of contract `{name}`",
+                            if missing.len() == 1 { "" } else { "s" },
+                            missing.join(", ")
+                        ),
+                    )
+                    .with_help("add a key for every required field of the `out` contract"),
                 );
                 ok = false;
             }
@@ -495,7 +708,13 @@ impl<'a> Checker<'a> {
         ok.then_some(ir::StepKindIr::Set { fields: out })
     }
 
-    fn fanout_step(&mut self, fc: &mut FlowCtx<'a>, s: &ast::Step, i: StepId, f: &ast::Fanout) -> Option<ir::StepKindIr> {
+    fn fanout_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+        f: &ast::Fanout,
+    ) -> Option<ir::StepKindIr> {
         let over = f.over.as_ref().and_then(|o| {
             let (t, errors) = parse_template(&o.text);
             if !errors.is_empty() || t.full_value().is_none() {
@@ -519,29 +738,59 @@ impl<'a> Checker<'a> {
         let mut ok = true;
         let mut prev: Option<Type> = None;
         for (j, st) in f.stages.iter().enumerate() {
-            let stage_scope = StageScope { item: Some(item.clone().unwrap_or(Type::Any)), prev: Some(if j == 0 { None } else { Some(prev.clone().unwrap_or(Type::Any)) }) };
-            let task = st.task.as_ref().and_then(|t| self.template(fc, Some(i), t, Leaf::StageTask, &stage_scope));
+            let stage_scope = StageScope {
+                item: Some(item.clone().unwrap_or(Type::Any)),
+                prev: Some(if j == 0 {
+                    None
+                } else {
+                    Some(prev.clone().unwrap_or(Type::Any))
+                }),
+            };
+            let task = st
+                .task
+                .as_ref()
+                .and_then(|t| self.template(fc, Some(i), t, Leaf::StageTask, &stage_scope));
             let when = st.when.as_ref().map(|w| {
-                let sc = Scope { field: "when", role: Role::Condition, result: Type::Steps(fc.flow_index), item: stage_scope.item.clone(), prev: stage_scope.prev.clone(), reader: i };
+                let sc = Scope {
+                    field: "when",
+                    role: Role::Condition,
+                    result: Type::Steps(fc.flow_index),
+                    item: stage_scope.item.clone(),
+                    prev: stage_scope.prev.clone(),
+                    reader: i,
+                };
                 self.expr(fc, w, &sc)
             });
             let own = self.result_type(fc, &st.out);
-            let sc = Scope { field: "ensure", role: Role::Condition, result: own.clone(), item: stage_scope.item.clone(), prev: stage_scope.prev.clone(), reader: i };
+            let sc = Scope {
+                field: "ensure",
+                role: Role::Condition,
+                result: own.clone(),
+                item: stage_scope.item.clone(),
+                prev: stage_scope.prev.clone(),
+                reader: i,
+            };
             let ensure = self.predicates(fc, &st.ensure, &sc);
             let out = match own {
                 Type::Record(r) => Some(r),
                 _ => None,
             };
-            prev = Some(if st.out.is_some() { self.result_type(fc, &st.out) } else { Type::Any });
+            prev = Some(if st.out.is_some() {
+                self.result_type(fc, &st.out)
+            } else {
+                Type::Any
+            });
             match (task, ensure, when) {
-                (Some(task), Some(ensure), w) if !matches!(w, Some(None)) => stages.push(ir::StageIr {
-                    task,
-                    agent: st.agent.unwrap_or_default(),
-                    out,
-                    ensure,
-                    attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
-                    when: w.flatten(),
-                }),
+                (Some(task), Some(ensure), w) if !matches!(w, Some(None)) => {
+                    stages.push(ir::StageIr {
+                        task,
+                        agent: st.agent.unwrap_or_default(),
+                        out,
+                        ensure,
+                        attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
+                        when: w.flatten(),
+                    })
+                }
                 _ => ok = false,
             }
         }
@@ -560,12 +809,29 @@ impl<'a> Checker<'a> {
         })
     }
 
-    fn run_step(&mut self, fc: &mut FlowCtx<'a>, _s: &ast::Step, i: StepId, flow: &ast::Name, with: Option<&[ast::WithEntry]>, with_span: Option<Span>) -> Option<ir::StepKindIr> {
+    fn run_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        _s: &ast::Step,
+        i: StepId,
+        flow: &ast::Name,
+        with: Option<&[ast::WithEntry]>,
+        with_span: Option<Span>,
+    ) -> Option<ir::StepKindIr> {
         let Some(&callee) = self.flows.get(flow.text.as_str()) else {
-            let names: Vec<&str> = self.spec.flows.iter().map(|f| f.name.text.as_str()).collect();
+            let names: Vec<&str> = self
+                .spec
+                .flows
+                .iter()
+                .map(|f| f.name.text.as_str())
+                .collect();
             self.sink.push(
-                Diagnostic::new(Code::UnknownFlow, flow.span, format!("`run` names `{}`, which is not a flow", flow.text))
-                    .with_help_opt(did_you_mean(&flow.text, names.iter().copied())),
+                Diagnostic::new(
+                    Code::UnknownFlow,
+                    flow.span,
+                    format!("`run` names `{}`, which is not a flow", flow.text),
+                )
+                .with_help_opt(did_you_mean(&flow.text, names.iter().copied())),
             );
             return None;
         };
@@ -579,14 +845,34 @@ impl<'a> Checker<'a> {
                 if !fields.iter().any(|(n, _)| n == &e.key.text) {
                     let help = did_you_mean(&e.key.text, fields.iter().map(|(n, _)| n.as_str()));
                     self.sink.push(
-                        Diagnostic::new(Code::WithMismatch, e.key.span, format!("flow `{}` has no input `{}`", flow.text, e.key.text))
-                            .with_note(format!("`{}` takes: {}", flow.text, if fields.is_empty() { "nothing".into() } else { fields.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ") }))
-                            .with_help_opt(help),
+                        Diagnostic::new(
+                            Code::WithMismatch,
+                            e.key.span,
+                            format!("flow `{}` has no input `{}`", flow.text, e.key.text),
+                        )
+                        .with_note(format!(
+                            "`{}` takes: {}",
+                            flow.text,
+                            if fields.is_empty() {
+                                "nothing".into()
+                            } else {
+                                fields
+                                    .iter()
+                                    .map(|(n, _)| format!("`{n}`"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ))
+                        .with_help_opt(help),
                     );
                     ok = false;
                 }
             }
-            let missing: Vec<String> = fields.iter().filter(|(n, _)| !with.iter().any(|e| &e.key.text == n)).map(|(n, _)| format!("`{n}`")).collect();
+            let missing: Vec<String> = fields
+                .iter()
+                .filter(|(n, _)| !with.iter().any(|e| &e.key.text == n))
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
             if !missing.is_empty() {
                 self.sink.push(
                     Diagnostic::new(Code::WithMismatch, with_span.unwrap_or(flow.span), format!("`with` gives no value for input{} {} of flow `{}`", if missing.len() == 1 { "" } else { "s" }, missing.join(", "), flow.text))
@@ -601,26 +887,43 @@ impl<'a> Checker<'a> {
                 ok = false;
                 continue;
             };
-            if let (WithValue::Template(t), Some((_, ft))) = (&v, fields.iter().find(|(n, _)| n == &e.key.text))
+            if let (WithValue::Template(t), Some((_, ft))) =
+                (&v, fields.iter().find(|(n, _)| n == &e.key.text))
                 && t.full_value
                 && let Some(Piece::Ref(r)) = t.pieces.first()
                 && !self.types.fits(&r.ty, ft)
             {
                 let (want, got) = (self.types.display_ty(ft), self.types.display(&r.ty));
                 self.sink.push(
-                    Diagnostic::new(Code::ReferenceTypeMismatch, r.span, format!("input `{}` of flow `{}` is {want}, but this reference is {got}", e.key.text, flow.text))
-                        .with_span_label(format!("this is {got}")),
+                    Diagnostic::new(
+                        Code::ReferenceTypeMismatch,
+                        r.span,
+                        format!(
+                            "input `{}` of flow `{}` is {want}, but this reference is {got}",
+                            e.key.text, flow.text
+                        ),
+                    )
+                    .with_span_label(format!("this is {got}")),
                 );
                 ok = false;
             }
             values.push((e.key.text.clone(), v));
         }
-        ok.then_some(ir::StepKindIr::Run { flow: callee, with: values })
+        ok.then_some(ir::StepKindIr::Run {
+            flow: callee,
+            with: values,
+        })
     }
 
     fn with_value(&mut self, fc: &mut FlowCtx<'a>, i: StepId, node: &Node) -> Option<WithValue> {
         Some(match &node.value {
-            Value::String(s) => WithValue::Template(self.template(fc, Some(i), s, Leaf::With, &StageScope::default())?),
+            Value::String(s) => WithValue::Template(self.template(
+                fc,
+                Some(i),
+                s,
+                Leaf::With,
+                &StageScope::default(),
+            )?),
             Value::Sequence(items) => {
                 let mut out = Vec::new();
                 for it in items {
@@ -631,24 +934,44 @@ impl<'a> Checker<'a> {
             Value::Mapping(entries) => {
                 let mut out = Vec::new();
                 for e in entries {
-                    out.push(self.with_value(fc, i, &e.value).map(|v| (e.key.text.clone(), v)));
+                    out.push(
+                        self.with_value(fc, i, &e.value)
+                            .map(|v| (e.key.text.clone(), v)),
+                    );
                 }
                 WithValue::Map(out.into_iter().collect::<Option<Vec<_>>>()?)
             }
             Value::Null => WithValue::Literal(serde_json::Value::Null),
             Value::Bool(b) => WithValue::Literal(serde_json::Value::Bool(*b)),
-            Value::Number(n) => WithValue::Literal(serde_json::Number::from_f64(*n).map_or(serde_json::Value::Null, serde_json::Value::Number)),
+            Value::Number(n) => WithValue::Literal(
+                serde_json::Number::from_f64(*n)
+                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            ),
         })
     }
 
     // ----- flow-level rules -------------------------------------------------
 
     /// Checks a reference that must be exactly one full `${step.output...}` (or `${input...}` when allowed).
-    fn single_ref(&mut self, fc: &mut FlowCtx<'a>, s: &Str, leaf: Leaf, allow_input: bool, code: Code, what: &str) -> Option<RefIr> {
+    fn single_ref(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &Str,
+        leaf: Leaf,
+        allow_input: bool,
+        code: Code,
+        what: &str,
+    ) -> Option<RefIr> {
         let (t, errors) = parse_template(&s.text);
-        let kind_ok = t.full_value().is_some_and(|r| r.kind == RefKind::StepOutput || (allow_input && r.kind == RefKind::Input));
+        let kind_ok = t.full_value().is_some_and(|r| {
+            r.kind == RefKind::StepOutput || (allow_input && r.kind == RefKind::Input)
+        });
         if !errors.is_empty() || !kind_ok {
-            let expected = if allow_input { "one full `${step.output...}` or `${input...}` reference" } else { "one full `${step.output...}` reference" };
+            let expected = if allow_input {
+                "one full `${step.output...}` or `${input...}` reference"
+            } else {
+                "one full `${step.output...}` reference"
+            };
             self.sink.push(
                 Diagnostic::new(code, s.span, format!("{what} must be {expected}"))
                     .with_note("the whole string must be the reference, with no text around it"),
@@ -665,11 +988,23 @@ impl<'a> Checker<'a> {
     pub(super) fn flow_output(&mut self, fc: &mut FlowCtx<'a>) -> Option<ir::OutputIr> {
         let out = fc.flow.output.as_ref()?;
         let from = out.from.as_ref()?;
-        let r = self.single_ref(fc, from, Leaf::OutputFrom, false, Code::InvalidFlowOutput, "`output.from`")?;
-        let RefTarget::Step(step) = r.target else { return None };
+        let r = self.single_ref(
+            fc,
+            from,
+            Leaf::OutputFrom,
+            false,
+            Code::InvalidFlowOutput,
+            "`output.from`",
+        )?;
+        let RefTarget::Step(step) = r.target else {
+            return None;
+        };
         let contract = self.flow_output_records[fc.flow_index];
         if let (Some(c), ty) = (contract, &r.ty) {
-            let ft = FieldType { ty: crate::types::Ty::Record(c), optional: false };
+            let ft = FieldType {
+                ty: crate::types::Ty::Record(c),
+                optional: false,
+            };
             if !self.types.fits(ty, &ft) {
                 let (want, got) = (self.types.display_ty(&ft), self.types.display(ty));
                 let cspan = out.contract.as_ref().map_or(from.span, |c| c.span);
@@ -681,15 +1016,29 @@ impl<'a> Checker<'a> {
                 return None;
             }
         }
-        Some(ir::OutputIr { step, path: r.path, contract: contract?, span: from.span })
+        Some(ir::OutputIr {
+            step,
+            path: r.path,
+            contract: contract?,
+            span: from.span,
+        })
     }
 
     pub(super) fn carry(&mut self, fc: &mut FlowCtx<'a>) -> Option<Vec<ir::CarryIr>> {
-        let Some(carry) = &fc.flow.carry else { return Some(Vec::new()) };
+        let Some(carry) = &fc.flow.carry else {
+            return Some(Vec::new());
+        };
         if !fc.is_entry {
             self.sink.push(
-                Diagnostic::new(Code::CarryRootOnly, carry.key_span, format!("flow `{}` is not the entry flow, so it cannot declare `carry`", fc.flow.name.text))
-                    .with_help("move the carry block to the entry flow"),
+                Diagnostic::new(
+                    Code::CarryRootOnly,
+                    carry.key_span,
+                    format!(
+                        "flow `{}` is not the entry flow, so it cannot declare `carry`",
+                        fc.flow.name.text
+                    ),
+                )
+                .with_help("move the carry block to the entry flow"),
             );
             return None;
         }
@@ -698,8 +1047,19 @@ impl<'a> Checker<'a> {
         for (vi, v) in carry.vars.iter().enumerate() {
             let name = v.name.text.as_str();
             if ["item", "prev", "input"].contains(&name) || fc.index.contains_key(name) {
-                let why = if fc.index.contains_key(name) { format!("a step of this flow is called `{name}`") } else { format!("`{name}` is a reserved reference name") };
-                self.sink.push(Diagnostic::new(Code::CarryNameConflict, v.name.span, format!("carry variable `{name}` cannot have this name: {why}")).with_help("rename the carry variable"));
+                let why = if fc.index.contains_key(name) {
+                    format!("a step of this flow is called `{name}`")
+                } else {
+                    format!("`{name}` is a reserved reference name")
+                };
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::CarryNameConflict,
+                        v.name.span,
+                        format!("carry variable `{name}` cannot have this name: {why}"),
+                    )
+                    .with_help("rename the carry variable"),
+                );
                 ok = false;
                 continue;
             }
@@ -732,16 +1092,32 @@ impl<'a> Checker<'a> {
                     continue;
                 }
             }
-            let Some(initial) = self.single_ref(fc, init, Leaf::Carry, true, Code::CarryInvalidReference, &format!("the initial value of carry `{name}`")) else {
+            let Some(initial) = self.single_ref(
+                fc,
+                init,
+                Leaf::Carry,
+                true,
+                Code::CarryInvalidReference,
+                &format!("the initial value of carry `{name}`"),
+            ) else {
                 ok = false;
                 continue;
             };
             // uses before the initial value exists (rule 36)
             if let RefTarget::Step(src) = initial.target {
-                let uses: Vec<(StepId, Span)> = fc.carry_uses.iter().filter(|(c, _, _)| *c == vi).map(|(_, s, sp)| (*s, *sp)).collect();
+                let uses: Vec<(StepId, Span)> = fc
+                    .carry_uses
+                    .iter()
+                    .filter(|(c, _, _)| *c == vi)
+                    .map(|(_, s, sp)| (*s, *sp))
+                    .collect();
                 for (user, span) in uses {
                     if user == src || !fc.graph.reaches(src, user, true) {
-                        let src_id = fc.flow.steps[src].id.as_ref().map_or("?", |n| n.text.as_str()).to_string();
+                        let src_id = fc.flow.steps[src]
+                            .id
+                            .as_ref()
+                            .map_or("?", |n| n.text.as_str())
+                            .to_string();
                         self.sink.push(
                             Diagnostic::new(Code::CarryBeforeInitial, span, format!("`${{{name}}}` may be read before step `{src_id}` has produced its initial value"))
                                 .with_help(format!("add `{src_id}` to this step's `after` list")),
@@ -752,36 +1128,80 @@ impl<'a> Checker<'a> {
             }
             let mut revs = Vec::new();
             for (gate, value) in &v.on_revise {
-                let Some(&g) = fc.index.get(gate.text.as_str()).filter(|&&g| matches!(fc.flow.steps[g].kind, StepKind::Gate(_))) else {
-                    let gates: Vec<&str> = fc.flow.steps.iter().filter(|s| matches!(s.kind, StepKind::Gate(_))).filter_map(|s| s.id.as_ref().map(|n| n.text.as_str())).collect();
+                let Some(&g) = fc
+                    .index
+                    .get(gate.text.as_str())
+                    .filter(|&&g| matches!(fc.flow.steps[g].kind, StepKind::Gate(_)))
+                else {
+                    let gates: Vec<&str> = fc
+                        .flow
+                        .steps
+                        .iter()
+                        .filter(|s| matches!(s.kind, StepKind::Gate(_)))
+                        .filter_map(|s| s.id.as_ref().map(|n| n.text.as_str()))
+                        .collect();
                     self.sink.push(
-                        Diagnostic::new(Code::CarryUnknownGate, gate.span, format!("`{}` is not a gate of flow `{}`", gate.text, fc.flow.name.text))
-                            .with_help_opt(did_you_mean(&gate.text, gates.iter().copied())),
+                        Diagnostic::new(
+                            Code::CarryUnknownGate,
+                            gate.span,
+                            format!(
+                                "`{}` is not a gate of flow `{}`",
+                                gate.text, fc.flow.name.text
+                            ),
+                        )
+                        .with_help_opt(did_you_mean(&gate.text, gates.iter().copied())),
                     );
                     ok = false;
                     continue;
                 };
-                let Some(r) = self.single_ref(fc, value, Leaf::Carry, true, Code::CarryInvalidReference, &format!("the `on_revise` value of carry `{name}`")) else {
+                let Some(r) = self.single_ref(
+                    fc,
+                    value,
+                    Leaf::Carry,
+                    true,
+                    Code::CarryInvalidReference,
+                    &format!("the `on_revise` value of carry `{name}`"),
+                ) else {
                     ok = false;
                     continue;
                 };
-                let StepKind::Gate(gdef) = &fc.flow.steps[g].kind else { continue };
+                let StepKind::Gate(gdef) = &fc.flow.steps[g].kind else {
+                    continue;
+                };
                 let Some(target) = gdef.on_revise.step() else {
                     self.sink.push(
-                        Diagnostic::new(Code::CarryReviseTargetNull, value.span, format!("gate `{}` has `on_revise: null`, so this value is never written", gate.text))
-                            .with_help("give the gate an `on_revise` target, or remove this entry"),
+                        Diagnostic::new(
+                            Code::CarryReviseTargetNull,
+                            value.span,
+                            format!(
+                                "gate `{}` has `on_revise: null`, so this value is never written",
+                                gate.text
+                            ),
+                        )
+                        .with_help("give the gate an `on_revise` target, or remove this entry"),
                     );
                     ok = false;
                     continue;
                 };
-                let Some(&t) = fc.index.get(target.text.as_str()) else { continue };
+                let Some(&t) = fc.index.get(target.text.as_str()) else {
+                    continue;
+                };
                 if t == g {
                     continue;
                 }
                 let closure = fc.graph.closure(t);
-                let uses: Vec<(StepId, Span)> = fc.carry_uses.iter().filter(|(c, _, _)| *c == vi).map(|(_, s, sp)| (*s, *sp)).collect();
+                let uses: Vec<(StepId, Span)> = fc
+                    .carry_uses
+                    .iter()
+                    .filter(|(c, _, _)| *c == vi)
+                    .map(|(_, s, sp)| (*s, *sp))
+                    .collect();
                 for (user, span) in uses {
-                    let user_id = fc.flow.steps[user].id.as_ref().map_or("?", |n| n.text.as_str()).to_string();
+                    let user_id = fc.flow.steps[user]
+                        .id
+                        .as_ref()
+                        .map_or("?", |n| n.text.as_str())
+                        .to_string();
                     if !closure[user] {
                         self.sink.push(
                             Diagnostic::new(Code::CarryReviseMissesConsumer, value.span, format!("step `{user_id}` reads `${{{name}}}`, but a revise of gate `{}` does not re-run it", gate.text))
@@ -800,7 +1220,11 @@ impl<'a> Checker<'a> {
                 }
                 revs.push((g, r));
             }
-            out.push(ir::CarryIr { name: name.to_string(), initial, on_revise: revs });
+            out.push(ir::CarryIr {
+                name: name.to_string(),
+                initial,
+                on_revise: revs,
+            });
         }
         ok.then_some(out)
     }
@@ -808,8 +1232,12 @@ impl<'a> Checker<'a> {
     pub(super) fn revise_gates(&mut self, fc: &mut FlowCtx<'a>) {
         let mut reported_rounds = false;
         for (g, s) in fc.flow.steps.iter().enumerate() {
-            let StepKind::Gate(gate) = &s.kind else { continue };
-            let Some(target) = gate.on_revise.step() else { continue };
+            let StepKind::Gate(gate) = &s.kind else {
+                continue;
+            };
+            let Some(target) = gate.on_revise.step() else {
+                continue;
+            };
             if fc.flow.max_rounds.is_none() && !reported_rounds {
                 reported_rounds = true;
                 self.sink.push(
@@ -818,13 +1246,25 @@ impl<'a> Checker<'a> {
                         .with_help("add `max_rounds: 3` to the flow"),
                 );
             }
-            let Some(t) = self.target(fc, target, "`on_revise`") else { continue };
+            let Some(t) = self.target(fc, target, "`on_revise`") else {
+                continue;
+            };
             if t == g {
-                self.sink.push(Diagnostic::new(Code::SelfReference, target.span, "a gate cannot revise to itself").with_help("revise to the step whose work the gate reviews"));
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::SelfReference,
+                        target.span,
+                        "a gate cannot revise to itself",
+                    )
+                    .with_help("revise to the step whose work the gate reviews"),
+                );
                 continue;
             }
             if !fc.graph.reaches(t, g, false) {
-                let gid = s.id.as_ref().map_or("this gate", |n| n.text.as_str()).to_string();
+                let gid =
+                    s.id.as_ref()
+                        .map_or("this gate", |n| n.text.as_str())
+                        .to_string();
                 self.sink.push(
                     Diagnostic::new(Code::ReviseNotAncestor, target.span, format!("`{}` does not come before gate `{gid}`, so the gate cannot revise to it", target.text))
                         .with_note("a revise goes back to an earlier step and runs it and everything after it again")
@@ -836,15 +1276,21 @@ impl<'a> Checker<'a> {
 
     pub(super) fn consumer_worktrees(&mut self, fc: &mut FlowCtx<'a>) {
         for (i, s) in fc.flow.steps.iter().enumerate() {
-            let StepKind::Fanout(f) = &s.kind else { continue };
-            let Some((ast::Isolation::Worktree, iso_span)) = f.isolation else { continue };
+            let StepKind::Fanout(f) = &s.kind else {
+                continue;
+            };
+            let Some((ast::Isolation::Worktree, iso_span)) = f.isolation else {
+                continue;
+            };
             if f.dispatch != ast::Dispatch::Consumer || !fc.is_entry {
                 continue;
             }
             for st in &f.stages {
                 for p in &st.ensure {
                     let uses_fs = match &p.kind {
-                        Some(PredicateKind::FileExists(_) | PredicateKind::FileContains { .. }) => true,
+                        Some(PredicateKind::FileExists(_) | PredicateKind::FileContains { .. }) => {
+                            true
+                        }
                         Some(PredicateKind::Expr(e)) => calls_file_fn(&e.text),
                         _ => false,
                     };
@@ -859,10 +1305,16 @@ impl<'a> Checker<'a> {
                 }
             }
             let has_gate = fc.flow.steps.iter().enumerate().any(|(g, gs)| {
-                matches!(gs.kind, StepKind::Gate(_)) && gs.when.is_none() && !fc.graph.is_route_target(g) && fc.graph.dependencies(g).any(|d| d == i)
+                matches!(gs.kind, StepKind::Gate(_))
+                    && gs.when.is_none()
+                    && !fc.graph.is_route_target(g)
+                    && fc.graph.dependencies(g).any(|d| d == i)
             });
             if !has_gate {
-                let id = s.id.as_ref().map_or("this fanout", |n| n.text.as_str()).to_string();
+                let id =
+                    s.id.as_ref()
+                        .map_or("this fanout", |n| n.text.as_str())
+                        .to_string();
                 self.sink.push(
                     Diagnostic::new(Code::ConsumerWorktreeGate, iso_span, format!("consumer-dispatched worktree fanout `{id}` needs a gate right after it"))
                         .with_note("the client's worktree changes are merged only after a person reviews them")
@@ -917,8 +1369,12 @@ impl<'a> Checker<'a> {
                 }
                 let s = &steps[*next];
                 *next += 1;
-                let StepKind::Run { flow, .. } = &s.kind else { continue };
-                let Some(&callee) = self.flows.get(flow.text.as_str()) else { continue };
+                let StepKind::Run { flow, .. } = &s.kind else {
+                    continue;
+                };
+                let Some(&callee) = self.flows.get(flow.text.as_str()) else {
+                    continue;
+                };
                 match state[callee] {
                     1 => {
                         self.sink.push(
@@ -938,9 +1394,13 @@ impl<'a> Checker<'a> {
 }
 
 fn consumer_fs(span: Span) -> Diagnostic {
-    Diagnostic::new(Code::ConsumerWorktreeFilesystem, span, "file predicates cannot be checked in a consumer-dispatched worktree fanout")
-        .with_note("the items run in the client's worktrees, which the engine cannot read")
-        .with_help("check the result fields instead, or use `dispatch: engine`")
+    Diagnostic::new(
+        Code::ConsumerWorktreeFilesystem,
+        span,
+        "file predicates cannot be checked in a consumer-dispatched worktree fanout",
+    )
+    .with_note("the items run in the client's worktrees, which the engine cannot read")
+    .with_help("check the result fields instead, or use `dispatch: engine`")
 }
 
 fn calls_file_fn(text: &str) -> bool {
@@ -979,7 +1439,10 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
         return Err("patterns are limited to 256 characters".into());
     }
     if pattern.contains("(?") {
-        return Err("`(?` constructs (lookaround, named or non-capturing groups, flags) are not allowed".into());
+        return Err(
+            "`(?` constructs (lookaround, named or non-capturing groups, flags) are not allowed"
+                .into(),
+        );
     }
     let b: Vec<char> = pattern.chars().collect();
     // backreferences, trailing backslash
@@ -993,7 +1456,9 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
         let c = b[i];
         match c {
             '\\' => {
-                let Some(&n) = b.get(i + 1) else { return Err("a trailing `\\`".into()) };
+                let Some(&n) = b.get(i + 1) else {
+                    return Err("a trailing `\\`".into());
+                };
                 if n.is_ascii_digit() && n != '0' {
                     return Err("backreferences are not allowed".into());
                 }
@@ -1039,13 +1504,13 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
             }
             '*' | '+' | '?' | '{' => {
                 if c == '{' {
-                    let rest: String = b[i..].iter().collect();
-                    let valid = regex::Regex::new(r"^\{[0-9]+(,[0-9]*)?\}").map(|r| r.find(&rest).map(|m| m.end())).ok().flatten();
-                    match valid {
+                    match brace_quantifier(&b[i..]) {
                         Some(len) if have_atom => {
                             i += len;
                         }
-                        _ => return Err("a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into()),
+                        _ => {
+                            return Err("a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into());
+                        }
                     }
                 } else {
                     if !have_atom {
@@ -1063,7 +1528,10 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                     return Err("more than 32 quantifiers".into());
                 }
                 if prev_quantified {
-                    return Err("two quantified parts next to each other (catastrophic backtracking risk)".into());
+                    return Err(
+                        "two quantified parts next to each other (catastrophic backtracking risk)"
+                            .into(),
+                    );
                 }
                 last_atom_quantified = true;
                 have_atom = false;
@@ -1080,10 +1548,39 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
     if depth != 0 {
         return Err("an unbalanced `(`".into());
     }
-    regex::RegexBuilder::new(pattern).size_limit(256 * 1024).nest_limit(32).build().map(|_| ()).map_err(|e| {
-        let text = e.to_string();
-        text.lines().last().unwrap_or("invalid pattern").trim().to_string()
-    })
+    regex::RegexBuilder::new(pattern)
+        .size_limit(256 * 1024)
+        .nest_limit(32)
+        .build()
+        .map(|_| ())
+        .map_err(|e| {
+            let text = e.to_string();
+            text.lines()
+                .last()
+                .unwrap_or("invalid pattern")
+                .trim()
+                .to_string()
+        })
+}
+
+/// Length of a `{m}`, `{m,}` or `{m,n}` quantifier at the start of `b`.
+fn brace_quantifier(b: &[char]) -> Option<usize> {
+    let mut i = 1;
+    let digits = |i: &mut usize| {
+        let s = *i;
+        while b.get(*i).is_some_and(char::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > s
+    };
+    if !digits(&mut i) {
+        return None;
+    }
+    if b.get(i) == Some(&',') {
+        i += 1;
+        digits(&mut i);
+    }
+    (b.get(i) == Some(&'}')).then_some(i + 1)
 }
 
 #[cfg(test)]
@@ -1092,10 +1589,19 @@ mod tests {
 
     #[test]
     fn safe_shape_filter() {
-        for ok in ["b", "abc", "a*ba+", ".*error.*", "^v[0-9]+\\.[0-9]+$", "x{2,3}"] {
+        for ok in [
+            "b",
+            "abc",
+            "a*ba+",
+            ".*error.*",
+            "^v[0-9]+\\.[0-9]+$",
+            "x{2,3}",
+        ] {
             assert!(regex_check(ok).is_ok(), "{ok}");
         }
-        for bad in ["(?i)x", "\\1", "a*a*", ".*.*x", "x{", "{,5}", "(a", "a)", "[ab", "\\", "*a"] {
+        for bad in [
+            "(?i)x", "\\1", "a*a*", ".*.*x", "x{", "{,5}", "(a", "a)", "[ab", "\\", "*a",
+        ] {
             assert!(regex_check(bad).is_err(), "{bad}");
         }
     }

@@ -80,7 +80,10 @@ impl Diagnostic {
 
     /// Adds a secondary label.
     pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Self {
-        self.labels.push(Label { span, message: message.into() });
+        self.labels.push(Label {
+            span,
+            message: message.into(),
+        });
         self
     }
 
@@ -150,9 +153,11 @@ impl Sink {
 
     /// The diagnostics, sorted by position then code, duplicates removed.
     pub fn finish(mut self) -> Vec<Diagnostic> {
+        self.diagnostics.sort_by(|a, b| {
+            (a.span.start, a.span.end, a.code).cmp(&(b.span.start, b.span.end, b.code))
+        });
         self.diagnostics
-            .sort_by(|a, b| (a.span.start, a.span.end, a.code).cmp(&(b.span.start, b.span.end, b.code)));
-        self.diagnostics.dedup_by(|a, b| a.code == b.code && a.span == b.span && a.message == b.message);
+            .dedup_by(|a, b| a.code == b.code && a.span == b.span && a.message == b.message);
         self.diagnostics
     }
 }
@@ -174,7 +179,10 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 }
 
 /// A "did you mean" help text, when a suggestion exists.
-pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     suggest(name, candidates).map(|s| format!("did you mean `{s}`?"))
 }
 
@@ -207,7 +215,10 @@ mod tests {
 
     #[test]
     fn suggestions_pick_close_names() {
-        assert_eq!(suggest("atempts", ["attempts", "after", "agent"]), Some("attempts"));
+        assert_eq!(
+            suggest("atempts", ["attempts", "after", "agent"]),
+            Some("attempts")
+        );
         assert_eq!(suggest("ensrue", ["ensure", "out"]), Some("ensure"));
         assert_eq!(suggest("zzz", ["ensure", "out"]), None);
         assert_eq!(suggest("out", ["out"]), None);
@@ -219,7 +230,12 @@ mod tests {
         for code in Code::ALL {
             assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
             assert_eq!(Code::parse(code.as_str()), Some(*code));
-            assert!(code.explanation().starts_with(&format!("# {}", code.as_str())), "{} explanation", code.as_str());
+            assert!(
+                code.explanation()
+                    .starts_with(&format!("# {}", code.as_str())),
+                "{} explanation",
+                code.as_str()
+            );
         }
     }
 }

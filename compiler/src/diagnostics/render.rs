@@ -32,7 +32,10 @@ fn to_codespan(text: &str, d: &Diagnostic) -> cs::Diagnostic<()> {
         Severity::Error => cs::Severity::Error,
         Severity::Warning => cs::Severity::Warning,
     };
-    let mut labels = vec![cs::Label::primary((), clamp(text, d.span)).with_message(d.span_label.clone().unwrap_or_default())];
+    let mut labels = vec![
+        cs::Label::primary((), clamp(text, d.span))
+            .with_message(d.span_label.clone().unwrap_or_default()),
+    ];
     for l in &d.labels {
         labels.push(cs::Label::secondary((), clamp(text, l.span)).with_message(l.message.clone()));
     }
@@ -40,7 +43,11 @@ fn to_codespan(text: &str, d: &Diagnostic) -> cs::Diagnostic<()> {
     if let Some(h) = &d.help {
         notes.push(format!("help: {h}"));
     }
-    cs::Diagnostic::new(severity).with_code(d.code.as_str()).with_message(&d.message).with_labels(labels).with_notes(notes)
+    cs::Diagnostic::new(severity)
+        .with_code(d.code.as_str())
+        .with_message(&d.message)
+        .with_labels(labels)
+        .with_notes(notes)
 }
 
 /// Renders diagnostics for a terminal or a pipe.
@@ -58,7 +65,15 @@ pub fn human(path: &str, text: &str, diagnostics: &[Diagnostic], color: bool) ->
             term::emit_to_write_style(&mut w, &config, &file, &cd)
         };
         if result.is_err() {
-            out.extend_from_slice(format!("{path}: {}[{}]: {}\n", d.severity.as_str(), d.code.as_str(), d.message).as_bytes());
+            out.extend_from_slice(
+                format!(
+                    "{path}: {}[{}]: {}\n",
+                    d.severity.as_str(),
+                    d.code.as_str(),
+                    d.message
+                )
+                .as_bytes(),
+            );
         }
     }
     String::from_utf8_lossy(&out).into_owned()

@@ -14,13 +14,21 @@ use crate::yaml::{Entry, Node, Str, Value};
 const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
 const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
 const STEP_FIELDS: &[&str] = &[
-    "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out", "ensure",
-    "attempts", "iterate", "budget", "on_fail", "with",
+    "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
+    "ensure", "attempts", "iterate", "budget", "on_fail", "with",
 ];
 const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
-const FANOUT_FIELDS: &[&str] =
-    &["over", "steps", "concurrency", "isolation", "require", "merge", "pre_merge", "dispatch"];
+const FANOUT_FIELDS: &[&str] = &[
+    "over",
+    "steps",
+    "concurrency",
+    "isolation",
+    "require",
+    "merge",
+    "pre_merge",
+    "dispatch",
+];
 const GATE_FIELDS: &[&str] = &["on_approve", "on_revise", "on_kill", "max_rounds"];
 const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
 /// Names that may never be used as field, carry or key names.
@@ -29,7 +37,9 @@ pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 /// Which step fields each construct accepts (besides `id`, `after`, `when`).
 fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
-        "do" => &["agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail"],
+        "do" => &[
+            "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail",
+        ],
         "set" => &["out", "ensure"],
         "gate" => &[],
         "fanout" => &["attempts", "budget", "on_fail"],
@@ -57,8 +67,12 @@ pub fn decode(root: Option<&Node>, text_len: u32, sink: &mut Sink) -> Spec {
     let mut d = Decoder { sink };
     let Some(root) = root else {
         d.sink.push(
-            Diagnostic::new(Code::WrongType, Span::new(0, text_len.min(1)), "a spec must be a mapping, found an empty document")
-                .with_help("start with `version: 1`, then `contracts:` and `flows:`"),
+            Diagnostic::new(
+                Code::WrongType,
+                Span::new(0, text_len.min(1)),
+                "a spec must be a mapping, found an empty document",
+            )
+            .with_help("start with `version: 1`, then `contracts:` and `flows:`"),
         );
         return Spec::default();
     };
@@ -83,7 +97,10 @@ impl<'a> Obj<'a> {
 }
 
 fn name(s: &Str) -> Name {
-    Name { text: s.text.clone(), span: s.span }
+    Name {
+        text: s.text.clone(),
+        span: s.span,
+    }
 }
 
 impl Decoder<'_> {
@@ -94,7 +111,9 @@ impl Decoder<'_> {
 
     /// The diagnostic pushed last (only called right after a push).
     fn last(&mut self) -> &mut Diagnostic {
-        self.sink.last_mut().expect("invariant: called right after a diagnostic was pushed")
+        self.sink
+            .last_mut()
+            .expect("invariant: called right after a diagnostic was pushed")
     }
 
     fn wrong_type(&mut self, node: &Node, expected: &str, what: &str) {
@@ -118,7 +137,9 @@ impl Decoder<'_> {
         match &node.value {
             Value::Mapping(entries) => {
                 let owner = owner.unwrap_or_else(|| {
-                    entries.first().map_or(node.span, |e| Span::new(node.span.start, e.key.span.end))
+                    entries
+                        .first()
+                        .map_or(node.span, |e| Span::new(node.span.start, e.key.span.end))
                 });
                 Some(Obj { entries, owner })
             }
@@ -134,10 +155,14 @@ impl Decoder<'_> {
         for e in obj.entries {
             if !allowed.contains(&e.key.text.as_str()) {
                 let help = did_you_mean(&e.key.text, allowed.iter().copied());
-                let d = Diagnostic::new(Code::UnknownField, e.key.span, format!("unknown field `{}` in {what}", e.key.text))
-                    .with_span_label("not a field here")
-                    .with_note(format!("{what} accepts: {}", allowed.join(", ")))
-                    .with_help_opt(help);
+                let d = Diagnostic::new(
+                    Code::UnknownField,
+                    e.key.span,
+                    format!("unknown field `{}` in {what}", e.key.text),
+                )
+                .with_span_label("not a field here")
+                .with_note(format!("{what} accepts: {}", allowed.join(", ")))
+                .with_help_opt(help);
                 self.sink.push(d);
             }
         }
@@ -146,7 +171,11 @@ impl Decoder<'_> {
     fn required<'a>(&mut self, obj: &Obj<'a>, key: &str, what: &str) -> Option<&'a Entry> {
         let e = obj.get(key);
         if e.is_none() {
-            self.err(Code::MissingField, obj.owner, format!("{what} is missing the required field `{key}`"));
+            self.err(
+                Code::MissingField,
+                obj.owner,
+                format!("{what} is missing the required field `{key}`"),
+            );
         }
         e
     }
@@ -164,13 +193,19 @@ impl Decoder<'_> {
     fn positive_int(&mut self, node: &Node, what: &str) -> Option<Int> {
         match node.value {
             Value::Number(n) => {
-                if n.is_finite() && n.fract() == 0.0 && n >= 1.0 && n <= 9_007_199_254_740_991.0 {
-                    Some(Int { value: n as u64, span: node.span })
+                if n.fract() == 0.0 && (1.0..=9_007_199_254_740_991.0).contains(&n) {
+                    Some(Int {
+                        value: n as u64,
+                        span: node.span,
+                    })
                 } else {
                     self.err(
                         Code::InvalidValue,
                         node.span,
-                        format!("{what} must be a positive integer, found `{}`", crate::yaml::format_number(n)),
+                        format!(
+                            "{what} must be a positive integer, found `{}`",
+                            crate::yaml::format_number(n)
+                        ),
                     );
                     None
                 }
@@ -190,9 +225,19 @@ impl Decoder<'_> {
             let lower: String = s
                 .text
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
-            let d = self.err(Code::InvalidValue, s.span, format!("invalid step id `{}`", s.text));
+            let d = self.err(
+                Code::InvalidValue,
+                s.span,
+                format!("invalid step id `{}`", s.text),
+            );
             d.notes.push("step ids start with a lowercase letter and contain only lowercase letters, digits, `_` and `-`".into());
             if is_step_id(&lower) {
                 d.help = Some(format!("write `{lower}`"));
@@ -209,15 +254,30 @@ impl Decoder<'_> {
         }
         let names: Vec<&str> = options.iter().map(|(k, _)| *k).collect();
         let help = did_you_mean(&s.text, names.iter().copied());
-        let d = self.err(Code::InvalidValue, s.span, format!("invalid {what} `{}`", s.text));
-        d.notes.push(format!("expected one of: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")));
+        let d = self.err(
+            Code::InvalidValue,
+            s.span,
+            format!("invalid {what} `{}`", s.text),
+        );
+        d.notes.push(format!(
+            "expected one of: {}",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         d.help = help;
         None
     }
 
     fn reserved(&mut self, key: &Str, what: &str) -> bool {
         if RESERVED.contains(&key.text.as_str()) {
-            self.err(Code::ReservedName, key.span, format!("`{}` is a reserved name and cannot be {what}", key.text));
+            self.err(
+                Code::ReservedName,
+                key.span,
+                format!("`{}` is a reserved name and cannot be {what}", key.text),
+            );
             true
         } else {
             false
@@ -225,17 +285,26 @@ impl Decoder<'_> {
     }
 
     fn spec(&mut self, root: &Node) -> Spec {
-        let mut spec = Spec { span: root.span, ..Spec::default() };
+        let mut spec = Spec {
+            span: root.span,
+            ..Spec::default()
+        };
         let Value::Mapping(entries) = &root.value else {
             let d = Diagnostic::new(
                 Code::WrongType,
                 root.span,
-                format!("a spec must be a mapping with `version`, `contracts` and `flows`, found {}", root.type_name()),
+                format!(
+                    "a spec must be a mapping with `version`, `contracts` and `flows`, found {}",
+                    root.type_name()
+                ),
             );
             self.sink.push(d);
             return spec;
         };
-        let obj = Obj { entries, owner: entries.first().map_or(root.span, |e| e.key.span) };
+        let obj = Obj {
+            entries,
+            owner: entries.first().map_or(root.span, |e| e.key.span),
+        };
         self.strict(&obj, ROOT_FIELDS, "the spec root");
         if let Some(v) = self.required(&obj, "version", "the spec") {
             self.version(&v.value);
@@ -255,7 +324,8 @@ impl Decoder<'_> {
             match self.required(&flows, "entry", "`flows`") {
                 Some(e) => spec.entry = self.string(&e.value, "`flows.entry`").map(|s| name(&s)),
                 None => {
-                    self.last().help = Some("add `entry: <flow name>` naming the flow that runs first".into());
+                    self.last().help =
+                        Some("add `entry: <flow name>` naming the flow that runs first".into());
                 }
             }
             for e in flows.entries {
@@ -273,21 +343,32 @@ impl Decoder<'_> {
         match &node.value {
             Value::Number(n) if *n == 1.0 => {}
             Value::String(s) if s.text.trim() == "1" => {
-                self.err(Code::UnsupportedVersion, node.span, "`version` must be the number 1, found a string")
-                    .help = Some("write `version: 1` without quotes".into());
+                self.err(
+                    Code::UnsupportedVersion,
+                    node.span,
+                    "`version` must be the number 1, found a string",
+                )
+                .help = Some("write `version: 1` without quotes".into());
             }
             Value::Number(n) => {
                 let d = self.err(
                     Code::UnsupportedVersion,
                     node.span,
-                    format!("unsupported spec version `{}`: stratumc reads version 1 specs", crate::yaml::format_number(*n)),
+                    format!(
+                        "unsupported spec version `{}`: stratumc reads version 1 specs",
+                        crate::yaml::format_number(*n)
+                    ),
                 );
                 if *n < 1.0 {
                     d.help = Some("v0.x specs must be rewritten for v1; `stratumc migrate --check` will classify them".into());
                 }
             }
             _ => {
-                self.err(Code::UnsupportedVersion, node.span, format!("`version` must be the number 1, found {}", node.type_name()));
+                self.err(
+                    Code::UnsupportedVersion,
+                    node.span,
+                    format!("`version` must be the number 1, found {}", node.type_name()),
+                );
             }
         }
     }
@@ -302,8 +383,13 @@ impl Decoder<'_> {
                 continue;
             }
             if !is_field_name(&e.key.text) {
-                let d = self.err(Code::InvalidValue, e.key.span, format!("invalid field name `{}`", e.key.text));
-                d.notes.push("field names match `[A-Za-z_][A-Za-z0-9_]*`".into());
+                let d = self.err(
+                    Code::InvalidValue,
+                    e.key.span,
+                    format!("invalid field name `{}`", e.key.text),
+                );
+                d.notes
+                    .push("field names match `[A-Za-z_][A-Za-z0-9_]*`".into());
                 ok = false;
                 continue;
             }
@@ -311,7 +397,10 @@ impl Decoder<'_> {
             if ty.is_none() {
                 ok = false;
             }
-            fields.push(Field { name: name(&e.key), ty });
+            fields.push(Field {
+                name: name(&e.key),
+                ty,
+            });
         }
         let _ = ok;
         Some(fields)
@@ -319,37 +408,66 @@ impl Decoder<'_> {
 
     fn contract(&mut self, e: &Entry) -> Option<Contract> {
         if !is_field_name(&e.key.text) {
-            let d = self.err(Code::InvalidValue, e.key.span, format!("invalid contract name `{}`", e.key.text));
-            d.notes.push("contract names match `[A-Za-z_][A-Za-z0-9_]*`".into());
+            let d = self.err(
+                Code::InvalidValue,
+                e.key.span,
+                format!("invalid contract name `{}`", e.key.text),
+            );
+            d.notes
+                .push("contract names match `[A-Za-z_][A-Za-z0-9_]*`".into());
             return None;
         }
         let before = self.sink.len();
         let fields = self.fields(&e.value, e.key.span, &format!("contract `{}`", e.key.text));
         let ok = fields.is_some() && self.sink.len() == before;
-        Some(Contract { name: name(&e.key), fields: fields.unwrap_or_default(), ok })
+        Some(Contract {
+            name: name(&e.key),
+            fields: fields.unwrap_or_default(),
+            ok,
+        })
     }
 
     fn budget(&mut self, node: &Node, owner: Span) -> Option<Budget> {
         let obj = self.obj(node, "`budget`", Some(owner))?;
         self.strict(&obj, BUDGET_FIELDS, "`budget`");
-        let mut b = Budget { span: node.span, ..Budget::default() };
+        let mut b = Budget {
+            span: node.span,
+            ..Budget::default()
+        };
         if obj.entries.is_empty() {
-            self.err(Code::EmptyBudget, node.span, "a budget needs at least one limit")
-                .help = Some("set one or more of `usd`, `tokens`, `dispatches`, `ms`".into());
+            self.err(
+                Code::EmptyBudget,
+                node.span,
+                "a budget needs at least one limit",
+            )
+            .help = Some("set one or more of `usd`, `tokens`, `dispatches`, `ms`".into());
             return None;
         }
         if let Some(e) = obj.get("usd") {
             match e.value.value {
                 Value::Number(n) if n > 0.0 && !n.is_nan() => b.usd = Some(n),
                 Value::Number(n) => {
-                    self.err(Code::InvalidValue, e.value.span, format!("`budget.usd` must be a positive number, found `{}`", crate::yaml::format_number(n)));
+                    self.err(
+                        Code::InvalidValue,
+                        e.value.span,
+                        format!(
+                            "`budget.usd` must be a positive number, found `{}`",
+                            crate::yaml::format_number(n)
+                        ),
+                    );
                 }
                 _ => self.wrong_type(&e.value, "a positive number", "`budget.usd`"),
             }
         }
-        for (key, slot) in [("tokens", &mut b.tokens), ("dispatches", &mut b.dispatches), ("ms", &mut b.ms)] {
+        for (key, slot) in [
+            ("tokens", &mut b.tokens),
+            ("dispatches", &mut b.dispatches),
+            ("ms", &mut b.ms),
+        ] {
             if let Some(e) = obj.get(key) {
-                *slot = self.positive_int(&e.value, &format!("`budget.{key}`")).map(|i| i.value);
+                *slot = self
+                    .positive_int(&e.value, &format!("`budget.{key}`"))
+                    .map(|i| i.value);
             }
         }
         Some(b)
@@ -377,10 +495,17 @@ impl Decoder<'_> {
             && let Some(out) = self.obj(&o.value, "`output`", Some(o.key.span))
         {
             self.strict(&out, &["from", "contract"], "`output`");
-            let from = self.required(&out, "from", "`output`").and_then(|f| self.string(&f.value, "`output.from`"));
-            let contract =
-                self.required(&out, "contract", "`output`").and_then(|c| self.string(&c.value, "`output.contract`"));
-            flow.output = Some(Output { from, contract: contract.map(|c| name(&c)), key_span: o.key.span });
+            let from = self
+                .required(&out, "from", "`output`")
+                .and_then(|f| self.string(&f.value, "`output.from`"));
+            let contract = self
+                .required(&out, "contract", "`output`")
+                .and_then(|c| self.string(&c.value, "`output.contract`"));
+            flow.output = Some(Output {
+                from,
+                contract: contract.map(|c| name(&c)),
+                key_span: o.key.span,
+            });
         }
         if let Some(s) = self.required(&obj, "steps", &what) {
             match &s.value.value {
@@ -408,26 +533,44 @@ impl Decoder<'_> {
 
     fn carry(&mut self, e: &Entry) -> Option<Carry> {
         let obj = self.obj(&e.value, "`carry`", Some(e.key.span))?;
-        let mut carry = Carry { key_span: e.key.span, vars: Vec::new() };
+        let mut carry = Carry {
+            key_span: e.key.span,
+            vars: Vec::new(),
+        };
         for v in obj.entries {
             if self.reserved(&v.key, "a carry variable") {
                 continue;
             }
             if !is_step_id(&v.key.text) {
-                let d = self.err(Code::InvalidValue, v.key.span, format!("invalid carry variable name `{}`", v.key.text));
-                d.notes.push("carry names follow the step id pattern `[a-z][a-z0-9_-]*`".into());
+                let d = self.err(
+                    Code::InvalidValue,
+                    v.key.span,
+                    format!("invalid carry variable name `{}`", v.key.text),
+                );
+                d.notes
+                    .push("carry names follow the step id pattern `[a-z][a-z0-9_-]*`".into());
                 continue;
             }
             let what = format!("carry variable `{}`", v.key.text);
-            let Some(body) = self.obj(&v.value, &what, Some(v.key.span)) else { continue };
+            let Some(body) = self.obj(&v.value, &what, Some(v.key.span)) else {
+                continue;
+            };
             self.strict(&body, &["initial", "on_revise"], "a carry variable");
-            let initial = self.required(&body, "initial", &what).and_then(|i| self.non_empty(&i.value, "`initial`"));
+            let initial = self
+                .required(&body, "initial", &what)
+                .and_then(|i| self.non_empty(&i.value, "`initial`"));
             let mut on_revise = Vec::new();
             if let Some(r) = body.get("on_revise")
                 && let Some(map) = self.obj(&r.value, "`on_revise`", Some(r.key.span))
             {
                 for g in map.entries {
-                    let gate = match self.step_id(&Node { value: Value::String(g.key.clone()), span: g.key.span }, "a gate id") {
+                    let gate = match self.step_id(
+                        &Node {
+                            value: Value::String(g.key.clone()),
+                            span: g.key.span,
+                        },
+                        "a gate id",
+                    ) {
                         Some(n) => n,
                         None => continue,
                     };
@@ -436,7 +579,11 @@ impl Decoder<'_> {
                     }
                 }
             }
-            carry.vars.push(CarryVar { name: name(&v.key), initial, on_revise });
+            carry.vars.push(CarryVar {
+                name: name(&v.key),
+                initial,
+                on_revise,
+            });
         }
         Some(carry)
     }
@@ -444,14 +591,22 @@ impl Decoder<'_> {
     fn non_empty(&mut self, node: &Node, what: &str) -> Option<Str> {
         let s = self.string(node, what)?;
         if s.text.is_empty() {
-            self.err(Code::InvalidValue, s.span, format!("{what} must not be empty"));
+            self.err(
+                Code::InvalidValue,
+                s.span,
+                format!("{what} must not be empty"),
+            );
             return None;
         }
         Some(s)
     }
 
     fn agent(&mut self, node: &Node) -> Option<Agent> {
-        self.one_of(node, "agent", &[("claude", Agent::Claude), ("codex", Agent::Codex)])
+        self.one_of(
+            node,
+            "agent",
+            &[("claude", Agent::Claude), ("codex", Agent::Codex)],
+        )
     }
 
     fn ensure(&mut self, node: &Node) -> Vec<Predicate> {
@@ -459,34 +614,64 @@ impl Decoder<'_> {
             self.wrong_type(node, "a list of predicates", "`ensure`");
             return Vec::new();
         };
-        items.iter().map(|item| Predicate { kind: self.predicate(item), span: item.span }).collect()
+        items
+            .iter()
+            .map(|item| Predicate {
+                kind: self.predicate(item),
+                span: item.span,
+            })
+            .collect()
     }
 
     fn predicate(&mut self, item: &Node) -> Option<PredicateKind> {
         const FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
         let help = "write one of `expr: \"...\"`, `file_exists: \"path\"`, `file_contains: {path, text}`, `judged: {statement, stakes}`";
         let Value::Mapping(entries) = &item.value else {
-            let d = self.err(Code::InvalidPredicate, item.span, format!("an ensure entry must be a predicate mapping, found {}", item.type_name()));
+            let d = self.err(
+                Code::InvalidPredicate,
+                item.span,
+                format!(
+                    "an ensure entry must be a predicate mapping, found {}",
+                    item.type_name()
+                ),
+            );
             d.help = Some(help.into());
             if let Value::String(s) = &item.value {
-                d.help = Some(format!("write it as an expression predicate: `- expr: \"{}\"`", s.text.replace('"', "\\\"")));
+                d.help = Some(format!(
+                    "write it as an expression predicate: `- expr: \"{}\"`",
+                    s.text.replace('"', "\\\"")
+                ));
             }
             return None;
         };
-        let form = entries.iter().find(|e| FORMS.contains(&e.key.text.as_str()));
+        let form = entries
+            .iter()
+            .find(|e| FORMS.contains(&e.key.text.as_str()));
         let Some(form) = form else {
-            let mut d = Diagnostic::new(Code::InvalidPredicate, item.span, "an ensure entry must name exactly one predicate form").with_help(help);
+            let mut d = Diagnostic::new(
+                Code::InvalidPredicate,
+                item.span,
+                "an ensure entry must name exactly one predicate form",
+            )
+            .with_help(help);
             if let Some(first) = entries.first()
                 && let Some(h) = did_you_mean(&first.key.text, FORMS.iter().copied())
             {
-                d = d.with_label(first.key.span, format!("unknown predicate `{}`; {h}", first.key.text));
+                d = d.with_label(
+                    first.key.span,
+                    format!("unknown predicate `{}`; {h}", first.key.text),
+                );
             }
             self.sink.push(d);
             return None;
         };
         for e in entries {
             if e.key.text != form.key.text {
-                let what = if FORMS.contains(&e.key.text.as_str()) { "a second predicate form" } else { "not a predicate field" };
+                let what = if FORMS.contains(&e.key.text.as_str()) {
+                    "a second predicate form"
+                } else {
+                    "not a predicate field"
+                };
                 let d = Diagnostic::new(Code::UnknownField, e.key.span, format!("unknown field `{}` in an `{}` predicate", e.key.text, form.key.text))
                     .with_span_label(what)
                     .with_help("each ensure entry holds exactly one predicate; put the other one in its own list item");
@@ -496,22 +681,44 @@ impl Decoder<'_> {
         let v = &form.value;
         match form.key.text.as_str() {
             "expr" => self.string(v, "`expr`").map(PredicateKind::Expr),
-            "file_exists" => self.non_empty(v, "`file_exists`").map(PredicateKind::FileExists),
+            "file_exists" => self
+                .non_empty(v, "`file_exists`")
+                .map(PredicateKind::FileExists),
             "file_contains" => {
                 let obj = self.obj(v, "`file_contains`", Some(form.key.span))?;
                 self.strict(&obj, &["path", "text"], "`file_contains`");
-                let path = self.required(&obj, "path", "`file_contains`").and_then(|p| self.non_empty(&p.value, "`file_contains.path`"));
-                let text = self.required(&obj, "text", "`file_contains`").and_then(|t| self.string(&t.value, "`file_contains.text`"));
-                Some(PredicateKind::FileContains { path: path?, text: text? })
+                let path = self
+                    .required(&obj, "path", "`file_contains`")
+                    .and_then(|p| self.non_empty(&p.value, "`file_contains.path`"));
+                let text = self
+                    .required(&obj, "text", "`file_contains`")
+                    .and_then(|t| self.string(&t.value, "`file_contains.text`"));
+                Some(PredicateKind::FileContains {
+                    path: path?,
+                    text: text?,
+                })
             }
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
                 self.strict(&obj, &["statement", "stakes"], "`judged`");
-                let statement = self.required(&obj, "statement", "`judged`").and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
+                let statement = self
+                    .required(&obj, "statement", "`judged`")
+                    .and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
                 let stakes = self.required(&obj, "stakes", "`judged`").and_then(|s| {
-                    self.one_of(&s.value, "stakes", &[("cheap", Stakes::Cheap), ("default", Stakes::Default), ("paranoid", Stakes::Paranoid)])
+                    self.one_of(
+                        &s.value,
+                        "stakes",
+                        &[
+                            ("cheap", Stakes::Cheap),
+                            ("default", Stakes::Default),
+                            ("paranoid", Stakes::Paranoid),
+                        ],
+                    )
                 });
-                Some(PredicateKind::Judged { statement: statement?, stakes: stakes? })
+                Some(PredicateKind::Judged {
+                    statement: statement?,
+                    stakes: stakes?,
+                })
             }
         }
     }
@@ -522,17 +729,33 @@ impl Decoder<'_> {
         let id = match obj.get("id") {
             Some(e) => self.step_id(&e.value, "`id`"),
             None => {
-                self.err(Code::MissingField, obj.owner, "a step is missing the required field `id`");
+                self.err(
+                    Code::MissingField,
+                    obj.owner,
+                    "a step is missing the required field `id`",
+                );
                 None
             }
         };
-        let label = id.as_ref().map_or_else(|| "this step".to_string(), |n| format!("step `{}`", n.text));
+        let label = id
+            .as_ref()
+            .map_or_else(|| "this step".to_string(), |n| format!("step `{}`", n.text));
         // construct detection
-        let present: Vec<&Entry> = obj.entries.iter().filter(|e| CONSTRUCTS.contains(&e.key.text.as_str())).collect();
+        let present: Vec<&Entry> = obj
+            .entries
+            .iter()
+            .filter(|e| CONSTRUCTS.contains(&e.key.text.as_str()))
+            .collect();
         let construct = match present.as_slice() {
             [] => {
-                let d = self.err(Code::MissingConstruct, obj.owner, format!("{label} names no construct"));
-                d.notes.push("every step has exactly one of `do`, `set`, `gate`, `fanout`, `run`".into());
+                let d = self.err(
+                    Code::MissingConstruct,
+                    obj.owner,
+                    format!("{label} names no construct"),
+                );
+                d.notes.push(
+                    "every step has exactly one of `do`, `set`, `gate`, `fanout`, `run`".into(),
+                );
                 None
             }
             [one] => Some(*one),
@@ -540,7 +763,10 @@ impl Decoder<'_> {
                 let d = Diagnostic::new(
                     Code::ConstructMix,
                     second.key.span,
-                    format!("{label} has both `{}` and `{}`", first.key.text, second.key.text),
+                    format!(
+                        "{label} has both `{}` and `{}`",
+                        first.key.text, second.key.text
+                    ),
                 )
                 .with_span_label("second construct")
                 .with_label(first.key.span, "first construct")
@@ -560,13 +786,23 @@ impl Decoder<'_> {
                     && !["id", "after", "when"].contains(&k)
                     && !allowed.contains(&k)
                 {
-                    let d = Diagnostic::new(Code::FieldForKind, e.key.span, format!("a `{kw}` step does not take `{k}`"))
-                        .with_label(construct.map_or(e.key.span, |c| c.key.span), format!("this is a `{kw}` step"))
-                        .with_note(if allowed.is_empty() {
-                            format!("a `{kw}` step takes only `id`, `after` and `when` besides `{kw}`")
-                        } else {
-                            format!("a `{kw}` step takes `id`, `after`, `when`, `{kw}` and: {}", allowed.join(", "))
-                        });
+                    let d = Diagnostic::new(
+                        Code::FieldForKind,
+                        e.key.span,
+                        format!("a `{kw}` step does not take `{k}`"),
+                    )
+                    .with_label(
+                        construct.map_or(e.key.span, |c| c.key.span),
+                        format!("this is a `{kw}` step"),
+                    )
+                    .with_note(if allowed.is_empty() {
+                        format!("a `{kw}` step takes only `id`, `after` and `when` besides `{kw}`")
+                    } else {
+                        format!(
+                            "a `{kw}` step takes `id`, `after`, `when`, `{kw}` and: {}",
+                            allowed.join(", ")
+                        )
+                    });
                     self.sink.push(d);
                 }
             }
@@ -618,8 +854,12 @@ impl Decoder<'_> {
             && let Some(it) = self.obj(&i.value, "`iterate`", Some(i.key.span))
         {
             self.strict(&it, &["max", "until"], "`iterate`");
-            let max = self.required(&it, "max", "`iterate`").and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
-            let until = self.required(&it, "until", "`iterate`").and_then(|u| self.string(&u.value, "`iterate.until`"));
+            let max = self
+                .required(&it, "max", "`iterate`")
+                .and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
+            let until = self
+                .required(&it, "until", "`iterate`")
+                .and_then(|u| self.string(&u.value, "`iterate.until`"));
             step.iterate = Some(Iterate { max, until });
         }
         if let Some(b) = obj.get("budget").filter(|_| allowed("budget")) {
@@ -628,19 +868,34 @@ impl Decoder<'_> {
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
         }
-        let Some(construct) = construct else { return Some(step) };
+        let Some(construct) = construct else {
+            return Some(step);
+        };
         step.kind = match kw.unwrap_or_default() {
-            "do" => self.string(&construct.value, "`do`").map_or(StepKind::Broken, StepKind::Do),
+            "do" => self
+                .string(&construct.value, "`do`")
+                .map_or(StepKind::Broken, StepKind::Do),
             "set" => {
                 if obj.get("out").is_none() {
-                    let d = self.err(Code::MissingField, obj.owner, format!("{label} is a `set` step without `out`"));
-                    d.notes.push("a `set` step builds an object that its `out` contract checks".into());
+                    let d = self.err(
+                        Code::MissingField,
+                        obj.owner,
+                        format!("{label} is a `set` step without `out`"),
+                    );
+                    d.notes.push(
+                        "a `set` step builds an object that its `out` contract checks".into(),
+                    );
                     d.help = Some("add `out: <Contract>` naming the contract of the object".into());
                 }
-                self.set(&construct.value, construct.key.span).map_or(StepKind::Broken, StepKind::Set)
+                self.set(&construct.value, construct.key.span)
+                    .map_or(StepKind::Broken, StepKind::Set)
             }
-            "gate" => self.gate(construct).map_or(StepKind::Broken, StepKind::Gate),
-            "fanout" => self.fanout(construct).map_or(StepKind::Broken, StepKind::Fanout),
+            "gate" => self
+                .gate(construct)
+                .map_or(StepKind::Broken, StepKind::Gate),
+            "fanout" => self
+                .fanout(construct)
+                .map_or(StepKind::Broken, StepKind::Fanout),
             "run" => {
                 let flow = self.string(&construct.value, "`run`").map(|s| name(&s));
                 let (with, with_span) = match obj.get("with") {
@@ -650,7 +905,10 @@ impl Decoder<'_> {
                                 entries
                                     .iter()
                                     .filter(|e| !self.reserved(&e.key, "a `with` key"))
-                                    .map(|e| WithEntry { key: name(&e.key), value: e.value.clone() })
+                                    .map(|e| WithEntry {
+                                        key: name(&e.key),
+                                        value: e.value.clone(),
+                                    })
                                     .collect(),
                             ),
                             Some(w.key.span),
@@ -661,16 +919,30 @@ impl Decoder<'_> {
                         }
                     },
                     None => {
-                        let d = self.err(Code::MissingField, obj.owner, format!("{label} is a `run` step without `with`"));
+                        let d = self.err(
+                            Code::MissingField,
+                            obj.owner,
+                            format!("{label} is a `run` step without `with`"),
+                        );
                         d.help = Some("add `with:` giving a value for every input of the called flow (`with: {}` when it has none)".into());
                         (None, None)
                     }
                 };
-                flow.map_or(StepKind::Broken, |flow| StepKind::Run { flow, with, with_span })
+                flow.map_or(StepKind::Broken, |flow| StepKind::Run {
+                    flow,
+                    with,
+                    with_span,
+                })
             }
             _ => {
-                let d = self.err(Code::NotSupportedYet, construct.key.span, "the `evaluate` construct is not supported by stratumc yet");
-                d.help = Some("use a `do` step whose agent runs the command and reports its result".into());
+                let d = self.err(
+                    Code::NotSupportedYet,
+                    construct.key.span,
+                    "the `evaluate` construct is not supported by stratumc yet",
+                );
+                d.help = Some(
+                    "use a `do` step whose agent runs the command and reports its result".into(),
+                );
                 StepKind::Broken
             }
         };
@@ -684,7 +956,8 @@ impl Decoder<'_> {
             if self.reserved(&e.key, "a `set` key") {
                 continue;
             }
-            if let Some(s) = self.string(&e.value, &format!("`set.{}` (an expression)", e.key.text)) {
+            if let Some(s) = self.string(&e.value, &format!("`set.{}` (an expression)", e.key.text))
+            {
                 out.push((name(&e.key), s));
             }
         }
@@ -693,13 +966,21 @@ impl Decoder<'_> {
 
     fn route(&mut self, obj: &Obj<'_>, key: &str) -> Route {
         let Some(e) = obj.get(key) else {
-            let d = self.err(Code::MissingField, obj.owner, format!("`gate` is missing the required field `{key}`"));
-            d.help = Some(format!("add `{key}: null` if this decision has no target step"));
+            let d = self.err(
+                Code::MissingField,
+                obj.owner,
+                format!("`gate` is missing the required field `{key}`"),
+            );
+            d.help = Some(format!(
+                "add `{key}: null` if this decision has no target step"
+            ));
             return Route::Missing;
         };
         match &e.value.value {
             Value::Null => Route::Null(e.value.span),
-            _ => self.step_id(&e.value, &format!("`{key}`")).map_or(Route::Missing, Route::Step),
+            _ => self
+                .step_id(&e.value, &format!("`{key}`"))
+                .map_or(Route::Missing, Route::Step),
         }
     }
 
@@ -709,19 +990,32 @@ impl Decoder<'_> {
         let on_approve = self.route(&obj, "on_approve");
         let on_revise = self.route(&obj, "on_revise");
         let on_kill = self.route(&obj, "on_kill");
-        let max_rounds = obj.get("max_rounds").and_then(|m| self.positive_int(&m.value, "`gate.max_rounds`"));
-        Some(Gate { on_approve, on_revise, on_kill, max_rounds })
+        let max_rounds = obj
+            .get("max_rounds")
+            .and_then(|m| self.positive_int(&m.value, "`gate.max_rounds`"));
+        Some(Gate {
+            on_approve,
+            on_revise,
+            on_kill,
+            max_rounds,
+        })
     }
 
     fn fanout(&mut self, e: &Entry) -> Option<Fanout> {
         let obj = self.obj(&e.value, "`fanout`", Some(e.key.span))?;
         self.strict(&obj, FANOUT_FIELDS, "`fanout`");
-        let over = self.required(&obj, "over", "`fanout`").and_then(|o| self.string(&o.value, "`fanout.over`"));
+        let over = self
+            .required(&obj, "over", "`fanout`")
+            .and_then(|o| self.string(&o.value, "`fanout.over`"));
         let mut stages = Vec::new();
         if let Some(s) = self.required(&obj, "steps", "`fanout`") {
             match &s.value.value {
                 Value::Sequence(items) if items.is_empty() => {
-                    self.err(Code::InvalidValue, s.value.span, "a fanout needs at least one stage in `steps`");
+                    self.err(
+                        Code::InvalidValue,
+                        s.value.span,
+                        "a fanout needs at least one stage in `steps`",
+                    );
                 }
                 Value::Sequence(items) => {
                     for i in items {
@@ -733,14 +1027,29 @@ impl Decoder<'_> {
                 _ => self.wrong_type(&s.value, "a list of stages", "`fanout.steps`"),
             }
         }
-        let concurrency = self.required(&obj, "concurrency", "`fanout`").and_then(|c| self.positive_int(&c.value, "`fanout.concurrency`"));
+        let concurrency = self
+            .required(&obj, "concurrency", "`fanout`")
+            .and_then(|c| self.positive_int(&c.value, "`fanout.concurrency`"));
         let isolation = self.required(&obj, "isolation", "`fanout`").and_then(|i| {
-            self.one_of(&i.value, "isolation", &[("none", Isolation::None), ("worktree", Isolation::Worktree)]).map(|v| (v, i.value.span))
+            self.one_of(
+                &i.value,
+                "isolation",
+                &[("none", Isolation::None), ("worktree", Isolation::Worktree)],
+            )
+            .map(|v| (v, i.value.span))
         });
-        let require = self.required(&obj, "require", "`fanout`").and_then(|r| match r.value.value {
-            Value::Number(_) => self.positive_int(&r.value, "`fanout.require`").map(|n| Require::AtLeast(n.value)),
-            _ => self.one_of(&r.value, "require", &[("all", Require::All), ("any", Require::Any)]),
-        });
+        let require =
+            self.required(&obj, "require", "`fanout`")
+                .and_then(|r| match r.value.value {
+                    Value::Number(_) => self
+                        .positive_int(&r.value, "`fanout.require`")
+                        .map(|n| Require::AtLeast(n.value)),
+                    _ => self.one_of(
+                        &r.value,
+                        "require",
+                        &[("all", Require::All), ("any", Require::Any)],
+                    ),
+                });
         if let Some(m) = self.required(&obj, "merge", "`fanout`") {
             self.one_of(&m.value, "merge", &[("sequential", ())]);
         }
@@ -759,9 +1068,26 @@ impl Decoder<'_> {
         }
         let dispatch = obj
             .get("dispatch")
-            .and_then(|d| self.one_of(&d.value, "dispatch", &[("engine", Dispatch::Engine), ("consumer", Dispatch::Consumer)]))
+            .and_then(|d| {
+                self.one_of(
+                    &d.value,
+                    "dispatch",
+                    &[
+                        ("engine", Dispatch::Engine),
+                        ("consumer", Dispatch::Consumer),
+                    ],
+                )
+            })
             .unwrap_or_default();
-        Some(Fanout { over, stages, concurrency, isolation, require, pre_merge, dispatch })
+        Some(Fanout {
+            over,
+            stages,
+            concurrency,
+            isolation,
+            require,
+            pre_merge,
+            dispatch,
+        })
     }
 
     fn stage(&mut self, item: &Node) -> Option<Stage> {
@@ -770,7 +1096,11 @@ impl Decoder<'_> {
         let task = match obj.get("do") {
             Some(d) => self.string(&d.value, "`do`"),
             None => {
-                self.err(Code::MissingField, obj.owner, "a fanout stage is missing the required field `do`");
+                self.err(
+                    Code::MissingField,
+                    obj.owner,
+                    "a fanout stage is missing the required field `do`",
+                );
                 None
             }
         };
@@ -778,10 +1108,20 @@ impl Decoder<'_> {
             span: item.span,
             task,
             agent: obj.get("agent").and_then(|a| self.agent(&a.value)),
-            out: obj.get("out").and_then(|o| self.string(&o.value, "`out`")).map(|s| name(&s)),
-            ensure: obj.get("ensure").map(|e| self.ensure(&e.value)).unwrap_or_default(),
-            attempts: obj.get("attempts").and_then(|a| self.positive_int(&a.value, "`attempts`")),
-            when: obj.get("when").and_then(|w| self.string(&w.value, "`when`")),
+            out: obj
+                .get("out")
+                .and_then(|o| self.string(&o.value, "`out`"))
+                .map(|s| name(&s)),
+            ensure: obj
+                .get("ensure")
+                .map(|e| self.ensure(&e.value))
+                .unwrap_or_default(),
+            attempts: obj
+                .get("attempts")
+                .and_then(|a| self.positive_int(&a.value, "`attempts`")),
+            when: obj
+                .get("when")
+                .and_then(|w| self.string(&w.value, "`when`")),
         })
     }
 }
