@@ -20,18 +20,30 @@ fn bench_analyze(c: &mut Criterion) {
     for steps in SIZES {
         let text = generate_spec(steps);
         let first = analyze(&text);
-        assert!(first.diagnostics.is_empty(), "generate_spec({steps}) has diagnostics: {:?}", first.diagnostics);
+        assert!(
+            first.diagnostics.is_empty(),
+            "generate_spec({steps}) has diagnostics: {:?}",
+            first.diagnostics
+        );
         assert!(first.ir.is_some(), "generate_spec({steps}) has no IR");
         group.throughput(Throughput::Elements(steps as u64));
         // big inputs take long per iteration: fewer samples, more time
         if steps >= 10000 {
-            group.sample_size(10).measurement_time(Duration::from_secs(20));
+            group
+                .sample_size(10)
+                .measurement_time(Duration::from_secs(20));
         } else if steps >= 1000 {
-            group.sample_size(20).measurement_time(Duration::from_secs(10));
+            group
+                .sample_size(20)
+                .measurement_time(Duration::from_secs(10));
         } else {
-            group.sample_size(100).measurement_time(Duration::from_secs(5));
+            group
+                .sample_size(100)
+                .measurement_time(Duration::from_secs(5));
         }
-        group.bench_with_input(BenchmarkId::from_parameter(steps), &text, |b, text| b.iter(|| analyze(black_box(text))));
+        group.bench_with_input(BenchmarkId::from_parameter(steps), &text, |b, text| {
+            b.iter(|| analyze(black_box(text)))
+        });
     }
     group.finish();
 }

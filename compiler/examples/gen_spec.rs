@@ -17,7 +17,11 @@ fn main() {
     };
     let text = stratum_compiler::testgen::generate_spec(steps);
     let mut out = std::io::stdout().lock();
-    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
         std::process::exit(1);
     }
 }

@@ -433,8 +433,12 @@ fn key_of(node: &Node) -> Result<Str, Box<Diagnostic>> {
         Value::Number(n) => format_number(*n),
         Value::Sequence(_) | Value::Mapping(_) => {
             return Err(Box::new(
-                Diagnostic::new(Code::ComplexKey, node.span, "mapping keys must be plain scalars")
-                    .with_help("use a string as the key"),
+                Diagnostic::new(
+                    Code::ComplexKey,
+                    node.span,
+                    "mapping keys must be plain scalars",
+                )
+                .with_help("use a string as the key"),
             ));
         }
     };
@@ -527,15 +531,17 @@ fn resolve_scalar(
             None
         };
         return resolved.ok_or_else(|| {
-            Box::new(Diagnostic::new(
-                Code::UnsupportedTag,
-                span,
-                format!(
-                    "YAML tag `{}{}` is not allowed here",
-                    tag.handle, tag.suffix
-                ),
+            Box::new(
+                Diagnostic::new(
+                    Code::UnsupportedTag,
+                    span,
+                    format!(
+                        "YAML tag `{}{}` is not allowed here",
+                        tag.handle, tag.suffix
+                    ),
+                )
+                .with_help("remove the tag; specs use plain YAML values"),
             )
-            .with_help("remove the tag; specs use plain YAML values"))
         });
     }
     if style != Style::Plain {

@@ -605,9 +605,18 @@ fn scratch_hostile() {
         let (_, e) = parse_expr(&text);
         eprintln!("{name}: {} errors, {:?}", e.len(), t.elapsed());
     }
-    for (name, text) in [("${A}", "${A}".repeat(300_000)), ("${", "${".repeat(500_000)), ("}", "}${a}".repeat(200_000))] {
+    for (name, text) in [
+        ("${A}", "${A}".repeat(300_000)),
+        ("${", "${".repeat(500_000)),
+        ("}", "}${a}".repeat(200_000)),
+    ] {
         let t = std::time::Instant::now();
         let (tp, e) = crate::parse_template(&text);
-        eprintln!("{name}: {} errors, {} pieces {:?}", e.len(), tp.pieces.len(), t.elapsed());
+        eprintln!(
+            "{name}: {} errors, {} pieces {:?}",
+            e.len(),
+            tp.pieces.len(),
+            t.elapsed()
+        );
     }
 }

@@ -1509,7 +1509,10 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                             i += len;
                         }
                         _ => {
-                            return Err("a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into());
+                            return Err(
+                                "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier"
+                                    .into(),
+                            );
                         }
                     }
                 } else {

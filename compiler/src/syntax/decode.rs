@@ -124,6 +124,11 @@ impl Decoder<'_> {
         );
         if matches!(node.value, Value::Null) {
             d = d.with_note("`null` never means \"absent\" in a spec: leave the field out instead");
+        } else if let Value::String(s) = &node.value
+            && (expected.contains("integer") || expected.contains("number"))
+            && s.text.trim().parse::<f64>().is_ok()
+        {
+            d = d.with_help(format!("remove the quotes: `{}`", s.text.trim()));
         } else if let Value::Number(n) = node.value
             && expected == "a string"
         {
