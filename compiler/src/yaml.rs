@@ -185,6 +185,11 @@ pub fn load(text: &str) -> Loaded {
                 let m = err.marker();
                 let at = offsets.byte(m.index());
                 let end = next_char_end(text, at);
+                if err.info().contains("recursion limit") {
+                    diagnostics.push(too_deep(Span::new(at, end)));
+                    failed = true;
+                    break;
+                }
                 diagnostics.push(
                     Diagnostic::new(
                         Code::YamlSyntax,

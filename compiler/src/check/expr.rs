@@ -79,7 +79,8 @@ impl Checker<'_> {
     pub(super) fn expr(&mut self, fc: &mut FlowCtx<'_>, s: &Str, scope: &Scope) -> Option<ExprIr> {
         let (ast, errors) = parse_expr(&s.text);
         if !errors.is_empty() {
-            for e in &errors {
+            // one root cause per expression: the first error
+            for e in errors.iter().take(1) {
                 let span = self.map(s, e.span.start, e.span.end);
                 let d = match e.kind {
                     ParseErrorKind::TemplateInExpression => template_in_expression(span, &s.text[e.span.range()], scope),
@@ -97,6 +98,27 @@ impl Checker<'_> {
             return None;
         }
         let ast = ast?;
+        // `${...}` inside a string literal is never substituted (C3)
+        let mut literal_templates = Vec::new();
+        stratum_grammar::walk(&ast, &mut |e| {
+            if let ExprKind::String(text) = &e.kind
+                && text.contains("${")
+            {
+                literal_templates.push(e.span);
+            }
+        });
+        if !literal_templates.is_empty() {
+            for span in literal_templates {
+                let span = self.map(s, span.start, span.end);
+                self.sink.push(
+                    Diagnostic::new(Code::TemplateInExpression, span, format!("`${{...}}` inside a string literal of a `{}` expression is never substituted", scope.field))
+                        .with_note("expressions are not templates: the text `${...}` would be compared literally")
+                        .with_help("use the binding itself, e.g. `result.text != item` instead of `result.text != '${item}'`"),
+                );
+            }
+            return None;
+        }
+        let errors_before = self.sink.len();
         let mut w = Walk {
             ck: self,
             fc,
@@ -107,7 +129,7 @@ impl Checker<'_> {
         let ty = w.ty(&ast);
         let dynamic = w.dynamic;
         let whole = self.map(s, ast.span.start, ast.span.end);
-        if scope.role == Role::Condition {
+        if scope.role == Role::Condition && self.sink.len() == errors_before {
             if !matches!(ty, Type::Bool | Type::Any) {
                 self.sink.push(
                     Diagnostic::new(
@@ -752,6 +774,14 @@ impl Walk<'_, '_, '_> {
                 return;
             }
         }
+    }
+}
+
+/// The value of an expression made only of number literals, if it is one.
+pub(super) fn constant_number(e: &Expr) -> Option<f64> {
+    match fold(e)? {
+        Const::Num(n) => Some(n),
+        _ => None,
     }
 }
 

@@ -295,6 +295,9 @@ impl<'a> Checker<'a> {
     }
 
     fn unknown_contract(&mut self, name: &str, span: Span) {
+        if self.spec.contracts_broken {
+            return; // the broken `contracts` section is already reported
+        }
         let names: Vec<&str> = self
             .spec
             .contracts
@@ -490,6 +493,7 @@ impl<'a> Checker<'a> {
             })
         };
         match &s.kind {
+            StepKind::Do(_) if s.out_broken => StepOut::Known(Type::Any),
             StepKind::Do(_) => named(self, &s.out).map_or(StepOut::NoContract, StepOut::Known),
             StepKind::Set(_) => StepOut::Known(named(self, &s.out).unwrap_or(Type::Any)),
             StepKind::Gate(_) => StepOut::Gate,
@@ -519,6 +523,8 @@ impl<'a> Checker<'a> {
     fn target(&mut self, fc: &FlowCtx<'_>, name: &ast::Name, what: &str) -> Option<StepId> {
         match fc.index.get(name.text.as_str()) {
             Some(&i) => Some(i),
+            // an invalid id or a broken step list is already reported
+            None if fc.flow.steps_broken || !crate::syntax::decode::is_step_id(&name.text) => None,
             None => {
                 let help = did_you_mean(&name.text, fc.index.keys().copied());
                 self.sink.push(

@@ -326,6 +326,9 @@ impl<'a> Checker<'a> {
         span: Span,
     ) -> Option<(StepId, Type)> {
         let Some(&src) = fc.index.get(r.head.as_str()) else {
+            if fc.flow.steps_broken {
+                return None; // the broken step list is already reported
+            }
             if fc.carry.contains_key(r.head.as_str()) {
                 self.sink.push(
                     Diagnostic::new(
@@ -625,7 +628,7 @@ impl<'a> Checker<'a> {
         fc: &mut FlowCtx<'a>,
         s: &ast::Step,
         i: StepId,
-        fields: &[(ast::Name, Str)],
+        fields: &[(ast::Name, Option<Str>)],
     ) -> Option<ir::StepKindIr> {
         let scope = Scope {
             field: "set",
@@ -642,7 +645,7 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         for (key, e) in fields {
-            let Some(x) = self.expr(fc, e, &scope) else {
+            let Some(x) = e.as_ref().and_then(|e| self.expr(fc, e, &scope)) else {
                 ok = false;
                 continue;
             };
@@ -675,7 +678,18 @@ impl<'a> Checker<'a> {
                         );
                         ok = false;
                     }
-                    Some(_) => {}
+                    Some(ft) => {
+                        if ft.ty == crate::types::Ty::Integer
+                            && let Some(n) = super::expr::constant_number(&x.ast)
+                            && n.fract() != 0.0
+                        {
+                            self.sink.push(
+                                Diagnostic::new(Code::SetContractMismatch, x.span, format!("`set.{}` is always `{n}`, which is not an integer, but contract field `{}` is integer", key.text, key.text))
+                                    .with_note("an integer is a number with no fraction"),
+                            );
+                            ok = false;
+                        }
+                    }
                 }
             }
             out.push((key.text.clone(), x));
@@ -1128,6 +1142,10 @@ impl<'a> Checker<'a> {
             }
             let mut revs = Vec::new();
             for (gate, value) in &v.on_revise {
+                if !crate::syntax::decode::is_step_id(&gate.text) {
+                    ok = false;
+                    continue; // already reported by the decoder
+                }
                 let Some(&g) = fc
                     .index
                     .get(gate.text.as_str())
@@ -1434,6 +1452,10 @@ fn collect_strings<'n>(node: &'n Node, out: &mut Vec<&'n Str>) {
 }
 
 /// The safe-shape filter of reference §7.8 plus compilation with size limits.
+///
+/// Groups are transparent for adjacency: `(a*)(a*)` has two quantified atoms
+/// next to each other. A quantified group may not contain a quantifier or an
+/// alternation (`(a+)+`, `(a|aa)+`).
 pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
     if pattern.encode_utf16().count() > 256 {
         return Err("patterns are limited to 256 characters".into());
@@ -1444,17 +1466,31 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                 .into(),
         );
     }
+    struct Group {
+        has_quant: bool,
+        prev_at_open: bool,
+    }
     let b: Vec<char> = pattern.chars().collect();
-    // backreferences, trailing backslash
-    let mut i = 0;
-    let mut quantified = 0usize;
-    let mut last_atom_quantified = false;
+    let mut groups: Vec<Group> = Vec::new();
     let mut prev_quantified = false;
-    let mut depth = 0i32;
-    let mut have_atom = false;
+    let mut quantifiers = 0usize;
+    let mut i = 0;
+    // length of a quantifier (with an optional lazy `?`) at `at`
+    let quantifier = |at: usize| -> Option<usize> {
+        let len = match b.get(at)? {
+            '*' | '+' | '?' => 1,
+            '{' => brace_quantifier(&b[at..])?,
+            _ => return None,
+        };
+        Some(if b.get(at + len) == Some(&'?') {
+            len + 1
+        } else {
+            len
+        })
+    };
     while i < b.len() {
         let c = b[i];
-        match c {
+        let atom_end = match c {
             '\\' => {
                 let Some(&n) = b.get(i + 1) else {
                     return Err("a trailing `\\`".into());
@@ -1462,11 +1498,7 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                 if n.is_ascii_digit() && n != '0' {
                     return Err("backreferences are not allowed".into());
                 }
-                i += 2;
-                prev_quantified = last_atom_quantified;
-                last_atom_quantified = false;
-                have_atom = true;
-                continue;
+                i + 2
             }
             '[' => {
                 let mut j = i + 1;
@@ -1485,50 +1517,62 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                 if j >= b.len() {
                     return Err("an unterminated `[...]` class".into());
                 }
-                i = j + 1;
-                prev_quantified = last_atom_quantified;
-                last_atom_quantified = false;
-                have_atom = true;
-                continue;
+                j + 1
             }
             '(' => {
-                depth += 1;
-                have_atom = false;
+                groups.push(Group {
+                    has_quant: false,
+                    prev_at_open: prev_quantified,
+                });
+                i += 1;
+                continue;
+            }
+            '|' => {
+                if let Some(g) = groups.last_mut() {
+                    g.has_quant = true;
+                }
+                prev_quantified = false;
+                i += 1;
+                continue;
             }
             ')' => {
-                depth -= 1;
-                if depth < 0 {
+                let Some(g) = groups.pop() else {
                     return Err("an unbalanced `)`".into());
+                };
+                match quantifier(i + 1) {
+                    Some(len) => {
+                        if g.has_quant {
+                            return Err("a quantified group that contains a quantifier or an alternation (nested repetition)".into());
+                        }
+                        if g.prev_at_open {
+                            return Err("two quantified parts next to each other (catastrophic backtracking risk)".into());
+                        }
+                        quantifiers += 1;
+                        prev_quantified = true;
+                        if let Some(parent) = groups.last_mut() {
+                            parent.has_quant = true;
+                        }
+                        i += 1 + len;
+                    }
+                    None => {
+                        if let Some(parent) = groups.last_mut() {
+                            parent.has_quant |= g.has_quant;
+                        }
+                        i += 1;
+                    }
                 }
-                have_atom = true;
+                continue;
             }
-            '*' | '+' | '?' | '{' => {
-                if c == '{' {
-                    match brace_quantifier(&b[i..]) {
-                        Some(len) if have_atom => {
-                            i += len;
-                        }
-                        _ => {
-                            return Err(
-                                "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier"
-                                    .into(),
-                            );
-                        }
-                    }
-                } else {
-                    if !have_atom {
-                        // lazy suffix after a quantifier is fine
-                        if c == '?' && last_atom_quantified {
-                            i += 1;
-                            continue;
-                        }
-                        return Err(format!("a `{c}` with nothing to repeat"));
-                    }
-                    i += 1;
-                }
-                quantified += 1;
-                if quantified > 32 {
-                    return Err("more than 32 quantifiers".into());
+            '*' | '+' | '?' => return Err(format!("a `{c}` with nothing to repeat")),
+            '{' => return Err("a `{` that is not a quantifier after an atom".into()),
+            _ => i + 1,
+        };
+        match quantifier(atom_end) {
+            Some(len) => {
+                if b.get(atom_end) == Some(&'{') && brace_quantifier(&b[atom_end..]).is_none() {
+                    return Err(
+                        "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into(),
+                    );
                 }
                 if prev_quantified {
                     return Err(
@@ -1536,19 +1580,28 @@ pub(super) fn regex_check(pattern: &str) -> Result<(), String> {
                             .into(),
                     );
                 }
-                last_atom_quantified = true;
-                have_atom = false;
-                continue;
+                quantifiers += 1;
+                prev_quantified = true;
+                if let Some(g) = groups.last_mut() {
+                    g.has_quant = true;
+                }
+                i = atom_end + len;
             }
-            _ => {
-                prev_quantified = last_atom_quantified;
-                last_atom_quantified = false;
-                have_atom = true;
+            None => {
+                if b.get(atom_end) == Some(&'{') {
+                    return Err(
+                        "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into(),
+                    );
+                }
+                prev_quantified = false;
+                i = atom_end;
             }
         }
-        i += 1;
+        if quantifiers > 32 {
+            return Err("more than 32 quantifiers".into());
+        }
     }
-    if depth != 0 {
+    if !groups.is_empty() {
         return Err("an unbalanced `(`".into());
     }
     regex::RegexBuilder::new(pattern)
@@ -1606,6 +1659,27 @@ mod tests {
             "(?i)x", "\\1", "a*a*", ".*.*x", "x{", "{,5}", "(a", "a)", "[ab", "\\", "*a",
         ] {
             assert!(regex_check(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn safe_shape_filter_groups() {
+        for bad in [
+            "a*a+b",
+            "[ab]+a?b",
+            "a{0,99}a*",
+            "(a*)(a*)",
+            "a*(a*)b",
+            "(ab)*(ab)*c",
+            "(a+)+",
+            "((a+))+",
+            "(a|aa)+",
+            "\\p{L}",
+        ] {
+            assert!(regex_check(bad).is_err(), "{bad}");
+        }
+        for ok in ["(ab)+c", "a+?b", "(a|b)c", "a*ba+"] {
+            assert!(regex_check(ok).is_ok(), "{ok}");
         }
     }
 }

@@ -37,6 +37,9 @@ pub struct Spec {
     pub flows: Vec<Flow>,
     /// The span of the root mapping.
     pub span: Span,
+    /// `contracts` is missing or not a mapping (already reported): unknown
+    /// contract names are then not reported again.
+    pub contracts_broken: bool,
 }
 
 /// A field declaration `name: type` of a contract or flow input.
@@ -102,6 +105,8 @@ pub struct Flow {
     pub max_rounds: Option<Int>,
     /// `carry` block.
     pub carry: Option<Carry>,
+    /// `steps` is missing or not a list (already reported).
+    pub steps_broken: bool,
 }
 
 /// A carry block.
@@ -324,7 +329,7 @@ pub enum StepKind {
     /// `do: task`.
     Do(Str),
     /// `set: {key: expr}`.
-    Set(Vec<(Name, Str)>),
+    Set(Vec<(Name, Option<Str>)>),
     /// `gate: {...}`.
     Gate(Gate),
     /// `fanout: {...}`.
@@ -385,4 +390,6 @@ pub struct Step {
     pub budget: Option<Budget>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
+    /// `out` was given but is not a string (already reported).
+    pub out_broken: bool,
 }

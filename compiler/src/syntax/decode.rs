@@ -314,14 +314,16 @@ impl Decoder<'_> {
         if let Some(v) = self.required(&obj, "version", "the spec") {
             self.version(&v.value);
         }
-        if let Some(c) = self.required(&obj, "contracts", "the spec")
-            && let Some(body) = self.obj(&c.value, "`contracts`", Some(c.key.span))
-        {
-            for e in body.entries {
-                if let Some(contract) = self.contract(e) {
-                    spec.contracts.push(contract);
+        let contracts = self.required(&obj, "contracts", "the spec");
+        match contracts.and_then(|c| self.obj(&c.value, "`contracts`", Some(c.key.span))) {
+            Some(body) => {
+                for e in body.entries {
+                    if let Some(contract) = self.contract(e) {
+                        spec.contracts.push(contract);
+                    }
                 }
             }
+            None => spec.contracts_broken = true,
         }
         if let Some(f) = self.required(&obj, "flows", "the spec")
             && let Some(flows) = self.obj(&f.value, "`flows`", Some(f.key.span))
@@ -490,6 +492,7 @@ impl Decoder<'_> {
             budget: None,
             max_rounds: None,
             carry: None,
+            steps_broken: false,
         };
         if let Some(i) = self.required(&obj, "input", &what) {
             flow.input = self.fields(&i.value, i.key.span, "the flow `input`");
@@ -521,8 +524,13 @@ impl Decoder<'_> {
                         }
                     }
                 }
-                _ => self.wrong_type(&s.value, "a list of steps", "`steps`"),
+                _ => {
+                    flow.steps_broken = true;
+                    self.wrong_type(&s.value, "a list of steps", "`steps`");
+                }
             }
+        } else {
+            flow.steps_broken = true;
         }
         if let Some(b) = obj.get("budget") {
             flow.budget = self.budget(&b.value, b.key.span);
@@ -827,6 +835,7 @@ impl Decoder<'_> {
             iterate: None,
             budget: None,
             on_fail: None,
+            out_broken: false,
         };
         if let Some(a) = obj.get("after") {
             match &a.value.value {
@@ -848,6 +857,7 @@ impl Decoder<'_> {
         }
         if let Some(o) = obj.get("out").filter(|_| allowed("out")) {
             step.out = self.string(&o.value, "`out`").map(|s| name(&s));
+            step.out_broken = step.out.is_none();
         }
         if let Some(e) = obj.get("ensure").filter(|_| allowed("ensure")) {
             step.ensure = self.ensure(&e.value);
@@ -954,17 +964,15 @@ impl Decoder<'_> {
         Some(step)
     }
 
-    fn set(&mut self, node: &Node, owner: Span) -> Option<Vec<(Name, Str)>> {
+    fn set(&mut self, node: &Node, owner: Span) -> Option<Vec<(Name, Option<Str>)>> {
         let obj = self.obj(node, "`set`", Some(owner))?;
         let mut out = Vec::new();
         for e in obj.entries {
             if self.reserved(&e.key, "a `set` key") {
                 continue;
             }
-            if let Some(s) = self.string(&e.value, &format!("`set.{}` (an expression)", e.key.text))
-            {
-                out.push((name(&e.key), s));
-            }
+            let value = self.string(&e.value, &format!("`set.{}` (an expression)", e.key.text));
+            out.push((name(&e.key), value));
         }
         Some(out)
     }
