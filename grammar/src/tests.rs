@@ -591,32 +591,14 @@ fn error_display_and_kind_names() {
 }
 
 #[test]
-fn scratch_hostile() {
-    for (name, text) in [
-        (")", ")".repeat(1_000_000)),
-        (",", ",".repeat(1_000_000)),
-        ("$", "$".repeat(1_000_000)),
-        ("a b", "a ".repeat(1_000_000)),
-        ("a.", "a.".repeat(1_000_000)),
-        ("'", "'".repeat(1_000_001)),
-        ("1 ", "1 ) ".repeat(300_000)),
-    ] {
-        let t = std::time::Instant::now();
-        let (_, e) = parse_expr(&text);
-        eprintln!("{name}: {} errors, {:?}", e.len(), t.elapsed());
-    }
-    for (name, text) in [
-        ("${A}", "${A}".repeat(300_000)),
-        ("${", "${".repeat(500_000)),
-        ("}", "}${a}".repeat(200_000)),
-    ] {
-        let t = std::time::Instant::now();
-        let (tp, e) = crate::parse_template(&text);
-        eprintln!(
-            "{name}: {} errors, {} pieces {:?}",
-            e.len(),
-            tp.pieces.len(),
-            t.elapsed()
-        );
-    }
+fn error_count_is_capped() {
+    let e = errs(&"$".repeat(10_000));
+    assert_eq!(e.len(), 50);
+    let e = errs(&"(a b) ".repeat(10_000));
+    assert!(e.len() <= 50, "{}", e.len());
+    let (_, e) = crate::parse_template(&"${A}".repeat(10_000));
+    assert_eq!(e.len(), 50);
+    let (_, e) = crate::parse_template(&format!("{}${{", "${A}".repeat(10_000)));
+    assert_eq!(e.len(), 50);
+    assert_eq!(e[49].kind, ParseErrorKind::DanglingTemplate);
 }

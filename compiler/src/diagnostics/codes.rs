@@ -138,3 +138,34 @@ codes! {
     InvalidRegex = "S0615", Error, "a `matches` pattern that can never be used";
     SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
 }
+
+/// The whole catalogue as one Markdown document (`docs/diagnostics.md`).
+pub fn catalogue_markdown() -> String {
+    let mut out = String::from(
+        "# Diagnostics\n\n<!-- Generated from compiler/src/diagnostics/codes.rs and explanations/; \
+         regenerate with `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`. -->\n\n\
+         | code | severity | title |\n|---|---|---|\n",
+    );
+    for c in Code::ALL {
+        out.push_str(&format!(
+            "| [{}](#{}) | {} | {} |\n",
+            c.as_str(),
+            c.as_str().to_lowercase(),
+            c.severity().as_str(),
+            c.title()
+        ));
+    }
+    for c in Code::ALL {
+        out.push('\n');
+        let text = c.explanation().trim_end();
+        // demote headings one level so that each code is a section
+        for line in text.lines() {
+            if line.starts_with('#') {
+                out.push('#');
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,103 @@
+//! Repository hygiene, enforced as a test (rust-analyzer's tidy): every Rust
+//! source file opens with a `//!` module doc, no test is ignored or expected to
+//! panic, layering holds (the grammar crate depends on no other workspace
+//! crate), and `docs/diagnostics.md` matches the code catalogue.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if p.is_dir() {
+            if !matches!(
+                name.as_str(),
+                "target"
+                    | ".git"
+                    | "snapshots"
+                    | "conformance"
+                    | "fixtures"
+                    | "corpus"
+                    | "artifacts"
+            ) {
+                rust_files(&p, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_module_has_a_doc_and_no_test_is_ignored() {
+    let mut files = Vec::new();
+    for krate in ["grammar", "compiler", "cli", "tests", "fuzz"] {
+        rust_files(&root().join(krate), &mut files);
+    }
+    assert!(files.len() > 20);
+    let mut problems = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        if !first.starts_with("//!") && !f.ends_with("build.rs") {
+            problems.push(format!(
+                "{}: does not start with a `//!` module doc",
+                f.display()
+            ));
+        }
+        for bad in ["#[ignore", "#[should_panic"] {
+            if text.contains(bad) && !f.ends_with("tidy.rs") {
+                problems.push(format!(
+                    "{}: uses {bad}]; assert the behaviour instead (see STYLE.md)",
+                    f.display()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn grammar_depends_on_no_workspace_crate() {
+    let manifest = std::fs::read_to_string(root().join("grammar/Cargo.toml")).unwrap();
+    for other in [
+        "stratum-compiler",
+        "stratumc",
+        "stratum-vm",
+        "salsa",
+        "tokio",
+        "rmcp",
+        "lsp-types",
+    ] {
+        assert!(
+            !manifest.contains(other),
+            "grammar/Cargo.toml must not depend on {other}"
+        );
+    }
+}
+
+#[test]
+fn diagnostics_doc_is_up_to_date() {
+    let generated = stratum_compiler::diagnostics::codes::catalogue_markdown();
+    let path = root().join("docs/diagnostics.md");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        current == generated,
+        "docs/diagnostics.md is stale: run `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`"
+    );
+}
