@@ -10,6 +10,24 @@
 //! behind it can be replaced without touching callers.
 //!
 //! All spans are half-open byte ranges into the text that was parsed.
+//!
+//! ```
+//! use stratum_grammar::{ExprKind, ParseErrorKind, RefKind, parse_expr, parse_template};
+//!
+//! let (expr, errors) = parse_expr("len(result.files) > 0 && !input.dry_run");
+//! assert!(errors.is_empty());
+//! assert_eq!(expr.unwrap().to_string(), "len(result.files) > 0 && !input.dry_run");
+//!
+//! let (expr, errors) = parse_expr("${build.output.ok} == true");
+//! assert!(expr.is_none());
+//! assert_eq!(errors[0].kind, ParseErrorKind::TemplateInExpression);
+//!
+//! let (template, errors) = parse_template("Review ${build.output.sha}");
+//! assert!(errors.is_empty());
+//! let reference = template.references().next().unwrap();
+//! assert_eq!((reference.kind, reference.head.as_str()), (RefKind::StepOutput, "build"));
+//! # let _ = ExprKind::Null;
+//! ```
 
 mod ast;
 mod error;

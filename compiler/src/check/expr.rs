@@ -30,6 +30,24 @@ pub const BUILTINS: &[(&str, usize)] = &[
     ("file_contains", 2),
 ];
 
+/// Tallest expression tree the (recursive) checker walks; the grammar's own
+/// limits bound nesting to 128, but left-associative chains (`a + b + …`) can
+/// be as tall as the 4,096-node limit.
+pub const MAX_CHECK_HEIGHT: usize = 256;
+
+/// Height of an expression tree, computed without recursion.
+fn tree_height(root: &Expr) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((e, h)) = stack.pop() {
+        max = max.max(h);
+        for c in e.children() {
+            stack.push((c, h + 1));
+        }
+    }
+    max
+}
+
 /// What an expression field is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -98,6 +116,15 @@ impl Checker<'_> {
             return None;
         }
         let ast = ast?;
+        let height = tree_height(&ast);
+        if height > MAX_CHECK_HEIGHT {
+            let span = self.map(s, ast.span.start, ast.span.end);
+            self.sink.push(
+                Diagnostic::new(Code::ExprTooComplex, span, format!("this expression is {height} operations deep; the checker accepts at most {MAX_CHECK_HEIGHT}"))
+                    .with_help("split the condition into several `ensure` entries, or compute parts in a `set` step"),
+            );
+            return None;
+        }
         // `${...}` inside a string literal is never substituted (C3)
         let mut literal_templates = Vec::new();
         stratum_grammar::walk(&ast, &mut |e| {
@@ -826,4 +853,32 @@ fn fold(e: &Expr) -> Option<Const> {
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analyze;
+
+    fn spec_with_ensure(expr: &str) -> String {
+        format!(
+            "version: 1\ncontracts:\n  Out: {{n: number}}\nflows:\n  entry: m\n  m:\n    input: {{}}\n    output: {{from: \"${{a.output}}\", contract: Out}}\n    steps:\n      - id: a\n        do: x\n        out: Out\n        ensure: [{{expr: \"{expr}\"}}]\n"
+        )
+    }
+
+    #[test]
+    fn tall_chains_are_checked_or_refused_without_overflow() {
+        // runs on a small stack to prove the checker's recursion is bounded
+        let handle = std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(|| {
+                let ok = format!("{} > 0", vec!["result.n"; 250].join(" + "));
+                let a = analyze(&spec_with_ensure(&ok));
+                assert_eq!(a.diagnostics.len(), 0, "{:?}", a.diagnostics);
+                let tall = format!("{} > 0", vec!["result.n"; 2000].join(" + "));
+                let a = analyze(&spec_with_ensure(&tall));
+                assert_eq!(a.diagnostics.iter().map(|d| d.code.as_str()).collect::<Vec<_>>(), vec!["S0612"]);
+            })
+            .unwrap();
+        handle.join().unwrap();
+    }
 }
