@@ -661,6 +661,12 @@ pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
     if s.style == Style::Plain && raw == s.text {
         return s.span.start + offset.min(raw.len()) as u32;
     }
+    if matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted)
+        && raw.len() == s.text.len() + 2
+        && raw.get(1..raw.len() - 1) == Some(s.text.as_str())
+    {
+        return s.span.start + 1 + offset.min(s.text.len()) as u32;
+    }
     let raw_chars: Vec<(usize, char)> = raw.char_indices().collect();
     let mut j = 0usize;
     // skip an opening quote

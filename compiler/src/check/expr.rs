@@ -116,7 +116,8 @@ impl Checker<'_> {
             return None;
         }
         let ast = ast?;
-        let height = tree_height(&ast);
+        // every tree level needs at least one character, so short texts are never too tall
+        let height = if s.text.len() <= MAX_CHECK_HEIGHT { 0 } else { tree_height(&ast) };
         if height > MAX_CHECK_HEIGHT {
             let span = self.map(s, ast.span.start, ast.span.end);
             self.sink.push(
@@ -359,7 +360,7 @@ impl Walk<'_, '_, '_> {
     }
 
     fn binding(&mut self, name: &str, e: &Expr) -> Type {
-        let span = self.span(e.span);
+        let raw_span = e.span;
         self.dynamic = true;
         match name {
             "result" => self.scope.result.clone(),
@@ -369,7 +370,7 @@ impl Walk<'_, '_, '_> {
                     Some(t) => t.clone(),
                     None => {
                         self.push(
-                        Diagnostic::new(Code::BindingUnavailable, span, format!("`item` is not available in `{}`", self.scope.field))
+                        Diagnostic::new(Code::BindingUnavailable, self.span(raw_span), format!("`item` is not available in `{}`", self.scope.field))
                             .with_note("`item` and `prev` are bound only in fanout stage `when` and `ensure`"),
                     );
                         Type::Any
@@ -381,14 +382,14 @@ impl Walk<'_, '_, '_> {
                     Some(Some(t)) => t.clone(),
                     Some(None) => {
                         self.push(
-                        Diagnostic::new(Code::BindingUnavailable, span, "`prev` has no value in the first fanout stage")
+                        Diagnostic::new(Code::BindingUnavailable, self.span(raw_span), "`prev` has no value in the first fanout stage")
                             .with_note("`prev` is the output of the previous stage; the first stage has none"),
                     );
                         Type::Any
                     }
                     None => {
                         self.push(
-                        Diagnostic::new(Code::BindingUnavailable, span, format!("`prev` is not available in `{}`", self.scope.field))
+                        Diagnostic::new(Code::BindingUnavailable, self.span(raw_span), format!("`prev` is not available in `{}`", self.scope.field))
                             .with_note("`item` and `prev` are bound only in fanout stage `when` and `ensure`"),
                     );
                         Type::Any
@@ -403,8 +404,7 @@ impl Walk<'_, '_, '_> {
                 let help = did_you_mean(other, candidates.iter().copied());
                 self.push(
                     Diagnostic::new(
-                        Code::UnknownBinding,
-                        span,
+                        Code::UnknownBinding, self.span(raw_span),
                         format!("unknown name `{other}`"),
                     )
                     .with_note(format!(
@@ -431,7 +431,7 @@ impl Walk<'_, '_, '_> {
         name_span: stratum_grammar::Span,
         whole: &Expr,
     ) -> Type {
-        let span = self.span(name_span);
+        let raw_span = name_span;
         match base {
             Type::Any | Type::Object => Type::Any,
             Type::Record(r) => {
@@ -449,8 +449,7 @@ impl Walk<'_, '_, '_> {
                         let rname = record.name.clone();
                         self.push(
                             Diagnostic::new(
-                                Code::UnknownMember,
-                                span,
+                                Code::UnknownMember, self.span(raw_span),
                                 format!("`{rname}` has no field `{name}`"),
                             )
                             .with_span_label("unknown field")
@@ -465,12 +464,11 @@ impl Walk<'_, '_, '_> {
                     }
                 }
             }
-            Type::Steps(_) => self.result_step(name, span, whole),
+            Type::Steps(_) => self.result_step(name, raw_span, whole),
             other => {
                 let shown = self.show(other);
                 self.push(Diagnostic::new(
-                    Code::UnknownMember,
-                    span,
+                    Code::UnknownMember, self.span(raw_span),
                     format!(
                         "`{}` is {shown} and has no field `{name}`",
                         self.text(object)
@@ -482,13 +480,12 @@ impl Walk<'_, '_, '_> {
     }
 
     /// `result.<step>` in `when`/`set`.
-    fn result_step(&mut self, name: &str, span: Span, whole: &Expr) -> Type {
+    fn result_step(&mut self, name: &str, raw_span: stratum_grammar::Span, whole: &Expr) -> Type {
         let Some(&step) = self.fc.index.get(name) else {
             let help = did_you_mean(name, self.fc.index.keys().copied());
             self.push(
                 Diagnostic::new(
-                    Code::UnknownResultStep,
-                    span,
+                    Code::UnknownResultStep, self.span(raw_span),
                     format!("`result.{name}`: there is no step `{name}` in this flow"),
                 )
                 .with_note(format!(
@@ -502,8 +499,7 @@ impl Walk<'_, '_, '_> {
         let reader = self.scope.reader;
         if step == reader {
             self.push(Diagnostic::new(
-                Code::UnorderedRead,
-                span,
+                Code::UnorderedRead, self.span(raw_span),
                 format!(
                     "step `{name}` reads its own output in `{}`",
                     self.scope.field
@@ -528,8 +524,7 @@ impl Walk<'_, '_, '_> {
             StepOut::Known(t) => t.clone(),
             StepOut::Gate => {
                 self.push(Diagnostic::new(
-                    Code::UnknownResultStep,
-                    span,
+                    Code::UnknownResultStep, self.span(raw_span),
                     format!("`result.{name}`: step `{name}` is a gate and has no output"),
                 ));
                 Type::Any
@@ -546,13 +541,12 @@ impl Walk<'_, '_, '_> {
         whole: &Expr,
     ) -> Type {
         let arg_types: Vec<Type> = args.iter().map(|a| self.ty(a)).collect();
-        let span = self.span(callee_span);
+        let raw_span = callee_span;
         let Some(&(_, arity)) = BUILTINS.iter().find(|(n, _)| *n == callee) else {
             let help = did_you_mean(callee, BUILTINS.iter().map(|(n, _)| *n));
             self.push(
                 Diagnostic::new(
-                    Code::UnknownFunction,
-                    span,
+                    Code::UnknownFunction, self.span(raw_span),
                     format!("unknown function `{callee}`"),
                 )
                 .with_note(format!(
@@ -647,8 +641,7 @@ impl Walk<'_, '_, '_> {
                 {
                     let span = self.span(args[1].span);
                     self.push(Diagnostic::new(
-                        Code::InvalidRegex,
-                        span,
+                        Code::InvalidRegex, self.span(raw_span),
                         format!("this `matches` pattern can never be used: {why}"),
                     ));
                 }

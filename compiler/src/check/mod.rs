@@ -62,6 +62,9 @@ pub(crate) struct FlowCtx<'f> {
 impl FlowCtx<'_> {
     /// Whether `a` is guaranteed to finish before `b` (a dependency ancestor).
     pub fn is_dependency_ancestor(&mut self, a: StepId, b: StepId) -> bool {
+        if self.graph.dependencies(b).any(|d| d == a) {
+            return true;
+        }
         if !self.ancestors.contains_key(&b) {
             let set = self.graph.ancestors(b, true);
             self.ancestors.insert(b, set);
