@@ -1,0 +1,10 @@
+//! stratum-vm: the plan format that the compiler targets, and (in a later
+//! issue) the VM that executes plans.
+//!
+//! Owns: [`plan`] — the instruction set with its operand table, the plan data
+//! types, deterministic serialization with a content hash, verification on
+//! load, and the disassembler.
+//! Must never: depend on the compiler or the grammar (a prebuilt plan runs
+//! without the front end), or panic on a hostile plan file.
+
+pub mod plan;

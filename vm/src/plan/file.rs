@@ -1,0 +1,137 @@
+//! The plan file: a fixed header and a postcard body, identified by the
+//! blake3 hash of the body.
+//!
+//! Layout: `STRATUMP` (8 bytes) · format version (u16 LE) · reserved (u16, 0)
+//! · body length (u32 LE) · blake3(body) (32 bytes) · body (postcard).
+//! Owns: encoding, decoding and integrity of plan files; [`load`] verifies.
+//! Must never: accept a body whose hash does not match, or trust any index
+//! before [`super::verify`] has checked it.
+
+use super::Plan;
+use super::verify::{VerifyError, verify};
+
+/// File magic.
+pub const MAGIC: &[u8; 8] = b"STRATUMP";
+/// Version of the plan format (bump on any change to the data types or opcodes).
+pub const FORMAT_VERSION: u16 = 1;
+/// Bytes before the body.
+pub const HEADER_LEN: usize = 8 + 2 + 2 + 4 + 32;
+/// Largest body accepted when loading.
+pub const MAX_BODY: usize = 256 * 1024 * 1024;
+
+/// A plan's identity: blake3 of its encoded body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanHash(pub [u8; 32]);
+
+impl PlanHash {
+    /// Lower-case hex.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Display for PlanHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Why a plan file could not be loaded.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LoadError {
+    /// Not a plan file.
+    #[error("not a stratumc plan file (bad magic bytes)")]
+    BadMagic,
+    /// Written by another format version.
+    #[error("plan format version {found} is not supported (this stratumc reads version {FORMAT_VERSION}); rebuild the plan")]
+    UnsupportedVersion {
+        /// Version in the file.
+        found: u16,
+    },
+    /// Shorter than its header says.
+    #[error("the plan file is truncated: expected {expected} bytes, found {found}")]
+    Truncated {
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes present.
+        found: usize,
+    },
+    /// Longer than its header says.
+    #[error("the plan file has {extra} unexpected bytes after the plan")]
+    TrailingBytes {
+        /// Extra bytes.
+        extra: usize,
+    },
+    /// Body does not match its hash.
+    #[error("the plan file is corrupt: its content does not match its hash")]
+    HashMismatch,
+    /// Body does not decode.
+    #[error("the plan file is corrupt: {0}")]
+    Decode(String),
+    /// Body decodes but fails verification.
+    #[error("the plan is invalid: {0}")]
+    Invalid(#[from] VerifyError),
+}
+
+/// Encodes a plan: the same plan always gives the same bytes.
+pub fn encode(plan: &Plan) -> (Vec<u8>, PlanHash) {
+    // Invariant: every plan type serializes (no maps with non-string keys, no unsupported types).
+    let body = postcard::to_stdvec(plan).expect("invariant: plan types always serialize with postcard");
+    let hash = PlanHash(*blake3::hash(&body).as_bytes());
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&hash.0);
+    out.extend_from_slice(&body);
+    (out, hash)
+}
+
+/// Reads the header and checks the hash, without decoding the body.
+pub fn read_header(bytes: &[u8]) -> Result<(u16, PlanHash, &[u8]), LoadError> {
+    if bytes.len() < 8 || &bytes[..8] != MAGIC {
+        return Err(LoadError::BadMagic);
+    }
+    if bytes.len() < HEADER_LEN {
+        return Err(LoadError::Truncated { expected: HEADER_LEN, found: bytes.len() });
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != FORMAT_VERSION {
+        return Err(LoadError::UnsupportedVersion { found: version });
+    }
+    let len = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+    if len > MAX_BODY {
+        return Err(LoadError::Decode(format!("body of {len} bytes is larger than the limit of {MAX_BODY}")));
+    }
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&bytes[16..48]);
+    let expected = HEADER_LEN + len;
+    if bytes.len() < expected {
+        return Err(LoadError::Truncated { expected, found: bytes.len() });
+    }
+    if bytes.len() > expected {
+        return Err(LoadError::TrailingBytes { extra: bytes.len() - expected });
+    }
+    let body = &bytes[HEADER_LEN..];
+    if blake3::hash(body).as_bytes() != &hash {
+        return Err(LoadError::HashMismatch);
+    }
+    Ok((version, PlanHash(hash), body))
+}
+
+/// Decodes and verifies a plan file.
+pub fn load(bytes: &[u8]) -> Result<(Plan, PlanHash), LoadError> {
+    let (_, hash, body) = read_header(bytes)?;
+    load_body(body).map(|p| (p, hash))
+}
+
+/// Decodes and verifies a body (no hash check): used by tests of the verifier.
+pub fn load_body(body: &[u8]) -> Result<Plan, LoadError> {
+    let (plan, rest) = postcard::take_from_bytes::<Plan>(body).map_err(|e| LoadError::Decode(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(LoadError::TrailingBytes { extra: rest.len() });
+    }
+    verify(&plan)?;
+    Ok(plan)
+}

@@ -1,0 +1,490 @@
+//! The plan: the compiled, immutable form of one spec that the VM executes.
+//!
+//! Owns: the plan data types (this file), the instruction set ([`op`]), the
+//! file format with its hash ([`file`]), verification on load ([`verify`])
+//! and the listing ([`disasm`]).
+//! Must never: hold recursive data types (a hostile file could nest them
+//! deeply enough to overflow the decoder's stack): lists of lists are a
+//! `list_depth`, `with` trees are index-linked nodes.
+//!
+//! All indices are `u32` into the tables of the plan or of its flow; the
+//! verifier checks every one before anything else reads them.
+
+pub mod disasm;
+pub mod file;
+pub mod op;
+pub mod verify;
+
+use serde::{Deserialize, Serialize};
+
+/// Index into [`Plan::strings`].
+pub type StrId = u32;
+
+/// A compiled spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Interned strings (ids, names, task text, field names).
+    pub strings: Vec<String>,
+    /// Contracts and flow inputs.
+    pub records: Vec<RecordDef>,
+    /// Flows in document order.
+    pub flows: Vec<FlowDef>,
+    /// The entry flow.
+    pub entry: u32,
+}
+
+impl Plan {
+    /// The string with this id ("?" when out of range; verified plans never are).
+    pub fn str(&self, id: StrId) -> &str {
+        self.strings.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
+/// A record type: the fields of a contract or of a flow's input (strict).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordDef {
+    /// Contract name or `input of <flow>`.
+    pub name: StrId,
+    /// Fields in declaration order.
+    pub fields: Vec<FieldDef>,
+}
+
+/// One field of a record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldDef {
+    /// Field name.
+    pub name: StrId,
+    /// Its type.
+    pub ty: TypeDef,
+    /// `T?`.
+    pub optional: bool,
+}
+
+/// A contract type: `list_depth` list levels around a base type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeDef {
+    /// The innermost type.
+    pub base: BaseType,
+    /// `T[]` levels (`string[][]` is 2).
+    pub list_depth: u8,
+}
+
+/// A non-list type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum BaseType {
+    /// `string`.
+    String,
+    /// `integer`.
+    Integer,
+    /// `number`.
+    Number,
+    /// `boolean`.
+    Boolean,
+    /// `object`.
+    Object,
+    /// `array`.
+    Array,
+    /// Enum of literal strings.
+    Enum(Vec<StrId>),
+    /// A record.
+    Record(u32),
+}
+
+/// A path segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Seg {
+    /// `.name`.
+    Field(StrId),
+    /// `[n]`.
+    Index(u32),
+}
+
+/// A budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetDef {
+    /// `usd`.
+    pub usd: Option<f64>,
+    /// `tokens`.
+    pub tokens: Option<u64>,
+    /// `dispatches`.
+    pub dispatches: Option<u64>,
+    /// `ms`.
+    pub ms: Option<u64>,
+}
+
+/// A position in the spec (1-based line and column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Pos {
+    /// Line.
+    pub line: u32,
+    /// Column (Unicode scalar values).
+    pub col: u32,
+}
+
+/// A compiled flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowDef {
+    /// Name.
+    pub name: StrId,
+    /// Input record.
+    pub input: u32,
+    /// Output.
+    pub output: OutputDef,
+    /// Steps in topological order (every edge goes from a lower to a higher index).
+    pub steps: Vec<StepDef>,
+    /// Edges of the step graph.
+    pub edges: Vec<EdgeDef>,
+    /// Flow budget.
+    pub budget: Option<BudgetDef>,
+    /// Flow-wide revision cap.
+    pub max_rounds: Option<u32>,
+    /// Carry variables.
+    pub carry: Vec<CarryDef>,
+    /// Compiled expressions.
+    pub chunks: Vec<Chunk>,
+    /// Compiled templates.
+    pub templates: Vec<TemplateDef>,
+    /// `with` value nodes (children always have lower indices).
+    pub with_nodes: Vec<WithNode>,
+    /// Reset closures of revising gates.
+    pub closures: Vec<ClosureDef>,
+    /// Worst-case dispatches of one run of this flow.
+    pub worst_dispatches: Bound,
+}
+
+/// `output: {from, contract}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputDef {
+    /// Producing step.
+    pub step: u32,
+    /// Path into its output.
+    pub path: Vec<Seg>,
+    /// Output contract.
+    pub contract: u32,
+    /// Where `from` is written.
+    pub pos: Pos,
+}
+
+/// Edge kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EdgeKind {
+    /// `after`.
+    Order,
+    /// A data reference.
+    Data,
+    /// `on_fail`.
+    OnFail,
+    /// `on_approve`.
+    Approve,
+    /// `on_kill`.
+    Kill,
+}
+
+/// An edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeDef {
+    /// Source step.
+    pub from: u32,
+    /// Target step.
+    pub to: u32,
+    /// Kind.
+    pub kind: EdgeKind,
+}
+
+/// A cost bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bound {
+    /// A number known at build time.
+    Finite(u64),
+    /// Known only once inputs are given: the bound as text, e.g. `2 + 3 × len(input.items)`.
+    Symbolic(StrId),
+}
+
+/// Agent of a dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Agent {
+    /// `claude`.
+    Claude,
+    /// `codex`.
+    Codex,
+}
+
+/// A step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDef {
+    /// Id.
+    pub id: StrId,
+    /// Where the step starts in the spec.
+    pub pos: Pos,
+    /// The construct.
+    pub kind: StepKindDef,
+    /// `when` chunk.
+    pub when: Option<u32>,
+    /// Predicates.
+    pub ensure: Vec<PredDef>,
+    /// Output contract.
+    pub out: Option<u32>,
+    /// Step budget.
+    pub budget: Option<BudgetDef>,
+    /// `on_fail` target.
+    pub on_fail: Option<u32>,
+    /// Most times the step can be entered in one run of its flow.
+    pub entries: u32,
+    /// Worst-case dispatches of this step over the whole run of its flow.
+    pub worst_dispatches: Bound,
+}
+
+/// The construct of a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StepKindDef {
+    /// Agent task.
+    Do {
+        /// Task template.
+        task: u32,
+        /// Agent.
+        agent: Agent,
+        /// Total attempts.
+        attempts: u32,
+        /// `iterate`: (max, until chunk).
+        iterate: Option<(u32, u32)>,
+    },
+    /// Computed object: key → chunk.
+    Set {
+        /// Fields.
+        fields: Vec<(StrId, u32)>,
+    },
+    /// Gate.
+    Gate {
+        /// `on_approve`.
+        on_approve: Option<u32>,
+        /// `on_revise`.
+        on_revise: Option<u32>,
+        /// `on_kill`.
+        on_kill: Option<u32>,
+        /// Per-gate revision cap.
+        max_rounds: Option<u32>,
+    },
+    /// Fanout.
+    Fanout {
+        /// The `over` template (full value).
+        over: u32,
+        /// Stages.
+        stages: Vec<StageDef>,
+        /// Items in flight.
+        concurrency: u32,
+        /// Git worktree per item.
+        worktree: bool,
+        /// Success requirement.
+        require: Require,
+        /// Commands before merging.
+        pre_merge: Vec<StrId>,
+        /// The client runs the items.
+        consumer: bool,
+    },
+    /// Sub-flow call.
+    Run {
+        /// Callee flow.
+        flow: u32,
+        /// Input name → `with` node.
+        with: Vec<(StrId, u32)>,
+    },
+}
+
+/// `require`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Require {
+    /// Every item.
+    All,
+    /// At least one.
+    Any,
+    /// At least N.
+    AtLeast(u32),
+}
+
+/// A fanout stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageDef {
+    /// Task template.
+    pub task: u32,
+    /// Agent.
+    pub agent: Agent,
+    /// Output contract.
+    pub out: Option<u32>,
+    /// Predicates.
+    pub ensure: Vec<PredDef>,
+    /// Attempts.
+    pub attempts: u32,
+    /// Condition chunk.
+    pub when: Option<u32>,
+}
+
+/// Judge stakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Stakes {
+    /// `cheap`.
+    Cheap,
+    /// `default`.
+    Default,
+    /// `paranoid`.
+    Paranoid,
+}
+
+/// An ensure predicate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PredDef {
+    /// A chunk that must yield `true`.
+    Expr(u32),
+    /// `file_exists` (literal path).
+    FileExists(StrId),
+    /// `file_contains` (literal path, text).
+    FileContains(StrId, StrId),
+    /// `judged`.
+    Judged(StrId, Stakes),
+}
+
+/// How a template renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TemplateMode {
+    /// String interpolation.
+    Interpolate,
+    /// One reference: its value keeps its type (`with`, `over`, `output.from`).
+    FullValue,
+    /// One reference in a `do` task: must be a string.
+    FullValueString,
+}
+
+/// A template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateDef {
+    /// Pieces.
+    pub pieces: Vec<PieceDef>,
+    /// Type-preservation rule (reference v1-language §5.6), precomputed.
+    pub mode: TemplateMode,
+    /// Where it is written.
+    pub pos: Pos,
+}
+
+/// A template piece.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PieceDef {
+    /// Literal text.
+    Text(StrId),
+    /// A reference.
+    Ref(RefDef),
+}
+
+/// A reference target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefTarget {
+    /// `${input...}`.
+    Input,
+    /// `${step.output...}`.
+    Step(u32),
+    /// `${item...}`.
+    Item,
+    /// `${prev...}`.
+    Prev,
+    /// A carry variable.
+    Carry(u32),
+}
+
+/// A reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefDef {
+    /// Target.
+    pub target: RefTarget,
+    /// Path.
+    pub path: Vec<Seg>,
+}
+
+/// A `with` value node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WithNode {
+    /// A string leaf: a template.
+    Template(u32),
+    /// `null`.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A number.
+    Number(f64),
+    /// A list of nodes.
+    List(Vec<u32>),
+    /// A mapping of nodes.
+    Map(Vec<(StrId, u32)>),
+}
+
+/// A carry variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CarryDef {
+    /// Name.
+    pub name: StrId,
+    /// Initial value.
+    pub initial: RefDef,
+    /// Gate → value written when that gate revises.
+    pub on_revise: Vec<(u32, RefDef)>,
+}
+
+/// The steps a gate's revise resets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClosureDef {
+    /// The gate.
+    pub gate: u32,
+    /// Its revise target.
+    pub target: u32,
+    /// Bitset over the flow's steps (64 per word).
+    pub steps: Vec<u64>,
+}
+
+impl ClosureDef {
+    /// Whether step `i` is in the closure.
+    pub fn contains(&self, i: u32) -> bool {
+        self.steps.get((i / 64) as usize).is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+    }
+}
+
+/// A constant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ConstDef {
+    /// `null`.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A number.
+    Number(f64),
+    /// A string.
+    Str(StrId),
+}
+
+/// What an expression is for, which decides its bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Context {
+    /// Step `when` / `set`: `result` maps step ids to outputs.
+    Steps,
+    /// `ensure` / `iterate.until`: `result` is the output under test.
+    Output,
+    /// Fanout stage `when`: step map plus `item` and `prev`.
+    StageWhen,
+    /// Fanout stage `ensure`: stage output plus `item` and `prev`.
+    StageOutput,
+}
+
+/// A compiled expression.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// The expression text.
+    pub source: StrId,
+    /// Bindings.
+    pub context: Context,
+    /// Bytecode.
+    pub code: Vec<u8>,
+    /// Constants.
+    pub consts: Vec<ConstDef>,
+    /// Deepest stack the code reaches.
+    pub max_stack: u16,
+    /// Where the expression text starts in the spec.
+    pub pos: Pos,
+    /// Runs `(pc, byte offset into source)`: the instruction at `pc` and after
+    /// it come from that offset, until the next run.
+    pub spans: Vec<(u32, u32)>,
+}

@@ -1,0 +1,214 @@
+//! The expression instruction set: one table of opcodes, their operands and
+//! stack effects drives the encoder, the decoder, the verifier and the
+//! disassembler.
+//!
+//! Owns: opcode numbering (part of the plan format: never renumber; add new
+//! opcodes at the end and bump the format version), operand shapes, stack
+//! effects, and the builtin function table.
+//! Must never: execute instructions.
+
+/// The shape of one operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    /// One byte.
+    U8,
+    /// Two bytes, little-endian.
+    U16,
+    /// Four bytes, little-endian.
+    U32,
+}
+
+impl Operand {
+    /// Encoded width in bytes.
+    pub fn width(self) -> usize {
+        match self {
+            Operand::U8 => 1,
+            Operand::U16 => 2,
+            Operand::U32 => 4,
+        }
+    }
+}
+
+macro_rules! ops {
+    ($( $(#[$doc:meta])* $name:ident = $byte:literal, [$($operand:ident),*], $effect:expr; )*) => {
+        /// An opcode.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u8)]
+        pub enum Op { $( $(#[$doc])* $name = $byte, )* }
+
+        impl Op {
+            /// Every opcode.
+            pub const ALL: &'static [Op] = &[ $( Op::$name, )* ];
+
+            /// Decodes an opcode byte (checked: plans come from disk).
+            pub fn from_byte(b: u8) -> Option<Op> {
+                match b { $( $byte => Some(Op::$name), )* _ => None }
+            }
+
+            /// The operand shapes that follow the opcode byte.
+            pub fn operands(self) -> &'static [Operand] {
+                match self { $( Op::$name => &[$(Operand::$operand),*], )* }
+            }
+
+            /// Mnemonic for listings.
+            pub fn name(self) -> &'static str {
+                match self { $( Op::$name => stringify!($name), )* }
+            }
+
+            /// Stack effect `(pops, pushes)`; `None` for `Call`, whose pops depend on its operand.
+            pub fn effect(self) -> Option<(u32, u32)> {
+                match self { $( Op::$name => $effect, )* }
+            }
+        }
+    };
+}
+
+ops! {
+    /// End of the chunk: the single value on the stack is the result.
+    Return = 0x00, [], Some((1, 0));
+    /// Push the `result` binding.
+    LoadResult = 0x01, [], Some((0, 1));
+    /// Push the `input` binding.
+    LoadInput = 0x02, [], Some((0, 1));
+    /// Push the `item` binding.
+    LoadItem = 0x03, [], Some((0, 1));
+    /// Push the `prev` binding.
+    LoadPrev = 0x04, [], Some((0, 1));
+    /// Push constant `consts[a]`.
+    Const = 0x05, [U16], Some((0, 1));
+    /// Replace the object on top with its field `strings[a]` (missing field: type error).
+    Field = 0x06, [U32], Some((1, 1));
+    /// Replace the list on top with its element `a` (out of range: type error).
+    Index = 0x07, [U32], Some((1, 1));
+    /// Boolean not (operand must be a boolean).
+    Not = 0x08, [], Some((1, 1));
+    /// Numeric negation.
+    Neg = 0x09, [], Some((1, 1));
+    /// `+` on two numbers or two strings.
+    Add = 0x0a, [], Some((2, 1));
+    /// `-`.
+    Sub = 0x0b, [], Some((2, 1));
+    /// `*`.
+    Mul = 0x0c, [], Some((2, 1));
+    /// `/` (division by zero: type error).
+    Div = 0x0d, [], Some((2, 1));
+    /// Structural equality.
+    Eq = 0x0e, [], Some((2, 1));
+    /// Structural inequality.
+    Ne = 0x0f, [], Some((2, 1));
+    /// `<` on two numbers or two strings.
+    Lt = 0x10, [], Some((2, 1));
+    /// `<=`.
+    Le = 0x11, [], Some((2, 1));
+    /// `>`.
+    Gt = 0x12, [], Some((2, 1));
+    /// `>=`.
+    Ge = 0x13, [], Some((2, 1));
+    /// `a in b` (list element, substring, own key).
+    In = 0x14, [], Some((2, 1));
+    /// `&&`: top must be a boolean; if false jump forward by `a` keeping it, else pop it.
+    AndJump = 0x15, [U16], Some((1, 0));
+    /// `||`: top must be a boolean; if true jump forward by `a` keeping it, else pop it.
+    OrJump = 0x16, [U16], Some((1, 0));
+    /// Top must be a boolean (the right side of `&&`/`||`).
+    CheckBool = 0x17, [], Some((1, 1));
+    /// Call builtin `a` with `b` arguments from the stack.
+    Call = 0x18, [U8, U8], None;
+}
+
+/// The builtin functions, by index: name and arity.
+pub const BUILTINS: &[(&str, u8)] = &[
+    ("len", 1),
+    ("any", 1),
+    ("all", 1),
+    ("max", 1),
+    ("min", 1),
+    ("str", 1),
+    ("int", 1),
+    ("bool", 1),
+    ("matches", 2),
+    ("file_exists", 1),
+    ("file_contains", 2),
+];
+
+/// The index of a builtin by name.
+pub fn builtin(name: &str) -> Option<u8> {
+    BUILTINS.iter().position(|(n, _)| *n == name).map(|i| i as u8)
+}
+
+/// One decoded instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instr {
+    /// Offset of the opcode byte.
+    pub pc: usize,
+    /// The opcode.
+    pub op: Op,
+    /// Operands (unused slots are 0).
+    pub args: [u32; 2],
+    /// Encoded length.
+    pub len: usize,
+}
+
+/// Appends an instruction to `code`.
+pub fn encode(code: &mut Vec<u8>, op: Op, args: &[u32]) {
+    code.push(op as u8);
+    for (shape, &value) in op.operands().iter().zip(args) {
+        let bytes = value.to_le_bytes();
+        code.extend_from_slice(&bytes[..shape.width()]);
+    }
+}
+
+/// Why bytes could not be decoded as an instruction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// An opcode byte that is not in the table.
+    UnknownOpcode {
+        /// Offset.
+        pc: usize,
+        /// The byte.
+        byte: u8,
+    },
+    /// Operands run past the end of the code.
+    Truncated {
+        /// Offset.
+        pc: usize,
+    },
+}
+
+/// Decodes the instruction at `pc`.
+pub fn decode(code: &[u8], pc: usize) -> Result<Instr, DecodeError> {
+    let byte = *code.get(pc).ok_or(DecodeError::Truncated { pc })?;
+    let op = Op::from_byte(byte).ok_or(DecodeError::UnknownOpcode { pc, byte })?;
+    let mut args = [0u32; 2];
+    let mut at = pc + 1;
+    for (i, shape) in op.operands().iter().enumerate() {
+        let w = shape.width();
+        let bytes = code.get(at..at + w).ok_or(DecodeError::Truncated { pc })?;
+        let mut buf = [0u8; 4];
+        buf[..w].copy_from_slice(bytes);
+        args[i] = u32::from_le_bytes(buf);
+        at += w;
+    }
+    Ok(Instr { pc, op, args, len: at - pc })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_opcode_round_trips() {
+        for &op in Op::ALL {
+            let mut code = Vec::new();
+            let args: Vec<u32> = op.operands().iter().map(|s| if *s == Operand::U8 { 7 } else { 300 }).collect();
+            encode(&mut code, op, &args);
+            let i = decode(&code, 0).unwrap();
+            assert_eq!(i.op, op);
+            assert_eq!(i.len, code.len());
+            assert_eq!(&i.args[..args.len()], &args[..]);
+            assert_eq!(Op::from_byte(op as u8), Some(op));
+        }
+        assert!(matches!(decode(&[0xff], 0), Err(DecodeError::UnknownOpcode { .. })));
+        assert!(matches!(decode(&[Op::Const as u8, 1], 0), Err(DecodeError::Truncated { .. })));
+    }
+}

@@ -1,0 +1,353 @@
+//! Verification on load: every index in range, every jump in bounds and onto
+//! an instruction, stack depths within the recorded bound, builtin arities,
+//! topological step order, closures and `with` trees well-formed.
+//!
+//! Owns: the invariants the VM relies on when it indexes a plan.
+//! Must never: panic or index unchecked; it runs on untrusted plans.
+
+use super::op::{self, BUILTINS, Op};
+use super::*;
+
+/// Why a plan is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{where_}: {what}")]
+pub struct VerifyError {
+    /// Where in the plan.
+    pub where_: String,
+    /// What is wrong.
+    pub what: String,
+}
+
+struct V<'p> {
+    plan: &'p Plan,
+    at: String,
+}
+
+type R = Result<(), VerifyError>;
+
+/// Deepest `with` nesting accepted.
+pub const MAX_WITH_DEPTH: u32 = 64;
+
+impl V<'_> {
+    fn fail(&self, what: impl Into<String>) -> R {
+        Err(VerifyError { where_: self.at.clone(), what: what.into() })
+    }
+
+    fn idx(&self, i: u32, len: usize, what: &str) -> R {
+        if (i as usize) < len { Ok(()) } else { self.fail(format!("{what} index {i} out of range (0..{len})")) }
+    }
+
+    fn s(&self, id: StrId) -> R {
+        self.idx(id, self.plan.strings.len(), "string")
+    }
+
+    fn record(&self, r: u32) -> R {
+        self.idx(r, self.plan.records.len(), "record")
+    }
+
+    fn ty(&self, t: &TypeDef) -> R {
+        match &t.base {
+            BaseType::Enum(values) => values.iter().try_for_each(|v| self.s(*v)),
+            BaseType::Record(r) => self.record(*r),
+            _ => Ok(()),
+        }
+    }
+
+    fn path(&self, path: &[Seg]) -> R {
+        path.iter().try_for_each(|s| match s {
+            Seg::Field(f) => self.s(*f),
+            Seg::Index(_) => Ok(()),
+        })
+    }
+}
+
+/// Checks every invariant of a plan.
+pub fn verify(plan: &Plan) -> R {
+    let mut v = V { plan, at: "plan".into() };
+    v.idx(plan.entry, plan.flows.len(), "entry flow")?;
+    for (ri, r) in plan.records.iter().enumerate() {
+        v.at = format!("record {ri}");
+        v.s(r.name)?;
+        for f in &r.fields {
+            v.s(f.name)?;
+            v.ty(&f.ty)?;
+        }
+    }
+    for (fi, flow) in plan.flows.iter().enumerate() {
+        v.at = format!("flow {fi}");
+        verify_flow(&mut v, flow, fi)?;
+    }
+    Ok(())
+}
+
+fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
+    let plan = v.plan;
+    let n = flow.steps.len();
+    v.s(flow.name)?;
+    v.record(flow.input)?;
+    v.idx(flow.output.step, n, "output step")?;
+    v.record(flow.output.contract)?;
+    v.path(&flow.output.path)?;
+    bound(v, &flow.worst_dispatches)?;
+    for e in &flow.edges {
+        v.idx(e.from, n, "edge source")?;
+        v.idx(e.to, n, "edge target")?;
+        if e.from >= e.to {
+            return v.fail(format!("edge {} → {} does not follow the topological order", e.from, e.to));
+        }
+    }
+    for (ci, c) in flow.closures.iter().enumerate() {
+        v.at = format!("flow {fi} closure {ci}");
+        v.idx(c.gate, n, "gate")?;
+        v.idx(c.target, n, "revise target")?;
+        if c.steps.len() != n.div_ceil(64) {
+            return v.fail(format!("bitset has {} words for {n} steps", c.steps.len()));
+        }
+        if n % 64 != 0
+            && let Some(last) = c.steps.last()
+            && last >> (n % 64) != 0
+        {
+            return v.fail("bitset has bits beyond the last step");
+        }
+    }
+    for (ti, t) in flow.templates.iter().enumerate() {
+        v.at = format!("flow {fi} template {ti}");
+        for p in &t.pieces {
+            match p {
+                PieceDef::Text(s) => v.s(*s)?,
+                PieceDef::Ref(r) => reference(v, r, flow)?,
+            }
+        }
+        if t.mode != TemplateMode::Interpolate && !matches!(t.pieces.as_slice(), [PieceDef::Ref(_)]) {
+            return v.fail("a full-value template must be exactly one reference");
+        }
+    }
+    let mut depth = vec![0u32; flow.with_nodes.len()];
+    for (wi, w) in flow.with_nodes.iter().enumerate() {
+        v.at = format!("flow {fi} with node {wi}");
+        let children: Vec<u32> = match w {
+            WithNode::Template(t) => {
+                v.idx(*t, flow.templates.len(), "template")?;
+                Vec::new()
+            }
+            WithNode::List(items) => items.clone(),
+            WithNode::Map(entries) => {
+                for (k, _) in entries {
+                    v.s(*k)?;
+                }
+                entries.iter().map(|(_, c)| *c).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut d = 0;
+        for c in children {
+            if c as usize >= wi {
+                return v.fail(format!("child node {c} does not come before its parent"));
+            }
+            d = d.max(depth[c as usize] + 1);
+        }
+        if d > MAX_WITH_DEPTH {
+            return v.fail(format!("`with` value nested deeper than {MAX_WITH_DEPTH}"));
+        }
+        depth[wi] = d;
+    }
+    for (ci, c) in flow.carry.iter().enumerate() {
+        v.at = format!("flow {fi} carry {ci}");
+        v.s(c.name)?;
+        reference(v, &c.initial, flow)?;
+        for (g, r) in &c.on_revise {
+            v.idx(*g, n, "gate")?;
+            reference(v, r, flow)?;
+        }
+    }
+    for (ci, c) in flow.chunks.iter().enumerate() {
+        v.at = format!("flow {fi} chunk {ci}");
+        chunk(v, c)?;
+    }
+    let chunk_ok = |v: &V<'_>, c: u32| v.idx(c, flow.chunks.len(), "chunk");
+    let template_ok = |v: &V<'_>, t: u32| v.idx(t, flow.templates.len(), "template");
+    for (si, s) in flow.steps.iter().enumerate() {
+        v.at = format!("flow {fi} step {si}");
+        v.s(s.id)?;
+        if let Some(c) = s.when {
+            chunk_ok(v, c)?;
+        }
+        if let Some(o) = s.out {
+            v.record(o)?;
+        }
+        if let Some(f) = s.on_fail {
+            v.idx(f, n, "on_fail target")?;
+        }
+        bound(v, &s.worst_dispatches)?;
+        predicates(v, &s.ensure, flow)?;
+        match &s.kind {
+            StepKindDef::Do { task, iterate, .. } => {
+                template_ok(v, *task)?;
+                if let Some((_, c)) = iterate {
+                    chunk_ok(v, *c)?;
+                }
+            }
+            StepKindDef::Set { fields } => {
+                for (k, c) in fields {
+                    v.s(*k)?;
+                    chunk_ok(v, *c)?;
+                }
+            }
+            StepKindDef::Gate { on_approve, on_revise, on_kill, .. } => {
+                for t in [on_approve, on_revise, on_kill].into_iter().flatten() {
+                    v.idx(*t, n, "gate target")?;
+                }
+            }
+            StepKindDef::Fanout { over, stages, pre_merge, .. } => {
+                template_ok(v, *over)?;
+                for st in stages {
+                    template_ok(v, st.task)?;
+                    if let Some(o) = st.out {
+                        v.record(o)?;
+                    }
+                    if let Some(c) = st.when {
+                        chunk_ok(v, c)?;
+                    }
+                    predicates(v, &st.ensure, flow)?;
+                }
+                for p in pre_merge {
+                    v.s(*p)?;
+                }
+            }
+            StepKindDef::Run { flow: callee, with } => {
+                v.idx(*callee, plan.flows.len(), "called flow")?;
+                for (k, node) in with {
+                    v.s(*k)?;
+                    v.idx(*node, flow.with_nodes.len(), "with node")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bound(v: &V<'_>, b: &Bound) -> R {
+    match b {
+        Bound::Finite(_) => Ok(()),
+        Bound::Symbolic(text) => v.s(*text),
+    }
+}
+
+fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
+    for p in preds {
+        match p {
+            PredDef::Expr(c) => v.idx(*c, flow.chunks.len(), "chunk")?,
+            PredDef::FileExists(s) => v.s(*s)?,
+            PredDef::FileContains(a, b) => {
+                v.s(*a)?;
+                v.s(*b)?;
+            }
+            PredDef::Judged(s, _) => v.s(*s)?,
+        }
+    }
+    Ok(())
+}
+
+fn reference(v: &V<'_>, r: &RefDef, flow: &FlowDef) -> R {
+    match r.target {
+        RefTarget::Step(s) => v.idx(s, flow.steps.len(), "referenced step")?,
+        RefTarget::Carry(c) => v.idx(c, flow.carry.len(), "carry variable")?,
+        _ => {}
+    }
+    v.path(&r.path)
+}
+
+/// Bytecode: decodable, operands in range, forward jumps onto instructions,
+/// consistent stack depths, ends with `Return` at depth 1.
+fn chunk(v: &V<'_>, c: &Chunk) -> R {
+    v.s(c.source)?;
+    for k in &c.consts {
+        if let ConstDef::Str(s) = k {
+            v.s(*s)?;
+        }
+    }
+    if c.code.is_empty() {
+        return v.fail("empty bytecode");
+    }
+    // depth expected at each pc reached by a jump
+    let mut targets: std::collections::BTreeMap<usize, u32> = std::collections::BTreeMap::new();
+    let mut depth: Option<u32> = Some(0);
+    let mut max = 0u32;
+    let mut pc = 0usize;
+    let mut returned = false;
+    let mut starts = std::collections::BTreeSet::new();
+    while pc < c.code.len() {
+        starts.insert(pc);
+        let i = op::decode(&c.code, pc).map_err(|e| VerifyError { where_: v.at.clone(), what: format!("{e:?}") })?;
+        if let Some(&d) = targets.get(&pc) {
+            match depth {
+                Some(cur) if cur != d => return v.fail(format!("stack depth {cur} at pc {pc} differs from {d} on the jump there")),
+                None => depth = Some(d),
+                _ => {}
+            }
+        }
+        let Some(d) = depth else { return v.fail(format!("unreachable instruction at pc {pc}")) };
+        let (pops, pushes) = match i.op {
+            Op::Call => {
+                let (f, argc) = (i.args[0] as usize, i.args[1]);
+                match BUILTINS.get(f) {
+                    Some((_, arity)) if u32::from(*arity) == argc => (argc, 1),
+                    Some((name, arity)) => return v.fail(format!("`{name}` called with {argc} arguments, takes {arity}")),
+                    None => return v.fail(format!("unknown builtin {f}")),
+                }
+            }
+            // Invariant: every opcode other than Call has a fixed effect in the table.
+            other => other.effect().expect("invariant: only Call has a variable stack effect"),
+        };
+        if d < pops {
+            return v.fail(format!("stack underflow at pc {pc} ({})", i.op.name()));
+        }
+        match i.op {
+            Op::Const => v.idx(i.args[0], c.consts.len(), "constant")?,
+            Op::Field => v.s(i.args[0])?,
+            Op::AndJump | Op::OrJump => {
+                let target = pc + i.len + i.args[0] as usize;
+                if i.args[0] == 0 || target > c.code.len() {
+                    return v.fail(format!("jump at pc {pc} to {target} is out of bounds"));
+                }
+                // the kept value stays on the stack at the target
+                if let Some(prev) = targets.insert(target, d)
+                    && prev != d
+                {
+                    return v.fail(format!("inconsistent stack depth at jump target {target}"));
+                }
+            }
+            _ => {}
+        }
+        let after = d - pops + pushes;
+        max = max.max(after);
+        if i.op == Op::Return {
+            if d != 1 {
+                return v.fail(format!("`Return` with {d} values on the stack"));
+            }
+            if pc + i.len != c.code.len() {
+                return v.fail("instructions after `Return`");
+            }
+            returned = true;
+            depth = None;
+        } else {
+            depth = Some(after);
+        }
+        pc += i.len;
+    }
+    if !returned {
+        return v.fail("bytecode does not end with `Return`");
+    }
+    if let Some(t) = targets.keys().find(|t| !starts.contains(t)) {
+        return v.fail(format!("a jump lands at {t}, which is not the start of an instruction"));
+    }
+    if max > u32::from(c.max_stack) {
+        return v.fail(format!("stack reaches {max}, above the recorded bound {}", c.max_stack));
+    }
+    for w in c.spans.windows(2) {
+        if w[0].0 >= w[1].0 {
+            return v.fail("span runs out of order");
+        }
+    }
+    Ok(())
+}
