@@ -58,6 +58,22 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
     },
+    /// Compile a spec to a plan file (default: next to the spec, `.stratumc`); prints the plan hash.
+    Build {
+        /// The spec.
+        spec: std::path::PathBuf,
+        /// Where to write the plan.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+        /// `plan` writes the plan file; `asm` prints a readable listing instead.
+        #[arg(long, value_enum, default_value_t = commands::build::Emit::Plan)]
+        emit: commands::build::Emit,
+    },
+    /// Load a plan file, verify it, and print its header and listing.
+    Inspect {
+        /// The plan file.
+        plan: std::path::PathBuf,
+    },
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain {
         /// The code (`S0305`), or `--list` to list every code.
@@ -98,6 +114,10 @@ fn main() -> ExitCode {
             format,
             color,
         } => commands::check::run(&paths, format, color),
+        Command::Build { spec, output, emit } => {
+            commands::build::run(&spec, output.as_deref(), emit)
+        }
+        Command::Inspect { plan } => commands::build::inspect(&plan),
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
     };
     ExitCode::from(exit as u8)

@@ -9,9 +9,11 @@
 //! print anything.
 
 pub mod analysis;
+pub mod build;
 pub mod check;
 pub mod diagnostics;
 pub mod ir;
+pub mod lower;
 pub mod source;
 pub mod syntax;
 pub mod testgen;

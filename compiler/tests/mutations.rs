@@ -10,6 +10,7 @@
 //! conformance suites own that), or write files (failure persistence is off;
 //! a failure prints the minimised input instead).
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
@@ -264,6 +265,7 @@ fn mutated_examples_keep_the_analysis_invariants() {
         ..Config::default()
     };
     let mut failures = Vec::new();
+    let (total, damaged) = (Cell::new(0u32), Cell::new(0u32));
     for (name, original) in examples() {
         let mut runner = TestRunner::new(config.clone());
         let strategy = proptest::collection::vec(mutation(), 1..=4);
@@ -275,6 +277,8 @@ fn mutated_examples_keep_the_analysis_invariants() {
                     panic_message(&*p)
                 ))
             })?;
+            total.set(total.get() + 1);
+            damaged.set(damaged.get() + u32::from(analysis.error_count() > 0));
             check_invariants(&text, &analysis)
                 .map_err(|e| TestCaseError::fail(format!("{e}\n--- input ---\n{text}")))
         });
@@ -291,6 +295,13 @@ fn mutated_examples_keep_the_analysis_invariants() {
         "{} example(s) broke an invariant:\n\n{}",
         failures.len(),
         failures.join("\n\n")
+    );
+    // the mutations must bite: a good share of the damaged specs get errors
+    let (total, damaged) = (total.get(), damaged.get());
+    eprintln!("{damaged} of {total} mutated specs have errors");
+    assert!(
+        damaged * 4 >= total,
+        "only {damaged} of {total} mutated specs have errors: the mutations are too weak"
     );
 }
 

@@ -117,7 +117,11 @@ impl Checker<'_> {
         }
         let ast = ast?;
         // every tree level needs at least one character, so short texts are never too tall
-        let height = if s.text.len() <= MAX_CHECK_HEIGHT { 0 } else { tree_height(&ast) };
+        let height = if s.text.len() <= MAX_CHECK_HEIGHT {
+            0
+        } else {
+            tree_height(&ast)
+        };
         if height > MAX_CHECK_HEIGHT {
             let span = self.map(s, ast.span.start, ast.span.end);
             self.sink.push(
@@ -404,7 +408,8 @@ impl Walk<'_, '_, '_> {
                 let help = did_you_mean(other, candidates.iter().copied());
                 self.push(
                     Diagnostic::new(
-                        Code::UnknownBinding, self.span(raw_span),
+                        Code::UnknownBinding,
+                        self.span(raw_span),
                         format!("unknown name `{other}`"),
                     )
                     .with_note(format!(
@@ -449,7 +454,8 @@ impl Walk<'_, '_, '_> {
                         let rname = record.name.clone();
                         self.push(
                             Diagnostic::new(
-                                Code::UnknownMember, self.span(raw_span),
+                                Code::UnknownMember,
+                                self.span(raw_span),
                                 format!("`{rname}` has no field `{name}`"),
                             )
                             .with_span_label("unknown field")
@@ -468,7 +474,8 @@ impl Walk<'_, '_, '_> {
             other => {
                 let shown = self.show(other);
                 self.push(Diagnostic::new(
-                    Code::UnknownMember, self.span(raw_span),
+                    Code::UnknownMember,
+                    self.span(raw_span),
                     format!(
                         "`{}` is {shown} and has no field `{name}`",
                         self.text(object)
@@ -485,7 +492,8 @@ impl Walk<'_, '_, '_> {
             let help = did_you_mean(name, self.fc.index.keys().copied());
             self.push(
                 Diagnostic::new(
-                    Code::UnknownResultStep, self.span(raw_span),
+                    Code::UnknownResultStep,
+                    self.span(raw_span),
                     format!("`result.{name}`: there is no step `{name}` in this flow"),
                 )
                 .with_note(format!(
@@ -499,7 +507,8 @@ impl Walk<'_, '_, '_> {
         let reader = self.scope.reader;
         if step == reader {
             self.push(Diagnostic::new(
-                Code::UnorderedRead, self.span(raw_span),
+                Code::UnorderedRead,
+                self.span(raw_span),
                 format!(
                     "step `{name}` reads its own output in `{}`",
                     self.scope.field
@@ -524,7 +533,8 @@ impl Walk<'_, '_, '_> {
             StepOut::Known(t) => t.clone(),
             StepOut::Gate => {
                 self.push(Diagnostic::new(
-                    Code::UnknownResultStep, self.span(raw_span),
+                    Code::UnknownResultStep,
+                    self.span(raw_span),
                     format!("`result.{name}`: step `{name}` is a gate and has no output"),
                 ));
                 Type::Any
@@ -546,7 +556,8 @@ impl Walk<'_, '_, '_> {
             let help = did_you_mean(callee, BUILTINS.iter().map(|(n, _)| *n));
             self.push(
                 Diagnostic::new(
-                    Code::UnknownFunction, self.span(raw_span),
+                    Code::UnknownFunction,
+                    self.span(raw_span),
                     format!("unknown function `{callee}`"),
                 )
                 .with_note(format!(
@@ -641,7 +652,8 @@ impl Walk<'_, '_, '_> {
                 {
                     let span = self.span(args[1].span);
                     self.push(Diagnostic::new(
-                        Code::InvalidRegex, self.span(raw_span),
+                        Code::InvalidRegex,
+                        span,
                         format!("this `matches` pattern can never be used: {why}"),
                     ));
                 }
@@ -869,7 +881,13 @@ mod tests {
                 assert_eq!(a.diagnostics.len(), 0, "{:?}", a.diagnostics);
                 let tall = format!("{} > 0", vec!["result.n"; 2000].join(" + "));
                 let a = analyze(&spec_with_ensure(&tall));
-                assert_eq!(a.diagnostics.iter().map(|d| d.code.as_str()).collect::<Vec<_>>(), vec!["S0612"]);
+                assert_eq!(
+                    a.diagnostics
+                        .iter()
+                        .map(|d| d.code.as_str())
+                        .collect::<Vec<_>>(),
+                    vec!["S0612"]
+                );
             })
             .unwrap();
         handle.join().unwrap();

@@ -14,10 +14,26 @@ use super::*;
 pub fn listing(plan: &Plan) -> String {
     let mut out = String::new();
     let s = |id: StrId| plan.str(id);
-    let _ = writeln!(out, "; entry flow: {}", plan.flows.get(plan.entry as usize).map_or("?", |f| s(f.name)));
+    let _ = writeln!(
+        out,
+        "; entry flow: {}",
+        plan.flows
+            .get(plan.entry as usize)
+            .map_or("?", |f| s(f.name))
+    );
     for (ri, r) in plan.records.iter().enumerate() {
-        let fields: Vec<String> =
-            r.fields.iter().map(|f| format!("{}: {}{}", s(f.name), type_text(plan, &f.ty), if f.optional { "?" } else { "" })).collect();
+        let fields: Vec<String> = r
+            .fields
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}: {}{}",
+                    s(f.name),
+                    type_text(plan, &f.ty),
+                    if f.optional { "?" } else { "" }
+                )
+            })
+            .collect();
         let _ = writeln!(out, "record #{ri} {} {{{}}}", s(r.name), fields.join(", "));
     }
     for flow in &plan.flows {
@@ -36,9 +52,16 @@ fn type_text(plan: &Plan, t: &TypeDef) -> String {
         BaseType::Array => "array".into(),
         BaseType::Enum(v) => {
             let joined = v.iter().map(|i| plan.str(*i)).collect::<Vec<_>>().join("|");
-            if t.list_depth > 0 { format!("({joined})") } else { joined }
+            if t.list_depth > 0 {
+                format!("({joined})")
+            } else {
+                joined
+            }
         }
-        BaseType::Record(r) => plan.records.get(*r as usize).map_or("?".into(), |r| plan.str(r.name).to_string()),
+        BaseType::Record(r) => plan
+            .records
+            .get(*r as usize)
+            .map_or("?".into(), |r| plan.str(r.name).to_string()),
     };
     format!("{base}{}", "[]".repeat(t.list_depth as usize))
 }
@@ -65,7 +88,10 @@ fn ref_text(plan: &Plan, flow: &FlowDef, r: &RefDef) -> String {
         RefTarget::Step(i) => format!("{}.output", step_name(plan, flow, i)),
         RefTarget::Item => "item".into(),
         RefTarget::Prev => "prev".into(),
-        RefTarget::Carry(c) => flow.carry.get(c as usize).map_or("?".into(), |c| plan.str(c.name).to_string()),
+        RefTarget::Carry(c) => flow
+            .carry
+            .get(c as usize)
+            .map_or("?".into(), |c| plan.str(c.name).to_string()),
     };
     format!("${{{head}{}}}", path_text(plan, &r.path))
 }
@@ -75,7 +101,9 @@ fn step_name<'p>(plan: &'p Plan, flow: &FlowDef, i: u32) -> &'p str {
 }
 
 fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
-    let Some(t) = flow.templates.get(t as usize) else { return "?".into() };
+    let Some(t) = flow.templates.get(t as usize) else {
+        return "?".into();
+    };
     let body: String = t
         .pieces
         .iter()
@@ -94,9 +122,22 @@ fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
 
 fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
     let s = |id: StrId| plan.str(id);
-    let _ = writeln!(out, "\nflow {} (input #{}, worst {} dispatches)", s(flow.name), flow.input, bound_text(plan, &flow.worst_dispatches));
+    let _ = writeln!(
+        out,
+        "\nflow {} (input #{}, worst {} dispatches)",
+        s(flow.name),
+        flow.input,
+        bound_text(plan, &flow.worst_dispatches)
+    );
     let o = &flow.output;
-    let _ = writeln!(out, "  output {}.output{} as #{}  ; line {}", step_name(plan, flow, o.step), path_text(plan, &o.path), o.contract, o.pos.line);
+    let _ = writeln!(
+        out,
+        "  output {}.output{} as #{}  ; line {}",
+        step_name(plan, flow, o.step),
+        path_text(plan, &o.path),
+        o.contract,
+        o.pos.line
+    );
     if let Some(m) = flow.max_rounds {
         let _ = writeln!(out, "  max_rounds {m}");
     }
@@ -104,9 +145,19 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         let _ = writeln!(out, "  budget {}", budget_text(b));
     }
     for c in &flow.carry {
-        let _ = writeln!(out, "  carry {} = {}", s(c.name), ref_text(plan, flow, &c.initial));
+        let _ = writeln!(
+            out,
+            "  carry {} = {}",
+            s(c.name),
+            ref_text(plan, flow, &c.initial)
+        );
         for (g, r) in &c.on_revise {
-            let _ = writeln!(out, "    on revise of {}: {}", step_name(plan, flow, *g), ref_text(plan, flow, r));
+            let _ = writeln!(
+                out,
+                "    on revise of {}: {}",
+                step_name(plan, flow, *g),
+                ref_text(plan, flow, r)
+            );
         }
     }
     for (i, st) in flow.steps.iter().enumerate() {
@@ -123,11 +174,24 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             st.pos.line,
             st.entries,
             bound_text(plan, &st.worst_dispatches),
-            if deps.is_empty() { String::new() } else { format!("  after {}", deps.join(", ")) }
+            if deps.is_empty() {
+                String::new()
+            } else {
+                format!("  after {}", deps.join(", "))
+            }
         );
         match &st.kind {
-            StepKindDef::Do { task, agent, attempts, iterate } => {
-                let _ = writeln!(out, "    do {} agent {agent:?} attempts {attempts}", template_text(plan, flow, *task));
+            StepKindDef::Do {
+                task,
+                agent,
+                attempts,
+                iterate,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    do {} agent {agent:?} attempts {attempts}",
+                    template_text(plan, flow, *task)
+                );
                 if let Some((max, c)) = iterate {
                     let _ = writeln!(out, "    iterate max {max} until chunk {c}");
                 }
@@ -137,8 +201,15 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     let _ = writeln!(out, "    set {} = chunk {c}", s(*k));
                 }
             }
-            StepKindDef::Gate { on_approve, on_revise, on_kill, max_rounds } => {
-                let t = |x: &Option<u32>| x.map_or("null".to_string(), |i| step_name(plan, flow, i).to_string());
+            StepKindDef::Gate {
+                on_approve,
+                on_revise,
+                on_kill,
+                max_rounds,
+            } => {
+                let t = |x: &Option<u32>| {
+                    x.map_or("null".to_string(), |i| step_name(plan, flow, i).to_string())
+                };
                 let _ = writeln!(
                     out,
                     "    gate approve {} revise {} kill {}{}",
@@ -148,7 +219,15 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     max_rounds.map_or(String::new(), |m| format!(" max_rounds {m}"))
                 );
             }
-            StepKindDef::Fanout { over, stages, concurrency, worktree, require, consumer, pre_merge } => {
+            StepKindDef::Fanout {
+                over,
+                stages,
+                concurrency,
+                worktree,
+                require,
+                consumer,
+                pre_merge,
+            } => {
                 let _ = writeln!(
                     out,
                     "    fanout over {} concurrency {concurrency} require {require:?}{}{}",
@@ -164,7 +243,9 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                         stage.agent,
                         stage.attempts,
                         stage.out.map_or(String::new(), |o| format!(" out #{o}")),
-                        stage.when.map_or(String::new(), |c| format!(" when chunk {c}"))
+                        stage
+                            .when
+                            .map_or(String::new(), |c| format!(" when chunk {c}"))
                     );
                     for p in &stage.ensure {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, p));
@@ -178,7 +259,12 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 let name = plan.flows.get(*callee as usize).map_or("?", |f| s(f.name));
                 let _ = writeln!(out, "    run {name}");
                 for (k, node) in with {
-                    let _ = writeln!(out, "      with {} = {}", s(*k), with_text(plan, flow, *node));
+                    let _ = writeln!(
+                        out,
+                        "      with {} = {}",
+                        s(*k),
+                        with_text(plan, flow, *node)
+                    );
                 }
             }
         }
@@ -199,11 +285,27 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         }
     }
     for c in &flow.closures {
-        let members: Vec<&str> = (0..flow.steps.len() as u32).filter(|&i| c.contains(i)).map(|i| step_name(plan, flow, i)).collect();
-        let _ = writeln!(out, "  closure gate {} revise {}: {{{}}}", step_name(plan, flow, c.gate), step_name(plan, flow, c.target), members.join(", "));
+        let members: Vec<&str> = (0..flow.steps.len() as u32)
+            .filter(|&i| c.contains(i))
+            .map(|i| step_name(plan, flow, i))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  closure gate {} revise {}: {{{}}}",
+            step_name(plan, flow, c.gate),
+            step_name(plan, flow, c.target),
+            members.join(", ")
+        );
     }
     for (ci, c) in flow.chunks.iter().enumerate() {
-        let _ = writeln!(out, "  chunk {ci} {:?} ({:?}, max stack {})  ; line {}", s(c.source), c.context, c.max_stack, c.pos.line);
+        let _ = writeln!(
+            out,
+            "  chunk {ci} {:?} ({:?}, max stack {})  ; line {}",
+            s(c.source),
+            c.context,
+            c.max_stack,
+            c.pos.line
+        );
         chunk_listing(plan, c, out);
     }
 }
@@ -216,19 +318,31 @@ fn chunk_listing(plan: &Plan, c: &Chunk, out: &mut String) {
             return;
         };
         let operand = match i.op {
-            Op::Const => c.consts.get(i.args[0] as usize).map_or("?".into(), |k| match k {
-                ConstDef::Null => "null".into(),
-                ConstDef::Bool(b) => b.to_string(),
-                ConstDef::Number(n) => n.to_string(),
-                ConstDef::Str(s) => format!("{:?}", plan.str(*s)),
-            }),
+            Op::Const => c
+                .consts
+                .get(i.args[0] as usize)
+                .map_or("?".into(), |k| match k {
+                    ConstDef::Null => "null".into(),
+                    ConstDef::Bool(b) => b.to_string(),
+                    ConstDef::Number(n) => n.to_string(),
+                    ConstDef::Str(s) => format!("{:?}", plan.str(*s)),
+                }),
             Op::Field => plan.str(i.args[0]).to_string(),
             Op::Index => i.args[0].to_string(),
             Op::AndJump | Op::OrJump => format!("-> {:04}", pc + i.len + i.args[0] as usize),
-            Op::Call => format!("{}/{}", BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0), i.args[1]),
+            Op::Call => format!(
+                "{}/{}",
+                BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0),
+                i.args[1]
+            ),
             _ => String::new(),
         };
-        let offset = c.spans.iter().rev().find(|(p, _)| *p as usize <= pc).map(|(_, o)| *o);
+        let offset = c
+            .spans
+            .iter()
+            .rev()
+            .find(|(p, _)| *p as usize <= pc)
+            .map(|(_, o)| *o);
         let col = offset.map_or(String::new(), |o| format!("  ; col +{o}"));
         let _ = writeln!(out, "    {pc:04} {:<10} {operand}{col}", i.op.name());
         pc += i.len;
@@ -266,7 +380,9 @@ fn pred_text(plan: &Plan, p: &PredDef) -> String {
     match p {
         PredDef::Expr(c) => format!("chunk {c}"),
         PredDef::FileExists(s) => format!("file_exists {:?}", plan.str(*s)),
-        PredDef::FileContains(a, b) => format!("file_contains {:?} {:?}", plan.str(*a), plan.str(*b)),
+        PredDef::FileContains(a, b) => {
+            format!("file_contains {:?} {:?}", plan.str(*a), plan.str(*b))
+        }
         PredDef::Judged(s, k) => format!("judged {:?} stakes {k:?}", plan.str(*s)),
     }
 }
@@ -280,13 +396,32 @@ fn with_text(plan: &Plan, flow: &FlowDef, node: u32) -> String {
         Some(WithNode::Bool(b)) => b.to_string(),
         Some(WithNode::Number(n)) => n.to_string(),
         Some(WithNode::List(items)) => {
-            format!("[{}]", items.iter().map(|&c| if c < node { with_text(plan, flow, c) } else { "?".into() }).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|&c| if c < node {
+                        with_text(plan, flow, c)
+                    } else {
+                        "?".into()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         }
         Some(WithNode::Map(entries)) => format!(
             "{{{}}}",
             entries
                 .iter()
-                .map(|(k, c)| format!("{}: {}", plan.str(*k), if *c < node { with_text(plan, flow, *c) } else { "?".into() }))
+                .map(|(k, c)| format!(
+                    "{}: {}",
+                    plan.str(*k),
+                    if *c < node {
+                        with_text(plan, flow, *c)
+                    } else {
+                        "?".into()
+                    }
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -43,7 +43,9 @@ pub enum LoadError {
     #[error("not a stratumc plan file (bad magic bytes)")]
     BadMagic,
     /// Written by another format version.
-    #[error("plan format version {found} is not supported (this stratumc reads version {FORMAT_VERSION}); rebuild the plan")]
+    #[error(
+        "plan format version {found} is not supported (this stratumc reads version {FORMAT_VERSION}); rebuild the plan"
+    )]
     UnsupportedVersion {
         /// Version in the file.
         found: u16,
@@ -76,7 +78,8 @@ pub enum LoadError {
 /// Encodes a plan: the same plan always gives the same bytes.
 pub fn encode(plan: &Plan) -> (Vec<u8>, PlanHash) {
     // Invariant: every plan type serializes (no maps with non-string keys, no unsupported types).
-    let body = postcard::to_stdvec(plan).expect("invariant: plan types always serialize with postcard");
+    let body =
+        postcard::to_stdvec(plan).expect("invariant: plan types always serialize with postcard");
     let hash = PlanHash(*blake3::hash(&body).as_bytes());
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
     out.extend_from_slice(MAGIC);
@@ -94,7 +97,10 @@ pub fn read_header(bytes: &[u8]) -> Result<(u16, PlanHash, &[u8]), LoadError> {
         return Err(LoadError::BadMagic);
     }
     if bytes.len() < HEADER_LEN {
-        return Err(LoadError::Truncated { expected: HEADER_LEN, found: bytes.len() });
+        return Err(LoadError::Truncated {
+            expected: HEADER_LEN,
+            found: bytes.len(),
+        });
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
     if version != FORMAT_VERSION {
@@ -102,16 +108,23 @@ pub fn read_header(bytes: &[u8]) -> Result<(u16, PlanHash, &[u8]), LoadError> {
     }
     let len = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
     if len > MAX_BODY {
-        return Err(LoadError::Decode(format!("body of {len} bytes is larger than the limit of {MAX_BODY}")));
+        return Err(LoadError::Decode(format!(
+            "body of {len} bytes is larger than the limit of {MAX_BODY}"
+        )));
     }
     let mut hash = [0u8; 32];
     hash.copy_from_slice(&bytes[16..48]);
     let expected = HEADER_LEN + len;
     if bytes.len() < expected {
-        return Err(LoadError::Truncated { expected, found: bytes.len() });
+        return Err(LoadError::Truncated {
+            expected,
+            found: bytes.len(),
+        });
     }
     if bytes.len() > expected {
-        return Err(LoadError::TrailingBytes { extra: bytes.len() - expected });
+        return Err(LoadError::TrailingBytes {
+            extra: bytes.len() - expected,
+        });
     }
     let body = &bytes[HEADER_LEN..];
     if blake3::hash(body).as_bytes() != &hash {
@@ -128,7 +141,8 @@ pub fn load(bytes: &[u8]) -> Result<(Plan, PlanHash), LoadError> {
 
 /// Decodes and verifies a body (no hash check): used by tests of the verifier.
 pub fn load_body(body: &[u8]) -> Result<Plan, LoadError> {
-    let (plan, rest) = postcard::take_from_bytes::<Plan>(body).map_err(|e| LoadError::Decode(e.to_string()))?;
+    let (plan, rest) =
+        postcard::take_from_bytes::<Plan>(body).map_err(|e| LoadError::Decode(e.to_string()))?;
     if !rest.is_empty() {
         return Err(LoadError::TrailingBytes { extra: rest.len() });
     }

@@ -439,7 +439,9 @@ pub struct ClosureDef {
 impl ClosureDef {
     /// Whether step `i` is in the closure.
     pub fn contains(&self, i: u32) -> bool {
-        self.steps.get((i / 64) as usize).is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+        self.steps
+            .get((i / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
     }
 }
 

@@ -133,7 +133,10 @@ pub const BUILTINS: &[(&str, u8)] = &[
 
 /// The index of a builtin by name.
 pub fn builtin(name: &str) -> Option<u8> {
-    BUILTINS.iter().position(|(n, _)| *n == name).map(|i| i as u8)
+    BUILTINS
+        .iter()
+        .position(|(n, _)| *n == name)
+        .map(|i| i as u8)
 }
 
 /// One decoded instruction.
@@ -189,7 +192,12 @@ pub fn decode(code: &[u8], pc: usize) -> Result<Instr, DecodeError> {
         args[i] = u32::from_le_bytes(buf);
         at += w;
     }
-    Ok(Instr { pc, op, args, len: at - pc })
+    Ok(Instr {
+        pc,
+        op,
+        args,
+        len: at - pc,
+    })
 }
 
 #[cfg(test)]
@@ -200,7 +208,11 @@ mod tests {
     fn every_opcode_round_trips() {
         for &op in Op::ALL {
             let mut code = Vec::new();
-            let args: Vec<u32> = op.operands().iter().map(|s| if *s == Operand::U8 { 7 } else { 300 }).collect();
+            let args: Vec<u32> = op
+                .operands()
+                .iter()
+                .map(|s| if *s == Operand::U8 { 7 } else { 300 })
+                .collect();
             encode(&mut code, op, &args);
             let i = decode(&code, 0).unwrap();
             assert_eq!(i.op, op);
@@ -208,7 +220,13 @@ mod tests {
             assert_eq!(&i.args[..args.len()], &args[..]);
             assert_eq!(Op::from_byte(op as u8), Some(op));
         }
-        assert!(matches!(decode(&[0xff], 0), Err(DecodeError::UnknownOpcode { .. })));
-        assert!(matches!(decode(&[Op::Const as u8, 1], 0), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            decode(&[0xff], 0),
+            Err(DecodeError::UnknownOpcode { .. })
+        ));
+        assert!(matches!(
+            decode(&[Op::Const as u8, 1], 0),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 }

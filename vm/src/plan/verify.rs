@@ -30,11 +30,18 @@ pub const MAX_WITH_DEPTH: u32 = 64;
 
 impl V<'_> {
     fn fail(&self, what: impl Into<String>) -> R {
-        Err(VerifyError { where_: self.at.clone(), what: what.into() })
+        Err(VerifyError {
+            where_: self.at.clone(),
+            what: what.into(),
+        })
     }
 
     fn idx(&self, i: u32, len: usize, what: &str) -> R {
-        if (i as usize) < len { Ok(()) } else { self.fail(format!("{what} index {i} out of range (0..{len})")) }
+        if (i as usize) < len {
+            Ok(())
+        } else {
+            self.fail(format!("{what} index {i} out of range (0..{len})"))
+        }
     }
 
     fn s(&self, id: StrId) -> R {
@@ -63,7 +70,10 @@ impl V<'_> {
 
 /// Checks every invariant of a plan.
 pub fn verify(plan: &Plan) -> R {
-    let mut v = V { plan, at: "plan".into() };
+    let mut v = V {
+        plan,
+        at: "plan".into(),
+    };
     v.idx(plan.entry, plan.flows.len(), "entry flow")?;
     for (ri, r) in plan.records.iter().enumerate() {
         v.at = format!("record {ri}");
@@ -93,7 +103,10 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         v.idx(e.from, n, "edge source")?;
         v.idx(e.to, n, "edge target")?;
         if e.from >= e.to {
-            return v.fail(format!("edge {} → {} does not follow the topological order", e.from, e.to));
+            return v.fail(format!(
+                "edge {} → {} does not follow the topological order",
+                e.from, e.to
+            ));
         }
     }
     for (ci, c) in flow.closures.iter().enumerate() {
@@ -118,7 +131,8 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 PieceDef::Ref(r) => reference(v, r, flow)?,
             }
         }
-        if t.mode != TemplateMode::Interpolate && !matches!(t.pieces.as_slice(), [PieceDef::Ref(_)]) {
+        if t.mode != TemplateMode::Interpolate && !matches!(t.pieces.as_slice(), [PieceDef::Ref(_)])
+        {
             return v.fail("a full-value template must be exactly one reference");
         }
     }
@@ -193,12 +207,22 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     chunk_ok(v, *c)?;
                 }
             }
-            StepKindDef::Gate { on_approve, on_revise, on_kill, .. } => {
+            StepKindDef::Gate {
+                on_approve,
+                on_revise,
+                on_kill,
+                ..
+            } => {
                 for t in [on_approve, on_revise, on_kill].into_iter().flatten() {
                     v.idx(*t, n, "gate target")?;
                 }
             }
-            StepKindDef::Fanout { over, stages, pre_merge, .. } => {
+            StepKindDef::Fanout {
+                over,
+                stages,
+                pre_merge,
+                ..
+            } => {
                 template_ok(v, *over)?;
                 for st in stages {
                     template_ok(v, st.task)?;
@@ -278,26 +302,41 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     let mut starts = std::collections::BTreeSet::new();
     while pc < c.code.len() {
         starts.insert(pc);
-        let i = op::decode(&c.code, pc).map_err(|e| VerifyError { where_: v.at.clone(), what: format!("{e:?}") })?;
+        let i = op::decode(&c.code, pc).map_err(|e| VerifyError {
+            where_: v.at.clone(),
+            what: format!("{e:?}"),
+        })?;
         if let Some(&d) = targets.get(&pc) {
             match depth {
-                Some(cur) if cur != d => return v.fail(format!("stack depth {cur} at pc {pc} differs from {d} on the jump there")),
+                Some(cur) if cur != d => {
+                    return v.fail(format!(
+                        "stack depth {cur} at pc {pc} differs from {d} on the jump there"
+                    ));
+                }
                 None => depth = Some(d),
                 _ => {}
             }
         }
-        let Some(d) = depth else { return v.fail(format!("unreachable instruction at pc {pc}")) };
+        let Some(d) = depth else {
+            return v.fail(format!("unreachable instruction at pc {pc}"));
+        };
         let (pops, pushes) = match i.op {
             Op::Call => {
                 let (f, argc) = (i.args[0] as usize, i.args[1]);
                 match BUILTINS.get(f) {
                     Some((_, arity)) if u32::from(*arity) == argc => (argc, 1),
-                    Some((name, arity)) => return v.fail(format!("`{name}` called with {argc} arguments, takes {arity}")),
+                    Some((name, arity)) => {
+                        return v.fail(format!(
+                            "`{name}` called with {argc} arguments, takes {arity}"
+                        ));
+                    }
                     None => return v.fail(format!("unknown builtin {f}")),
                 }
             }
             // Invariant: every opcode other than Call has a fixed effect in the table.
-            other => other.effect().expect("invariant: only Call has a variable stack effect"),
+            other => other
+                .effect()
+                .expect("invariant: only Call has a variable stack effect"),
         };
         if d < pops {
             return v.fail(format!("stack underflow at pc {pc} ({})", i.op.name()));
@@ -339,10 +378,15 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
         return v.fail("bytecode does not end with `Return`");
     }
     if let Some(t) = targets.keys().find(|t| !starts.contains(t)) {
-        return v.fail(format!("a jump lands at {t}, which is not the start of an instruction"));
+        return v.fail(format!(
+            "a jump lands at {t}, which is not the start of an instruction"
+        ));
     }
     if max > u32::from(c.max_stack) {
-        return v.fail(format!("stack reaches {max}, above the recorded bound {}", c.max_stack));
+        return v.fail(format!(
+            "stack reaches {max}, above the recorded bound {}",
+            c.max_stack
+        ));
     }
     for w in c.spans.windows(2) {
         if w[0].0 >= w[1].0 {

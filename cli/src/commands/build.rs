@@ -1,0 +1,116 @@
+//! `stratumc build SPEC [-o PLAN] [--emit plan|asm]` and `stratumc inspect PLAN`.
+//!
+//! Owns: reading the spec, printing its diagnostics, writing the plan file
+//! (default: next to the spec with the extension `.stratumc`), printing the
+//! plan hash or the listing; loading and verifying a plan file for `inspect`.
+//! Must never: lower or verify plans itself (compiler and vm do).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::diagnostics::render;
+use stratum_vm::plan::{disasm, file};
+
+use crate::Exit;
+
+/// What `build` emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    /// The binary plan file.
+    Plan,
+    /// A readable listing on stdout.
+    Asm,
+}
+
+/// The default plan path: `x.stratum.yaml` → `x.stratumc`.
+pub fn default_output(spec: &Path) -> PathBuf {
+    let name = spec
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .strip_suffix(".stratum.yaml")
+        .or_else(|| name.strip_suffix(".yaml"))
+        .or_else(|| name.strip_suffix(".yml"))
+        .unwrap_or(&name);
+    spec.with_file_name(format!("{stem}.stratumc"))
+}
+
+/// Runs `build`.
+pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
+    let shown = spec.display().to_string();
+    let bytes = match std::fs::read(spec) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot read {shown}: {e}");
+            return Exit::Usage;
+        }
+    };
+    let analysis = analyze_bytes(&bytes);
+    if !analysis.diagnostics.is_empty() {
+        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        eprint!(
+            "{}",
+            render::human(&shown, &analysis.text, &analysis.diagnostics, color)
+        );
+    }
+    let Some(plan) = stratum_compiler::build::build_plan(&analysis) else {
+        eprintln!(
+            "error: {shown} has {} error(s); no plan was built",
+            analysis.error_count()
+        );
+        return Exit::Errors;
+    };
+    let (encoded, hash) = file::encode(&plan);
+    if emit == Emit::Asm {
+        println!(
+            "; plan {hash} ({} bytes, format {})",
+            encoded.len(),
+            file::FORMAT_VERSION
+        );
+        print!("{}", disasm::listing(&plan));
+        if output.is_none() {
+            return Exit::Ok;
+        }
+    }
+    let path = output.map_or_else(|| default_output(spec), Path::to_path_buf);
+    // write to a temporary file and rename, so a crash never leaves half a plan
+    let tmp = path.with_extension(format!("stratumc.tmp{}", std::process::id()));
+    if let Err(e) = std::fs::write(&tmp, &encoded).and_then(|()| std::fs::rename(&tmp, &path)) {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("error: cannot write {}: {e}", path.display());
+        return Exit::Usage;
+    }
+    if emit == Emit::Plan {
+        println!("{hash}");
+        eprintln!("wrote {} ({} bytes)", path.display(), encoded.len());
+    }
+    Exit::Ok
+}
+
+/// Runs `inspect`.
+pub fn inspect(path: &Path) -> Exit {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", path.display());
+            return Exit::Usage;
+        }
+    };
+    match file::load(&bytes) {
+        Ok((plan, hash)) => {
+            println!(
+                "; plan {hash} ({} bytes, format {})",
+                bytes.len(),
+                file::FORMAT_VERSION
+            );
+            print!("{}", disasm::listing(&plan));
+            Exit::Ok
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            Exit::Errors
+        }
+    }
+}
