@@ -64,12 +64,12 @@ pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
     };
     let (encoded, hash) = file::encode(&plan);
     if emit == Emit::Asm {
-        println!(
-            "; plan {hash} ({} bytes, format {})",
+        super::emit(&format!(
+            "; plan {hash} ({} bytes, format {})\n",
             encoded.len(),
             file::FORMAT_VERSION
-        );
-        print!("{}", disasm::listing(&plan));
+        ));
+        super::emit(&disasm::listing(&plan));
         if output.is_none() {
             return Exit::Ok;
         }
@@ -83,7 +83,7 @@ pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
         return Exit::Usage;
     }
     if emit == Emit::Plan {
-        println!("{hash}");
+        super::emit(&format!("{hash}\n"));
         eprintln!("wrote {} ({} bytes)", path.display(), encoded.len());
     }
     Exit::Ok
@@ -100,12 +100,12 @@ pub fn inspect(path: &Path) -> Exit {
     };
     match file::load(&bytes) {
         Ok((plan, hash)) => {
-            println!(
-                "; plan {hash} ({} bytes, format {})",
+            super::emit(&format!(
+                "; plan {hash} ({} bytes, format {})\n",
                 bytes.len(),
                 file::FORMAT_VERSION
-            );
-            print!("{}", disasm::listing(&plan));
+            ));
+            super::emit(&disasm::listing(&plan));
             Exit::Ok
         }
         Err(e) => {

@@ -11,21 +11,21 @@ use crate::Exit;
 pub fn run(code: Option<&str>, list: bool) -> Exit {
     if list || code.is_none() {
         for c in Code::ALL {
-            println!(
-                "{}  {:<7}  {}",
+            super::emit(&format!(
+                "{}  {:<7}  {}\n",
                 c.as_str(),
                 c.severity().as_str(),
                 c.title()
-            );
+            ));
         }
         return Exit::Ok;
     }
     let text = code.unwrap_or_default();
     match Code::parse(text) {
         Some(c) => {
-            print!("{}", c.explanation());
+            super::emit(c.explanation());
             if !c.explanation().ends_with('\n') {
-                println!();
+                super::emit("\n");
             }
             Exit::Ok
         }
