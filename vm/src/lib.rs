@@ -3,8 +3,15 @@
 //!
 //! Owns: [`plan`] — the instruction set with its operand table, the plan data
 //! types, deterministic serialization with a content hash, verification on
-//! load, and the disassembler.
+//! load, and the disassembler. [`store`] — the durable run store (SQLite by
+//! default, in memory for tests). [`host`] — the workspace file jail and the
+//! judge client behind ensure predicates.
 //! Must never: depend on the compiler or the grammar (a prebuilt plan runs
 //! without the front end), or panic on a hostile plan file.
 
+pub mod engine;
+pub mod eval;
+pub mod host;
+pub mod interp;
 pub mod plan;
+pub mod store;

@@ -1,0 +1,385 @@
+//! `stratumc run SPEC|PLAN --inputs JSON|@file --agent CMD` and
+//! `stratumc run --resume RUN --agent CMD`: the headless driver.
+//!
+//! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
+//! ready entry as JSON on stdin, the result JSON on stdout), asking or
+//! deciding gates, progress on stderr, the final JSON, exit codes.
+//! Must never: apply an execution rule itself — every decision is the
+//! engine's; this only moves JSON between the engine and the agent.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use stratum_vm::engine::{Engine, EngineError, StdHost};
+use stratum_vm::host::{Workspace, judge_config_from_toml};
+use stratum_vm::interp::{Outcome, Report, RunStatus};
+use stratum_vm::store::SqliteStore;
+
+use crate::{Exit, Format};
+
+/// Options of `run`.
+pub struct Args<'a> {
+    /// Spec or plan (absent with `--resume`).
+    pub source: Option<&'a Path>,
+    /// Run to resume.
+    pub resume: Option<&'a str>,
+    /// Flow input (`JSON` or `@file`).
+    pub inputs: Option<&'a str>,
+    /// Flow to run.
+    pub flow: Option<&'a str>,
+    /// Agent command.
+    pub agent: &'a str,
+    /// Workspace root.
+    pub workspace: Option<&'a Path>,
+    /// Scripted gate decision.
+    pub gate: Option<&'a str>,
+    /// Output format.
+    pub format: Format,
+}
+
+fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
+    let text = match arg {
+        None => return Ok(json!({})),
+        Some(a) => match a.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read inputs file {path}: {e}"))?,
+            None => a.to_string(),
+        },
+    };
+    serde_json::from_str(&text).map_err(|e| format!("--inputs is not valid JSON: {e}"))
+}
+
+fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
+    let bytes = std::fs::read(source).map_err(|e| {
+        (
+            Exit::Usage,
+            format!("cannot read {}: {e}", source.display()),
+        )
+    })?;
+    if bytes.starts_with(stratum_vm::plan::file::MAGIC) {
+        return Ok(bytes);
+    }
+    let analysis = stratum_compiler::analysis::analyze_bytes(&bytes);
+    if analysis.error_count() > 0 {
+        let shown = source.display().to_string();
+        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let text = stratum_compiler::diagnostics::render::human(
+            &shown,
+            &analysis.text,
+            &analysis.diagnostics,
+            color,
+        );
+        return Err((
+            Exit::Usage,
+            format!("{text}{shown} has errors; nothing was run"),
+        ));
+    }
+    let plan = stratum_compiler::build::build_plan(&analysis)
+        .ok_or((Exit::Usage, "the spec could not be built".to_string()))?;
+    Ok(stratum_vm::plan::file::encode(&plan).0)
+}
+
+/// The result of one agent process.
+fn dispatch(agent: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
+    let step = entry["id"].as_str().unwrap_or("");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(agent)
+        .current_dir(cwd)
+        .env("STRATUM_RUN_ID", run_id)
+        .env("STRATUM_STEP_ID", step)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Report {
+                failure: Some(format!("cannot start the agent command: {e}")),
+                ..Report::default()
+            };
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(entry.to_string().as_bytes());
+    }
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = stdout.take(8 * 1024 * 1024).read_to_string(&mut out);
+    }
+    let mut err = String::new();
+    if let Some(stderr) = child.stderr.take() {
+        let _ = stderr.take(64 * 1024).read_to_string(&mut err);
+    }
+    let status = child.wait();
+    match status {
+        Ok(s) if s.success() => match serde_json::from_str::<Value>(out.trim()) {
+            Ok(v) => Report::from_json(&v).unwrap_or_else(|e| Report {
+                failure: Some(format!("the agent's result is malformed: {e}")),
+                ..Report::default()
+            }),
+            Err(e) => Report {
+                failure: Some(format!("the agent printed no valid JSON: {e}")),
+                ..Report::default()
+            },
+        },
+        Ok(s) => {
+            let tail: String = err
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            Report {
+                failure: Some(format!("the agent command exited with {s}: {tail}")),
+                ..Report::default()
+            }
+        }
+        Err(e) => Report {
+            failure: Some(format!("the agent command failed: {e}")),
+            ..Report::default()
+        },
+    }
+}
+
+fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return None;
+    }
+    let id = gate["stepId"].as_str().unwrap_or("?");
+    loop {
+        eprint!(
+            "gate `{id}` (round {}): [a]pprove, [r]evise, [k]ill? ",
+            gate["round"]
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let decision = match line.trim() {
+            "a" | "approve" => "approve",
+            "r" | "revise" => "revise",
+            "k" | "kill" => "kill",
+            _ => continue,
+        };
+        eprint!("note (optional): ");
+        let _ = std::io::stderr().flush();
+        let mut note = String::new();
+        let _ = stdin.lock().read_line(&mut note);
+        let note = note.trim();
+        return Some((
+            decision.to_string(),
+            (!note.is_empty()).then(|| note.to_string()),
+        ));
+    }
+}
+
+/// Runs the command.
+pub fn run(args: &Args<'_>) -> Exit {
+    let store = match SqliteStore::open_default() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut engine = Engine::new(Box::new(store));
+    let workspace_dir: PathBuf = args.workspace.map_or_else(
+        || std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        Path::to_path_buf,
+    );
+    let workspace = match Workspace::new(&workspace_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: workspace {}: {e}", workspace_dir.display());
+            return Exit::Usage;
+        }
+    };
+    let judge = ["stratum.toml"]
+        .iter()
+        .map(|n| workspace_dir.join(n))
+        .chain(std::iter::once(PathBuf::from("stratum.toml")))
+        .find(|p| p.exists())
+        .map(|p| {
+            std::fs::read_to_string(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|t| judge_config_from_toml(&t))
+        });
+    let judge = match judge {
+        None => None,
+        Some(Ok(j)) => j,
+        Some(Err(e)) => {
+            eprintln!("error: stratum.toml: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut host = StdHost {
+        workspace: Some(workspace),
+        judge,
+    };
+    let (run_id, mut outcome) = match (args.resume, args.source) {
+        (Some(id), _) => match engine.resume(id, None, &mut host) {
+            Ok((o, _)) => (id.to_string(), o),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::Usage;
+            }
+        },
+        (None, Some(source)) => {
+            let bytes = match plan_bytes(source) {
+                Ok(b) => b,
+                Err((code, msg)) => {
+                    eprintln!("{msg}");
+                    return code;
+                }
+            };
+            let input = match read_inputs(args.inputs) {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            };
+            let plan = match engine.add_plan(&bytes) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            };
+            match engine.start(
+                &plan,
+                args.flow,
+                input,
+                &mut host,
+                Some(workspace_dir.display().to_string()),
+            ) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            }
+        }
+        (None, None) => {
+            eprintln!("error: give a spec or plan to run, or --resume RUN");
+            return Exit::Usage;
+        }
+    };
+    eprintln!("run: {run_id}");
+    loop {
+        if outcome.status.is_terminal() {
+            break;
+        }
+        if !outcome.ready.is_empty() {
+            // every ready dispatch runs at once (the VM already bounds fanout concurrency)
+            let handles: Vec<_> = outcome
+                .ready
+                .iter()
+                .cloned()
+                .map(|entry| {
+                    let (agent, rid, cwd) = (
+                        args.agent.to_string(),
+                        run_id.clone(),
+                        workspace_dir.clone(),
+                    );
+                    std::thread::spawn(move || {
+                        let r = dispatch(&agent, &entry, &rid, &cwd);
+                        (entry, r)
+                    })
+                })
+                .collect();
+            let results: Vec<(Value, Report)> =
+                handles.into_iter().filter_map(|h| h.join().ok()).collect();
+            for (entry, report) in results {
+                let id = entry["id"].as_str().unwrap_or("");
+                let token = entry["dispatchToken"].as_str();
+                eprintln!(
+                    "  {id} (attempt {}): {}",
+                    entry["attempt"],
+                    if report.failure.is_some() {
+                        "failed"
+                    } else {
+                        "reported"
+                    }
+                );
+                match engine.report(&run_id, id, token, &report, &mut host) {
+                    Ok(o) => outcome = o,
+                    Err(e) => eprintln!("  {id}: refused: {e}"),
+                }
+            }
+            if let Ok((o, _)) = engine.resume(&run_id, None, &mut host) {
+                outcome = o;
+            }
+            continue;
+        }
+        if let Some(gate) = outcome.gates.first().cloned() {
+            let id = gate["stepId"].as_str().unwrap_or("").to_string();
+            let token = gate["gateToken"].as_str().map(str::to_string);
+            let decision = match args.gate {
+                Some(d) => Some((d.to_string(), None)),
+                None => ask_gate(&gate),
+            };
+            let Some((decision, note)) = decision else {
+                eprintln!(
+                    "run {run_id} is waiting at gate `{id}`; decide with `--gate approve|revise|kill` and `--resume {run_id}`"
+                );
+                return finish(args.format, &run_id, &outcome);
+            };
+            eprintln!("  gate {id}: {decision}");
+            match engine.resolve_gate(
+                &run_id,
+                &id,
+                token.as_deref(),
+                &decision,
+                note.as_deref(),
+                "human",
+                &mut host,
+            ) {
+                Ok(o) => outcome = o,
+                Err(EngineError::Vm(e)) => {
+                    eprintln!("  gate {id}: refused: {e}");
+                    return finish(args.format, &run_id, &outcome);
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Exit::Usage;
+                }
+            }
+            continue;
+        }
+        eprintln!("run {run_id} has nothing to do");
+        break;
+    }
+    finish(args.format, &run_id, &outcome)
+}
+
+fn finish(format: Format, run_id: &str, outcome: &Outcome) -> Exit {
+    let status = outcome.wire_status();
+    match &outcome.failure {
+        Some(f) => eprintln!("{status}: {}", f.reason),
+        None => eprintln!("{status}"),
+    }
+    if format == Format::Json {
+        let doc = json!({"version": 1, "runId": run_id, "status": status, "output": outcome.output, "failure": outcome.failure.as_ref().map(|f| json!({"attempt": f.attempt, "reason": f.reason}))});
+        super::emit(&format!("{doc}\n"));
+    } else if let Some(o) = &outcome.output {
+        super::emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(o).unwrap_or_default()
+        ));
+    }
+    if outcome.status == RunStatus::Completed {
+        Exit::Ok
+    } else {
+        Exit::Errors
+    }
+}

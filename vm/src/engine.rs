@@ -1,0 +1,477 @@
+//! The engine: the pure interpreter plus a run store. Every operation loads
+//! the run, applies one transition, and commits it (header, changed step
+//! rows, new events) in one store transaction before returning: nothing is
+//! acknowledged that is not durable. A concurrent writer makes the commit
+//! fail with a conflict; the engine then reloads and re-applies, so of two
+//! reports with the same token exactly one wins and the other is told its
+//! token is stale.
+//!
+//! Owns: run ids, (de)serialization of run state, plan caching, checkpoints,
+//! the standard host (workspace jail + judge).
+//! Must never: contain execution rules (those live in `interp`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::host::{JudgeConfig, Workspace};
+use crate::interp::{
+    self, Header, Host, Outcome, PlanIndex, Report, Run, StepState, Verdict, VmError, row_key,
+};
+use crate::plan::Plan;
+use crate::plan::file::{self, LoadError};
+use crate::store::{Delta, RunMeta, RunStore, StoreError};
+
+/// Why an engine operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Refused by the interpreter; nothing changed.
+    #[error("{0}")]
+    Vm(#[from] VmError),
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The stored plan is unusable.
+    #[error("{0}")]
+    Plan(#[from] LoadError),
+    /// Resuming against another plan (E6).
+    #[error("run `{run}` executes plan {stored}, not {given}; resume it with its own plan")]
+    PlanMismatch {
+        /// Run id.
+        run: String,
+        /// Hash recorded by the run.
+        stored: String,
+        /// Hash offered.
+        given: String,
+    },
+    /// Stored run state does not decode.
+    #[error("run state is corrupt: {0}")]
+    Corrupt(String),
+    /// A checkpoint problem.
+    #[error("{0}")]
+    Checkpoint(String),
+}
+
+/// The standard host: a workspace root for file predicates, a judge, the system clock.
+pub struct StdHost {
+    /// Jail for `file_exists` / `file_contains`.
+    pub workspace: Option<Workspace>,
+    /// Judge endpoint.
+    pub judge: Option<JudgeConfig>,
+}
+
+impl Host for StdHost {
+    fn now_ms(&mut self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    fn file_exists(&mut self, path: &str) -> Result<(bool, Value), String> {
+        let ws = self
+            .workspace
+            .as_ref()
+            .ok_or("file function requires a workspace root")?;
+        let ev = ws.file_exists(path)?;
+        Ok((ev.exists, serde_json::to_value(&ev).unwrap_or(Value::Null)))
+    }
+
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String> {
+        let ws = self
+            .workspace
+            .as_ref()
+            .ok_or("file function requires a workspace root")?;
+        let (holds, ev) = ws.file_contains(path, text)?;
+        Ok((holds, serde_json::to_value(&ev).unwrap_or(Value::Null)))
+    }
+
+    fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String> {
+        let cfg = self.judge.as_ref().ok_or(
+            "judged predicate requires a configured judge runner ([judge] in stratum.toml)",
+        )?;
+        let o = crate::host::judge(cfg, statement, stakes, context)?;
+        Ok(Verdict {
+            holds: o.holds,
+            reason: o.reason,
+            model: o.model,
+            tokens: o.tokens.unwrap_or(0) as f64,
+            usd: 0.0,
+        })
+    }
+}
+
+/// A loaded plan with its lookup tables.
+#[derive(Clone)]
+pub struct LoadedPlan {
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// Its tables.
+    pub index: Arc<PlanIndex>,
+    /// Its hash.
+    pub hash: String,
+}
+
+/// Runs on a store.
+pub struct Engine {
+    store: Box<dyn RunStore>,
+    plans: HashMap<String, LoadedPlan>,
+}
+
+/// How many times a conflicting commit is retried before giving up.
+const MAX_RETRIES: usize = 8;
+
+fn encode_header(h: &Header) -> Vec<u8> {
+    // Invariant: run state is plain data (strings, numbers, JSON values); it always serializes.
+    serde_json::to_vec(h).expect("invariant: run headers always serialize")
+}
+
+fn encode_row(s: &StepState) -> Vec<u8> {
+    serde_json::to_vec(s).expect("invariant: step states always serialize")
+}
+
+impl Engine {
+    /// An engine on a store.
+    pub fn new(store: Box<dyn RunStore>) -> Engine {
+        Engine {
+            store,
+            plans: HashMap::new(),
+        }
+    }
+
+    /// The store (for listings).
+    pub fn store(&self) -> &dyn RunStore {
+        &*self.store
+    }
+
+    /// Stores a plan file and returns it loaded and verified.
+    pub fn add_plan(&mut self, bytes: &[u8]) -> Result<LoadedPlan, EngineError> {
+        let (plan, hash) = file::load(bytes)?;
+        let hex = hash.to_hex();
+        self.store.put_plan(&hex, bytes)?;
+        let lp = LoadedPlan {
+            index: Arc::new(PlanIndex::new(&plan)),
+            plan: Arc::new(plan),
+            hash: hex.clone(),
+        };
+        self.plans.insert(hex, lp.clone());
+        Ok(lp)
+    }
+
+    /// A stored plan by hash.
+    pub fn plan(&mut self, hash: &str) -> Result<LoadedPlan, EngineError> {
+        if let Some(p) = self.plans.get(hash) {
+            return Ok(p.clone());
+        }
+        let bytes = self.store.get_plan(hash)?.ok_or_else(|| {
+            EngineError::Corrupt(format!("plan {hash} is missing from the store"))
+        })?;
+        self.add_plan(&bytes)
+    }
+
+    fn new_run_id(&self) -> String {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let h = blake3::hash(format!("{nanos}:{}:{n}", std::process::id()).as_bytes());
+        format!("run-{}", &h.to_hex()[..16])
+    }
+
+    /// Loads a run's state.
+    pub fn load(&mut self, run_id: &str) -> Result<(Run, LoadedPlan), EngineError> {
+        let snap = self.store.load(run_id)?;
+        let header: Header = serde_json::from_slice(&snap.header)
+            .map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        let mut steps: Vec<Vec<StepState>> = header
+            .frames
+            .iter()
+            .map(|f| vec![StepState::default(); f.len as usize])
+            .collect();
+        for (key, blob) in &snap.rows {
+            let (f, s) = ((key >> 16) as usize, (key & 0xffff) as usize);
+            let slot = steps
+                .get_mut(f)
+                .and_then(|fr| fr.get_mut(s))
+                .ok_or_else(|| EngineError::Corrupt(format!("row {key} outside the run")))?;
+            *slot =
+                serde_json::from_slice(blob).map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        }
+        let plan = self.plan(&header.plan_hash)?;
+        Ok((
+            Run {
+                header,
+                steps,
+                version: snap.version,
+                dirty: Default::default(),
+                events: Vec::new(),
+            },
+            plan,
+        ))
+    }
+
+    fn meta(run: &Run, plan: &Plan, now: i64) -> RunMeta {
+        let flow = plan
+            .flows
+            .get(run.header.frames[0].flow as usize)
+            .map_or("?", |f| plan.str(f.name))
+            .to_string();
+        RunMeta {
+            run_id: run.header.id.clone(),
+            plan_hash: run.header.plan_hash.clone(),
+            flow,
+            status: run.header.status.as_str().into(),
+            created_ms: run.header.created_ms,
+            updated_ms: now,
+        }
+    }
+
+    fn events_json(run: &Run) -> Vec<String> {
+        run.events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap_or_default())
+            .collect()
+    }
+
+    /// Starts a run: plans are stored, the initial state is committed before anything is handed out.
+    pub fn start(
+        &mut self,
+        plan: &LoadedPlan,
+        flow: Option<&str>,
+        input: Value,
+        host: &mut dyn Host,
+        workspace: Option<String>,
+    ) -> Result<(String, Outcome), EngineError> {
+        let id = self.new_run_id();
+        let (mut run, outcome) = interp::start(
+            &plan.plan,
+            &plan.index,
+            &plan.hash,
+            &id,
+            flow,
+            input,
+            workspace,
+            host,
+        )?;
+        let rows: Vec<(u32, Vec<u8>)> = run
+            .dirty
+            .iter()
+            .map(|&k| {
+                (
+                    k,
+                    encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
+                )
+            })
+            .collect();
+        let now = host.now_ms();
+        self.store.create(
+            &Self::meta(&run, &plan.plan, now),
+            &encode_header(&run.header),
+            &rows,
+            &Self::events_json(&run),
+        )?;
+        run.dirty.clear();
+        run.events.clear();
+        Ok((id, outcome))
+    }
+
+    /// Applies `op` to the stored run and commits it; retries on concurrent commits.
+    fn transition<T>(
+        &mut self,
+        run_id: &str,
+        host: &mut dyn Host,
+        mut op: impl FnMut(&Plan, &PlanIndex, &mut Run, &mut dyn Host) -> Result<T, VmError>,
+    ) -> Result<T, EngineError> {
+        let mut last = None;
+        for _ in 0..MAX_RETRIES {
+            let (mut run, plan) = self.load(run_id)?;
+            let out = op(&plan.plan, &plan.index, &mut run, host)?;
+            let rows: Vec<(u32, Vec<u8>)> = run
+                .dirty
+                .iter()
+                .map(|&k| {
+                    (
+                        k,
+                        encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
+                    )
+                })
+                .collect();
+            let now = host.now_ms();
+            let meta = Self::meta(&run, &plan.plan, now);
+            let header = encode_header(&run.header);
+            let events = Self::events_json(&run);
+            let delta = Delta {
+                run_id,
+                expected_version: run.version,
+                meta: &meta,
+                header: &header,
+                rows: &rows,
+                events: &events,
+            };
+            match self.store.commit(&delta) {
+                Ok(_) => return Ok(out),
+                Err(StoreError::Conflict { .. }) => {
+                    last = Some(StoreError::Conflict {
+                        expected: run.version,
+                        current: 0,
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.map_or_else(
+            || EngineError::Corrupt("commit retries exhausted".into()),
+            EngineError::Store,
+        ))
+    }
+
+    /// Reports a dispatch result.
+    pub fn report(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        token: Option<&str>,
+        report: &Report,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            interp::report(p, i, r, step_id, token, report, h)
+        })
+    }
+
+    /// Decides a gate.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resolve_gate(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        token: Option<&str>,
+        decision: &str,
+        note: Option<&str>,
+        by: &str,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            interp::resolve_gate(p, i, r, step_id, token, decision, note, by, h)
+        })
+    }
+
+    /// Cancels a run (no-op on a finished run).
+    pub fn cancel(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| Ok(interp::cancel(p, i, r, h)))
+    }
+
+    /// The current outcome of a run; `plan_hash`, when given, must match (E6).
+    pub fn resume(
+        &mut self,
+        run_id: &str,
+        plan_hash: Option<&str>,
+        host: &mut dyn Host,
+    ) -> Result<(Outcome, LoadedPlan), EngineError> {
+        let (mut run, plan) = self.load(run_id)?;
+        if let Some(given) = plan_hash
+            && given != run.header.plan_hash
+        {
+            return Err(EngineError::PlanMismatch {
+                run: run_id.into(),
+                stored: run.header.plan_hash.clone(),
+                given: given.into(),
+            });
+        }
+        Ok((interp::view(&plan.plan, &plan.index, &mut run, host), plan))
+    }
+
+    /// The audit events of a run.
+    pub fn audit(&self, run_id: &str) -> Result<Vec<Value>, EngineError> {
+        let lines = self.store.events(run_id, 0, u64::MAX)?;
+        Ok(lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+            .collect())
+    }
+
+    /// Saves the run state under `label` (state only; files are the caller's).
+    pub fn commit_checkpoint(&mut self, run_id: &str, label: &str) -> Result<Value, EngineError> {
+        let label = label.trim();
+        if label.is_empty() {
+            return Err(EngineError::Checkpoint(
+                "invalid_label: a checkpoint label must not be empty".into(),
+            ));
+        }
+        let (run, _) = self.load(run_id)?;
+        if run.header.status == interp::RunStatus::Cancelled {
+            return Err(EngineError::Checkpoint(format!(
+                "flow_cancelled: run {run_id} is cancelled"
+            )));
+        }
+        let snap = self.store.load(run_id)?;
+        let blob = serde_json::to_vec(&json!({"header": String::from_utf8_lossy(&snap.header), "rows": snap.rows.iter().map(|(k, b)| json!([k, String::from_utf8_lossy(b)])).collect::<Vec<_>>()})).map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        self.store.put_checkpoint(run_id, label, &blob)?;
+        Ok(json!({"label": label, "checkpoints": self.store.checkpoint_labels(run_id)?}))
+    }
+
+    /// Restores the run state saved under `label`; live tokens are replaced.
+    pub fn revert(
+        &mut self,
+        run_id: &str,
+        label: &str,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        let label = label.trim();
+        let Some(blob) = self.store.get_checkpoint(run_id, label)? else {
+            let available = self.store.checkpoint_labels(run_id)?;
+            return Err(EngineError::Checkpoint(format!(
+                "checkpoint_not_found: no checkpoint `{label}`; available: {}",
+                available.join(", ")
+            )));
+        };
+        let saved: Value =
+            serde_json::from_slice(&blob).map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        let header: Header = serde_json::from_str(saved["header"].as_str().unwrap_or(""))
+            .map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        let mut rows = Vec::new();
+        for r in saved["rows"].as_array().into_iter().flatten() {
+            let key = r[0].as_u64().unwrap_or(0) as u32;
+            let state: StepState = serde_json::from_str(r[1].as_str().unwrap_or(""))
+                .map_err(|e| EngineError::Corrupt(e.to_string()))?;
+            rows.push((key, state));
+        }
+        let cancelled = self.load(run_id)?.0.header.status == interp::RunStatus::Cancelled;
+        if cancelled {
+            return Err(EngineError::Checkpoint(format!(
+                "flow_cancelled: run {run_id} is cancelled"
+            )));
+        }
+        self.transition(run_id, host, |p, i, r, h| {
+            let mut restored = header.clone();
+            restored.issued = restored.issued.max(r.header.issued);
+            let mut steps: Vec<Vec<StepState>> = restored
+                .frames
+                .iter()
+                .map(|f| vec![StepState::default(); f.len as usize])
+                .collect();
+            for (k, s) in &rows {
+                if let Some(slot) = steps
+                    .get_mut((k >> 16) as usize)
+                    .and_then(|fr| fr.get_mut((k & 0xffff) as usize))
+                {
+                    *slot = s.clone();
+                }
+            }
+            // every row of the restored state is written back
+            r.dirty = (0..steps.len() as u32)
+                .flat_map(|f| (0..steps[f as usize].len() as u32).map(move |s| row_key(f, s)))
+                .collect();
+            r.header = restored;
+            r.steps = steps;
+            r.events.push(interp::Event {
+                at: h.now_ms(),
+                kind: "checkpoint_reverted".into(),
+                step: None,
+                detail: json!({"label": label}),
+            });
+            Ok(interp::rotate_tokens(p, i, r, h))
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! The interpreter: a pure state machine over [`state::Run`].
+//!
+//! Owns: the execution semantics of reference v1-runtime §3–4 with the
+//! decisions E1–E8 of LANGUAGE.md: scheduling, `when`, `set`, contracts,
+//! ensures, attempts and the identical-evidence stop, `iterate`, `on_fail`
+//! routes with handled failures, gates with rounds and reset closures,
+//! carry, fanout items, sub-flows, budgets on every flow, output, tokens.
+//! Must never: do I/O. Files, judges and the clock go through [`Host`];
+//! persistence is the caller's (it commits `run.dirty` rows and `run.events`).
+
+pub mod index;
+mod machine;
+pub mod state;
+
+use serde_json::Value;
+
+pub use index::PlanIndex;
+pub use machine::{cancel, report, resolve_gate, rotate_tokens, start, view};
+pub use state::*;
+
+/// What the interpreter asks of its environment.
+pub trait Host {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&mut self) -> i64;
+    /// `file_exists(path)`: whether a regular file exists, plus evidence for the audit.
+    fn file_exists(&mut self, path: &str) -> Result<(bool, Value), String>;
+    /// `file_contains(path, text)`, plus evidence for the audit.
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String>;
+    /// A `judged` predicate.
+    fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String>;
+}
+
+/// A judge's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Whether the statement holds.
+    pub holds: bool,
+    /// Why.
+    pub reason: String,
+    /// Model that judged.
+    pub model: String,
+    /// Tokens it used.
+    pub tokens: f64,
+    /// Dollars it cost.
+    pub usd: f64,
+}
+
+/// Why an operation was refused. Nothing in the run changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmError {
+    /// The step is not waiting for this report.
+    #[error("{0}")]
+    NotAwaiting(String),
+    /// The token does not match the live issuance.
+    #[error("{0}")]
+    StaleToken(String),
+    /// The run was cancelled.
+    #[error("run {0} is cancelled; outstanding issuances cannot be resolved")]
+    Cancelled(String),
+    /// A gate decision other than approve, revise, kill.
+    #[error("invalid gate decision `{0}`: expected approve, revise or kill")]
+    InvalidDecision(String),
+    /// The flow input does not satisfy the input contract.
+    #[error("invalid flow input: {0}")]
+    InvalidInput(String),
+    /// A report that is malformed.
+    #[error("invalid report: {0}")]
+    InvalidReport(String),
+    /// A flow name that does not exist.
+    #[error("unknown flow `{0}`")]
+    UnknownFlow(String),
+    /// A carry value for a revise cannot be resolved yet.
+    #[error("carry_revise_unresolved: {0}")]
+    CarryUnresolved(String),
+    /// The plan is too large for a run.
+    #[error("{0}")]
+    Limit(String),
+}
+
+/// A step report: `{output?, failure?, usage?}`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    /// The output.
+    pub output: Option<Value>,
+    /// A failure text.
+    pub failure: Option<String>,
+    /// Usage `{tokens?, usd?, ms?}`.
+    pub usage: Option<Value>,
+}
+
+/// Largest output accepted in one report (serialized JSON).
+pub const MAX_OUTPUT_BYTES: usize = 4 * 1024 * 1024;
+
+impl Report {
+    /// Reads `{output?, failure?, usage?}`; an object without any of those keys is the output itself.
+    pub fn from_json(v: &Value) -> Result<Report, VmError> {
+        let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+        if size > MAX_OUTPUT_BYTES {
+            return Err(VmError::InvalidReport(format!(
+                "the report is {size} bytes; the limit is {MAX_OUTPUT_BYTES}"
+            )));
+        }
+        let Some(obj) = v.as_object() else {
+            return Err(VmError::InvalidReport(
+                "expected an object `{output?, failure?, usage?}`".into(),
+            ));
+        };
+        if !["output", "failure", "usage"]
+            .iter()
+            .any(|k| obj.contains_key(*k))
+        {
+            return Ok(Report {
+                output: Some(v.clone()),
+                ..Report::default()
+            });
+        }
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !["output", "failure", "usage"].contains(&k.as_str()))
+        {
+            return Err(VmError::InvalidReport(format!(
+                "unknown field `{k}`; a report has `output`, `failure` and `usage`"
+            )));
+        }
+        let failure = match obj.get("failure") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(VmError::InvalidReport("`failure` must be a string".into())),
+        };
+        if failure.is_none() && !obj.contains_key("output") {
+            return Err(VmError::InvalidReport(
+                "a report needs `output` or `failure`".into(),
+            ));
+        }
+        Ok(Report {
+            output: obj.get("output").cloned(),
+            failure,
+            usage: obj.get("usage").cloned(),
+        })
+    }
+}
+
+/// What happens next, after an operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The run status.
+    pub status: RunStatus,
+    /// Dispatches to hand out (E4, E5).
+    pub ready: Vec<Value>,
+    /// Gates waiting now, with their tokens.
+    pub gates: Vec<Value>,
+    /// The flow output when completed.
+    pub output: Option<Value>,
+    /// Why the run ended, if it did not complete.
+    pub failure: Option<Failure>,
+    /// `{spent, budget}` of the entry flow.
+    pub ledger: Value,
+}
+
+impl Outcome {
+    /// The response status: `ready` when there are dispatches, `running` when only gates wait.
+    pub fn wire_status(&self) -> &'static str {
+        match self.status {
+            RunStatus::Running if !self.ready.is_empty() => "ready",
+            other => other.as_str(),
+        }
+    }
+
+    /// The engine response envelope.
+    pub fn to_json(&self, run_id: &str, plan_hash: &str) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("status".into(), Value::from(self.wire_status()));
+        m.insert("runId".into(), Value::from(run_id));
+        m.insert("planHash".into(), Value::from(plan_hash));
+        m.insert("ready".into(), Value::Array(self.ready.clone()));
+        m.insert("gates".into(), Value::Array(self.gates.clone()));
+        if let Some(o) = &self.output {
+            m.insert("output".into(), o.clone());
+        }
+        if let Some(f) = &self.failure {
+            m.insert(
+                "failure".into(),
+                serde_json::to_value(f).unwrap_or(Value::Null),
+            );
+        }
+        m.insert("ledger".into(), self.ledger.clone());
+        Value::Object(m)
+    }
+}
