@@ -24,7 +24,7 @@ struct Cli {
     command: Command,
 }
 
-/// Output format of `check`.
+/// Output format of `check` and `cost`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Rustc-style text.
@@ -74,6 +74,49 @@ enum Command {
         /// The plan file.
         plan: std::path::PathBuf,
     },
+    /// Estimate dispatches, tokens, dollars and time of a flow before a run (exit 0: ok, also over budget; 1: spec errors; 2: usage or I/O error).
+    Cost {
+        /// The spec file.
+        spec: std::path::PathBuf,
+        /// The flow (default: the entry flow).
+        #[arg(long)]
+        flow: Option<String>,
+        /// The flow's input object: JSON text, or `@FILE` to read it from a file.
+        #[arg(long)]
+        inputs: Option<String>,
+        /// Agent profiles (default: `./stratum.toml` when it exists, else built-in defaults).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec).
+    Run {
+        /// The spec (`.stratum.yaml`) or plan (`.stratumc`); not needed with `--resume`.
+        source: Option<std::path::PathBuf>,
+        /// Continue this run (after a crash, or to decide a gate).
+        #[arg(long)]
+        resume: Option<String>,
+        /// The flow input: JSON text, or `@FILE`.
+        #[arg(long)]
+        inputs: Option<String>,
+        /// The flow to run (default: the entry flow).
+        #[arg(long)]
+        flow: Option<String>,
+        /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
+        #[arg(long)]
+        agent: String,
+        /// Workspace root for file predicates and the agent's working directory (default: the current directory).
+        #[arg(long)]
+        workspace: Option<std::path::PathBuf>,
+        /// Decide every gate this way instead of asking (`approve`, `revise`, `kill`).
+        #[arg(long, value_parser = ["approve", "revise", "kill"])]
+        gate: Option<String>,
+        /// `json` prints one final JSON object on stdout.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain {
         /// The code (`S0305`), or `--list` to list every code.
@@ -118,6 +161,38 @@ fn main() -> ExitCode {
             commands::build::run(&spec, output.as_deref(), emit)
         }
         Command::Inspect { plan } => commands::build::inspect(&plan),
+        Command::Run {
+            source,
+            resume,
+            inputs,
+            flow,
+            agent,
+            workspace,
+            gate,
+            format,
+        } => commands::run::run(&commands::run::Args {
+            source: source.as_deref(),
+            resume: resume.as_deref(),
+            inputs: inputs.as_deref(),
+            flow: flow.as_deref(),
+            agent: &agent,
+            workspace: workspace.as_deref(),
+            gate: gate.as_deref(),
+            format,
+        }),
+        Command::Cost {
+            spec,
+            flow,
+            inputs,
+            config,
+            format,
+        } => commands::cost::run(&commands::cost::Args {
+            spec: &spec,
+            flow: flow.as_deref(),
+            inputs: inputs.as_deref(),
+            config: config.as_deref(),
+            format,
+        }),
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
     };
     ExitCode::from(exit as u8)

@@ -109,6 +109,12 @@ pub fn analyze(text: &str) -> Analysis {
         if yaml_errors {
             ir = None;
         }
+        if let Some(ir) = &ir {
+            let config = crate::cost::CostConfig::default();
+            crate::cost::budget_warnings(ir, &config)
+                .into_iter()
+                .for_each(|d| sink.push(d));
+        }
     }
     Analysis {
         text: text.to_string(),

@@ -2,15 +2,16 @@
 //!
 //! Owns: spanned YAML loading ([`yaml`]), the structural decoder ([`syntax`]),
 //! the contract type language ([`types`]), resolution and every static rule
-//! ([`check`]), the checked IR ([`ir`]), diagnostics ([`diagnostics`]) and the
-//! public analysis API ([`analysis`]) that the CLI, the LSP and the MCP server
-//! call.
+//! ([`check`]), the checked IR ([`ir`]), cost analysis ([`cost`]),
+//! diagnostics ([`diagnostics`]) and the public analysis API ([`analysis`])
+//! that the CLI, the LSP and the MCP server call.
 //! Must never: do I/O beyond what callers hand it (it takes source text), or
 //! print anything.
 
 pub mod analysis;
 pub mod build;
 pub mod check;
+pub mod cost;
 pub mod diagnostics;
 pub mod ir;
 pub mod lower;

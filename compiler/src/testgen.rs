@@ -72,10 +72,14 @@ pub fn generate_spec(steps: usize) -> String {
     if has_gate {
         s.push_str("    max_rounds: 3\n");
     }
-    let _ = write!(
+    // Above the checker's worst case (S0701): per step at most 3 attempts of
+    // $0.30 / 180 s (+ one judge call of $0.01 / 10 s each), entered at most
+    // 1 + max_rounds = 4 times.
+    let _ = writeln!(
         s,
-        "    budget:\n      usd: {}\n      ms: 86400000\n",
-        steps * 2
+        "    budget:\n      usd: {}\n      ms: {}",
+        steps * 4,
+        steps * 2_400_000
     );
     s.push_str("    steps:\n");
 
@@ -84,13 +88,13 @@ pub fn generate_spec(steps: usize) -> String {
     for i in 1..=steps {
         let id = step_id(i);
         let is_last = i == steps;
-        if !is_last && i % 50 == 0 && data.len() >= 4 {
+        if !is_last && i.is_multiple_of(50) && data.len() >= 4 {
             gate_step(&mut s, &id, &data);
             last_gate = Some(id);
             continue;
         }
         let after_gate = last_gate.take();
-        if !is_last && i % 20 == 0 && !data.is_empty() {
+        if !is_last && i.is_multiple_of(20) && !data.is_empty() {
             set_step(&mut s, &id, &data, after_gate.as_deref());
             data.push(DataStep {
                 id,
@@ -149,14 +153,14 @@ fn do_step(
     after_gate: Option<&str>,
 ) {
     let verb = VERBS[i % VERBS.len()];
-    let _ = write!(s, "      - id: {id}\n");
+    let _ = writeln!(s, "      - id: {id}");
     let mut after: Vec<&str> = Vec::new();
     if let Some(gate) = after_gate {
         after.push(gate);
     }
     // `when` every 9th step: reads an ancestor that `after` lists.
     let mut when = None;
-    if i % 9 == 0 && data.len() >= 3 {
+    if i.is_multiple_of(9) && data.len() >= 3 {
         let anc = &data[data.len() - 3];
         after.push(&anc.id);
         when = Some(match anc.out {
@@ -169,16 +173,16 @@ fn do_step(
         });
     }
     if !after.is_empty() {
-        let _ = write!(s, "        after: [{}]\n", after.join(", "));
+        let _ = writeln!(s, "        after: [{}]", after.join(", "));
     }
     if let Some(w) = &when {
-        let _ = write!(s, "        when: \"{w}\"\n");
+        let _ = writeln!(s, "        when: \"{w}\"");
     }
     match data.last() {
         None => {
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "        do: \"{} the material on ${{input.topic}} into a scored list of items.\"\n",
+                "        do: \"{} the material on ${{input.topic}} into a scored list of items.\"",
                 capitalize(verb)
             );
         }
@@ -189,7 +193,7 @@ fn do_step(
                 capitalize(verb),
                 prev.id
             );
-            if i % 7 == 0 && data.len() >= 6 {
+            if i.is_multiple_of(7) && data.len() >= 6 {
                 let earlier = &data[data.len() - 6];
                 match earlier.out {
                     Out::Stage => {
@@ -208,28 +212,28 @@ fn do_step(
                     }
                 }
             }
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 s.push_str(" Stay on the topic ${input.topic}.");
             }
             s.push_str("\"\n");
         }
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         s.push_str("        agent: codex\n");
     } else {
         s.push_str("        agent: claude\n");
     }
-    let _ = write!(s, "        out: {}\n", out.contract());
+    let _ = writeln!(s, "        out: {}", out.contract());
     s.push_str("        ensure:\n");
     match out {
         Out::Stage => {
             s.push_str("          - expr: \"len(result.items) > 0 && result.score >= 0.5\"\n");
-            if i % 4 == 0 {
+            if i.is_multiple_of(4) {
                 s.push_str(
                     "          - expr: \"result.count == len(result.items) || !result.ok\"\n",
                 );
             }
-            if i % 11 == 0 {
+            if i.is_multiple_of(11) {
                 s.push_str("          - expr: \"result.score >= input.threshold\"\n");
             }
         }
@@ -241,10 +245,10 @@ fn do_step(
         }
         Out::Summary => unreachable!("do steps never output Summary"),
     }
-    if i % 13 == 0 {
+    if i.is_multiple_of(13) {
         s.push_str("          - judged:\n              statement: \"The summary is faithful to the findings it was given.\"\n              stakes: cheap\n");
     }
-    if i % 6 == 0 {
+    if i.is_multiple_of(6) {
         s.push_str("        attempts: 3\n");
     }
 }
@@ -252,13 +256,13 @@ fn do_step(
 /// A `set` step copying the previous data step's summary and score.
 fn set_step(s: &mut String, id: &str, data: &[DataStep], after_gate: Option<&str>) {
     let prev = &data[data.len() - 1].id;
-    let _ = write!(s, "      - id: {id}\n");
+    let _ = writeln!(s, "      - id: {id}");
     match after_gate {
         Some(gate) => {
-            let _ = write!(s, "        after: [{gate}, {prev}]\n");
+            let _ = writeln!(s, "        after: [{gate}, {prev}]");
         }
         None => {
-            let _ = write!(s, "        after: [{prev}]\n");
+            let _ = writeln!(s, "        after: [{prev}]");
         }
     }
     let _ = write!(

@@ -5,7 +5,8 @@
 //! YAML/template tokens, tabs and non-ASCII text) and the invariants every
 //! consumer of an `Analysis` relies on: no panic; `text` is the input; every
 //! diagnostic span and label span lies inside the text on char boundaries; the
-//! IR is present exactly when there is no error.
+//! IR is present exactly when there is no error. As a check on itself, it also
+//! requires that at least a quarter of the damaged specs get errors.
 //! Must never: assert which diagnostics a damaged spec gets (the snapshot and
 //! conformance suites own that), or write files (failure persistence is off;
 //! a failure prints the minimised input instead).

@@ -16,10 +16,23 @@ use stratum_compiler::source::Span;
 
 fn check_span(text: &str, span: Span, what: &str, code: &str) {
     let (start, end) = (span.start as usize, span.end as usize);
-    assert!(start <= end, "{code}: {what} span {start}..{end} is backwards");
-    assert!(end <= text.len(), "{code}: {what} span {start}..{end} ends past the text ({} bytes)", text.len());
-    assert!(text.is_char_boundary(start), "{code}: {what} span start {start} is inside a char");
-    assert!(text.is_char_boundary(end), "{code}: {what} span end {end} is inside a char");
+    assert!(
+        start <= end,
+        "{code}: {what} span {start}..{end} is backwards"
+    );
+    assert!(
+        end <= text.len(),
+        "{code}: {what} span {start}..{end} ends past the text ({} bytes)",
+        text.len()
+    );
+    assert!(
+        text.is_char_boundary(start),
+        "{code}: {what} span start {start} is inside a char"
+    );
+    assert!(
+        text.is_char_boundary(end),
+        "{code}: {what} span end {end} is inside a char"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -33,7 +46,17 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let errors = analysis.error_count();
-    assert_eq!(analysis.ir.is_some(), errors == 0, "ir present = {}, but {errors} errors", analysis.ir.is_some());
+    assert_eq!(
+        analysis.ir.is_some(),
+        errors == 0,
+        "ir present = {}, but {errors} errors",
+        analysis.ir.is_some()
+    );
     let _ = render::human("fuzz.stratum.yaml", text, &analysis.diagnostics, false);
-    let _ = render::json_file("fuzz.stratum.yaml", text, &analysis.lines, &analysis.diagnostics);
+    let _ = render::json_file(
+        "fuzz.stratum.yaml",
+        text,
+        &analysis.lines,
+        &analysis.diagnostics,
+    );
 });

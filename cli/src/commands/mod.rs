@@ -5,4 +5,12 @@
 
 pub mod build;
 pub mod check;
+pub mod cost;
 pub mod explain;
+pub mod run;
+
+/// Writes to stdout, ignoring a closed pipe (`stratumc inspect x | head`).
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}

@@ -137,6 +137,9 @@ codes! {
     NonBooleanCondition = "S0614", Error, "a condition that can never be a boolean";
     InvalidRegex = "S0615", Error, "a `matches` pattern that can never be used";
     SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
+
+    // S07xx — cost
+    BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
 }
 
 /// The whole catalogue as one Markdown document (`docs/diagnostics.md`).

@@ -1,0 +1,324 @@
+//! `stratumc cost SPEC`: dispatch, token, dollar and time estimates of a flow
+//! before any run.
+//!
+//! Owns: reading the spec, the inputs (`--inputs JSON|@file`) and the agent
+//! profiles (`--config`, else `./stratum.toml` when it exists, else the
+//! built-in defaults), choosing the flow, and printing the human table or the
+//! versioned JSON document.
+//! Must never: estimate anything itself — every figure comes from
+//! `stratum_compiler::cost::analyze_cost`.
+//!
+//! JSON (`--format json`, one document on stdout):
+//! `{"version": 1, "flow": F, "dispatches": E, "tokens": E, "usd": E,
+//! "ms": E, "agent_ms": E, "decisions": N, "p_success": P,
+//! "steps": [{"id", "construct", "entries", "dispatches": E}],
+//! "budget": {"declared", "exceeded", "unchecked"}, "notes": [..]}` where
+//! `E = {"min", "expected", "worst": N|null, "worst_symbolic": S|null,
+//! "min_symbolic": S|null, "expected_symbolic": S|null}`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::cost::{CostConfig, Estimate, FlowCost, analyze_cost, format_number};
+use stratum_compiler::diagnostics::render;
+
+use crate::{Exit, Format};
+
+/// Version of the JSON document.
+pub const JSON_VERSION: u32 = 1;
+
+/// Arguments of `stratumc cost`.
+pub struct Args<'a> {
+    /// The spec file.
+    pub spec: &'a Path,
+    /// The flow (default: the entry flow).
+    pub flow: Option<&'a str>,
+    /// `--inputs`: JSON text or `@file`.
+    pub inputs: Option<&'a str>,
+    /// `--config`: a `stratum.toml`.
+    pub config: Option<&'a Path>,
+    /// Output format.
+    pub format: Format,
+}
+
+fn usage(message: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {message}");
+    Exit::Usage
+}
+
+/// Runs the command.
+pub fn run(args: &Args<'_>) -> Exit {
+    let shown = args.spec.display().to_string();
+    let bytes = match std::fs::read(args.spec) {
+        Ok(b) => b,
+        Err(e) => return usage(format_args!("cannot read {shown}: {e}")),
+    };
+    let analysis = analyze_bytes(&bytes);
+    let Some(ir) = analysis.ir.as_ref() else {
+        let color = args.format == Format::Human
+            && std::io::stdout().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none();
+        let text = render::human(&shown, &analysis.text, &analysis.diagnostics, color);
+        // JSON mode keeps stdout for the cost document: diagnostics go to stderr
+        if args.format == Format::Human {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        } else {
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+        let n = analysis.error_count();
+        eprintln!(
+            "failed: {shown} has {n} error{}; no cost computed",
+            if n == 1 { "" } else { "s" }
+        );
+        return Exit::Errors;
+    };
+
+    let (config, config_name) = match load_config(args.config) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+
+    let flow = match args.flow {
+        None => ir.entry,
+        Some(name) => match ir.flow(name) {
+            Some((id, _)) => id,
+            None => {
+                let names: Vec<String> = ir.flows.iter().map(|f| format!("`{}`", f.name)).collect();
+                return usage(format_args!(
+                    "no flow `{name}` in {shown}; its flows are {}",
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+
+    let inputs = match args.inputs.map(read_inputs).transpose() {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+
+    let cost = analyze_cost(ir, flow, inputs.as_ref(), &config);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match args.format {
+        Format::Json => {
+            let mut doc = serde_json::Map::new();
+            doc.insert("version".into(), JSON_VERSION.into());
+            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&cost) {
+                doc.extend(fields);
+            }
+            let text =
+                serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
+            let _ = writeln!(out, "{text}");
+        }
+        Format::Human => {
+            let _ = out.write_all(human(&cost, &shown, &config_name).as_bytes());
+        }
+    }
+    let _ = out.flush();
+    Exit::Ok
+}
+
+/// The profiles and where they come from.
+fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> {
+    let path: PathBuf = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let default = PathBuf::from("stratum.toml");
+            if !default.is_file() {
+                return Ok((CostConfig::default(), "built-in defaults".to_string()));
+            }
+            default
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config = CostConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((config, path.display().to_string()))
+}
+
+/// `--inputs`: JSON text, or `@file`; a JSON object.
+fn read_inputs(arg: &str) -> Result<serde_json::Value, String> {
+    let (text, origin) = match arg.strip_prefix('@') {
+        Some(file) => (
+            std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?,
+            file.to_string(),
+        ),
+        None => (arg.to_string(), "--inputs".to_string()),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{origin} is not valid JSON: {e}"))?;
+    if !value.is_object() {
+        return Err(format!(
+            "{origin} must be a JSON object (the flow's input), found {}",
+            match value {
+                serde_json::Value::Null => "null",
+                serde_json::Value::Bool(_) => "a boolean",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::Object(_) => "an object",
+            }
+        ));
+    }
+    Ok(value)
+}
+
+/// Left-aligned first column, right-aligned others.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            if c == 0 {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str("  ");
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn min_text(e: &Estimate) -> String {
+    e.min_symbolic
+        .clone()
+        .unwrap_or_else(|| format_number(e.min))
+}
+
+fn expected_text(e: &Estimate) -> String {
+    e.expected_symbolic
+        .clone()
+        .unwrap_or_else(|| format_number(e.expected))
+}
+
+fn worst_text(e: &Estimate) -> String {
+    match (e.worst, &e.worst_symbolic) {
+        (Some(w), _) => format_number(w),
+        (None, Some(s)) => s.clone(),
+        (None, None) => "?".to_string(),
+    }
+}
+
+fn human(cost: &FlowCost, shown: &str, config: &str) -> String {
+    let mut out = format!(
+        "cost of flow `{}` in {shown} (profiles: {config})\n\n",
+        cost.flow
+    );
+    let mut rows = vec![vec![
+        "step".to_string(),
+        "construct".to_string(),
+        "entries".to_string(),
+        "worst dispatches".to_string(),
+    ]];
+    for s in &cost.steps {
+        rows.push(vec![
+            s.id.clone(),
+            s.construct.clone(),
+            s.entries.to_string(),
+            worst_text(&s.dispatches),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out.push('\n');
+    let mut rows = vec![vec![
+        String::new(),
+        "min".to_string(),
+        "expected".to_string(),
+        "worst".to_string(),
+    ]];
+    for (name, e) in [
+        ("dispatches", &cost.dispatches),
+        ("tokens", &cost.tokens),
+        ("usd", &cost.usd),
+        ("ms", &cost.ms),
+        ("ms summed", &cost.agent_ms),
+    ] {
+        rows.push(vec![
+            name.to_string(),
+            min_text(e),
+            expected_text(e),
+            worst_text(e),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out.push_str(&format!(
+        "\nms is wall-clock time without human waits; ms summed adds up every dispatch (what a budget's `ms` meters).\nhuman decisions: at most {}; chance that a run completes: about {}%\n",
+        cost.decisions,
+        format_number((cost.p_success * 1000.0).round() / 10.0)
+    ));
+
+    out.push('\n');
+    let b = &cost.budget;
+    match &b.declared {
+        None => out.push_str("budget: none declared for the flow\n"),
+        Some(l) => {
+            let mut parts = Vec::new();
+            if let Some(v) = l.dispatches {
+                parts.push(format!("dispatches {v}"));
+            }
+            if let Some(v) = l.tokens {
+                parts.push(format!("tokens {v}"));
+            }
+            if let Some(v) = l.usd {
+                parts.push(format!("usd {}", format_number(v)));
+            }
+            if let Some(v) = l.ms {
+                parts.push(format!("ms {v}"));
+            }
+            out.push_str(&format!("budget: {}\n", parts.join(", ")));
+        }
+    }
+    let owner = |step: &Option<String>| match step {
+        None => "flow budget".to_string(),
+        Some(s) => format!("budget of step `{s}` (per entry)"),
+    };
+    for x in &b.exceeded {
+        out.push_str(&format!(
+            "  exceeded: {} {}: worst {} > {}",
+            owner(&x.step),
+            x.dimension,
+            format_number(x.worst),
+            format_number(x.limit)
+        ));
+        if let Some(d) = &x.dominant_step {
+            out.push_str(&format!(
+                "; step `{d}` contributes {}%",
+                format_number((x.share * 1000.0).round() / 10.0)
+            ));
+        }
+        out.push('\n');
+    }
+    for u in &b.unchecked {
+        out.push_str(&format!(
+            "  not checked: {} {}: worst {} (give --inputs to check it)\n",
+            owner(&u.step),
+            u.dimension,
+            u.worst_symbolic
+        ));
+    }
+    if b.exceeded.is_empty() && b.unchecked.is_empty() && b.declared.is_some() {
+        out.push_str("  within: the worst case fits every declared limit\n");
+    }
+    for n in &cost.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}

@@ -1,0 +1,1525 @@
+//! Cost analysis of a checked flow: how many dispatches, tokens, dollars and
+//! milliseconds a run can take, before any run.
+//!
+//! Owns: the agent profiles ([`CostConfig`], with `stratum.toml` parsing),
+//! the multiplicity analysis (how often each step can be entered), the
+//! minimum / expected / worst estimates per step and per flow
+//! ([`analyze_cost`]), and the budget check that `check` reports as S0701
+//! ([`budget_warnings`]).
+//! Must never: read files or the environment (callers hand it text and JSON),
+//! print, or mix probabilities into bounds: worst cases are sound whatever the
+//! profiles' success probabilities are; probabilities only shape `expected`
+//! (reference seed-systems §4.2, rule 4).
+//!
+//! # Model
+//!
+//! **Entries.** Only gate revises re-enter steps in v1. A revise by gate `g`
+//! to target `t` resets `t` and every step reachable from `t` through any
+//! forward edge (dependency or route): the reset closure of `g`. The flow's
+//! `max_rounds` bounds all revisions of the flow together and a gate's own
+//! `max_rounds` bounds its own revisions, so
+//!
+//! ```text
+//! Entries(s) = 1 + min(flow.max_rounds, Σ { rounds(g) : s ∈ closure(g) })
+//! rounds(g)  = min(g.max_rounds or flow.max_rounds, flow.max_rounds)
+//! ```
+//!
+//! A step that no revising gate covers is entered once.
+//!
+//! **Worst case per entry** (sound whatever the profiles say):
+//! - `do`: `attempts × iterate.max` dispatches (`attempts` without `iterate`);
+//!   every dispatch also pays one judge call per `judged` ensure (tokens, usd
+//!   and time, not a dispatch).
+//! - `set`: no dispatch; its judged ensures cost one judge call each.
+//! - `gate`: nothing (human waiting is not time); one human decision.
+//! - `fanout`: `items × Σ stage attempts` dispatches. `items` is the length of
+//!   the `over` list when it can be read from the given inputs
+//!   (`${input.path}`, or a carry variable whose initial value is an input and
+//!   that no gate rewrites); otherwise the bound is symbolic in
+//!   `len(<reference>)`, and `worst` is `None` with the bound as text in
+//!   `worst_symbolic`.
+//! - `run`: the worst case of the called flow (analysed once, memoized).
+//!
+//! A step's worst case is `Entries(s) ×` its worst case per entry; the flow's
+//! is the sum over its steps, route targets included.
+//!
+//! **Minimum** (the happy path): every step that is activated normally runs
+//! once and passes on its first attempt (`when` conditions are taken as true,
+//! `iterate.until` holds at once, gates approve, no revise); route-only
+//! targets (`on_fail`, `on_approve`, `on_kill` targets) do not run. A fanout
+//! still dispatches every stage of every item, also under `require: any`.
+//!
+//! **Expected.** A dispatch passes (contract and every ensure) with
+//! probability `q = agent.p_success × judge.p_success^judged`. With `k`
+//! attempts, `E[dispatches per pass] = (1 − (1−q)^k) / q` and the step passes
+//! with probability `1 − (1−q)^k`. `iterate` repeats passes until `until`
+//! holds, taken to hold with probability `agent.p_success` per pass:
+//! `E[passes] = (1 − (1−u)^N) / u`. Fanout items cost the sum of their stages'
+//! expectations. Gates are assumed to approve (no revise rounds). Route
+//! targets are weighted by the probability that they are routed: an `on_fail`
+//! target by the probability that its source fails, an `on_approve` target
+//! fully, an `on_kill` target not at all. Normally activated steps count
+//! fully (no fail-fast discount), so `min ≤ expected ≤ worst` holds in every
+//! dimension.
+//!
+//! **Time.** `ms` is wall-clock time excluding human waits. A step's time per
+//! entry is the sum of its dispatches' times (attempts run one after
+//! another); a fanout takes `ceil(items / concurrency) ×` the worst time of
+//! one item. The minimum and expected times are the longest path through the
+//! step graph. The worst time is the longest path of one pass plus, for every
+//! revise round, the longest path through the reset closure it re-runs
+//! (rounds given to the gates with the longest closures first, up to the
+//! flow's `max_rounds`). The longest path weighted by entries alone is not a
+//! bound: a slow branch outside a closure overlaps only the first pass. When
+//! lengths are unknown, which of two paths is longer depends on them, so
+//! their maximum is bounded term by term (exact once inputs are given).
+//! `agent_ms` is the sum of all dispatch and judge times instead: what a
+//! budget's `ms` meters (every reported duration is added to the ledger, also
+//! for dispatches that run in parallel), and what the budget check compares.
+//!
+//! **Budgets.** A flow budget is compared with the flow's worst case; a step
+//! budget (refreshed whenever a revise resets the step) with the step's worst
+//! case per entry. A dimension whose worst case is symbolic is not checked.
+//! `check` uses the built-in profiles; `stratumc cost` reads `stratum.toml`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use serde::{Serialize, Serializer};
+
+use crate::diagnostics::{Code, Diagnostic, suggest};
+use crate::ir::{
+    EdgeKind, FlowId, FlowIr, Ir, PredicateIr, RefIr, RefTarget, Segment, StepId, StepKindIr,
+};
+use crate::source::Span;
+use crate::syntax::ast::{Agent, Budget, Require};
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/// What one dispatch of an agent (or one judge call) costs, and how likely it
+/// is to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Profile {
+    /// Probability that one attempt passes its contract and ensures (0..=1).
+    pub p_success: f64,
+    /// Tokens per dispatch.
+    pub tokens: f64,
+    /// Dollars per dispatch.
+    pub usd: f64,
+    /// Milliseconds per dispatch.
+    pub ms: f64,
+}
+
+impl Profile {
+    /// Built-in `claude` profile: a rough default for one agentic coding task
+    /// (20k tokens, $0.30, two minutes, passes 85 % of first attempts).
+    pub const CLAUDE: Profile = Profile {
+        p_success: 0.85,
+        tokens: 20_000.0,
+        usd: 0.30,
+        ms: 120_000.0,
+    };
+
+    /// Built-in `codex` profile: a rough default (25k tokens, $0.25, three
+    /// minutes, passes 80 % of first attempts).
+    pub const CODEX: Profile = Profile {
+        p_success: 0.80,
+        tokens: 25_000.0,
+        usd: 0.25,
+        ms: 180_000.0,
+    };
+
+    /// Built-in judge profile for `judged` ensures: a rough default (3k
+    /// tokens, $0.01, ten seconds; taken to agree with the agent, p = 1).
+    pub const JUDGE: Profile = Profile {
+        p_success: 1.0,
+        tokens: 3_000.0,
+        usd: 0.01,
+        ms: 10_000.0,
+    };
+}
+
+/// Agent and judge profiles.
+///
+/// The defaults are rough figures for planning, not measurements; override
+/// them in `stratum.toml` with what your own runs show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostConfig {
+    /// Profile per agent name (`claude`, `codex`).
+    pub agents: BTreeMap<String, Profile>,
+    /// Profile of one judge call.
+    pub judge: Profile,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            agents: BTreeMap::from([
+                ("claude".to_string(), Profile::CLAUDE),
+                ("codex".to_string(), Profile::CODEX),
+            ]),
+            judge: Profile::JUDGE,
+        }
+    }
+}
+
+/// Keys of an `[agents.NAME]` or `[judge]` table.
+const PROFILE_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
+/// Agent names that specs may use.
+const AGENT_NAMES: [&str; 2] = ["claude", "codex"];
+
+impl CostConfig {
+    /// Reads a `stratum.toml` over the built-in defaults:
+    ///
+    /// ```toml
+    /// [agents.claude]
+    /// p_success = 0.9      # any key left out keeps its default
+    /// tokens = 18000
+    /// usd = 0.27
+    /// ms = 90000
+    /// command = "..."      # read by the runner, ignored here
+    ///
+    /// [judge]
+    /// usd = 0
+    /// ```
+    ///
+    /// Unknown tables, agents and keys are refused with a message naming the
+    /// accepted ones.
+    pub fn from_toml(text: &str) -> Result<CostConfig, String> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| format!("invalid TOML: {}", e.message().trim_end()))?;
+        let mut config = CostConfig::default();
+        for (key, value) in &table {
+            match key.as_str() {
+                "agents" => {
+                    let agents = value.as_table().ok_or_else(|| {
+                        format!("`agents` must be a table, found {}", kind(value))
+                    })?;
+                    for (name, body) in agents {
+                        if !AGENT_NAMES.contains(&name.as_str()) {
+                            return Err(unknown(
+                                "agent",
+                                &format!("agents.{name}"),
+                                name,
+                                &AGENT_NAMES,
+                            ));
+                        }
+                        let profile = config.agents.entry(name.clone()).or_insert(Profile::CLAUDE);
+                        read_profile(&format!("agents.{name}"), body, profile, true)?;
+                    }
+                }
+                "judge" => read_profile("judge", value, &mut config.judge, false)?,
+                other => return Err(unknown("table", other, other, &["agents", "judge"])),
+            }
+        }
+        Ok(config)
+    }
+
+    /// The profile of an agent (the built-in one when the map lacks it).
+    pub fn agent(&self, agent: Agent) -> Profile {
+        self.agents
+            .get(agent.as_str())
+            .copied()
+            .unwrap_or(match agent {
+                Agent::Claude => Profile::CLAUDE,
+                Agent::Codex => Profile::CODEX,
+            })
+    }
+}
+
+fn kind(value: &toml::Value) -> &'static str {
+    match value {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+fn unknown(what: &str, path: &str, name: &str, expected: &[&str]) -> String {
+    let mut text = format!(
+        "unknown {what} `{path}` in stratum.toml; expected one of {}",
+        expected
+            .iter()
+            .map(|e| format!("`{e}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(s) = suggest(name, expected.iter().copied()) {
+        text.push_str(&format!(" (did you mean `{s}`?)"));
+    }
+    text
+}
+
+fn read_profile(
+    path: &str,
+    value: &toml::Value,
+    profile: &mut Profile,
+    agent: bool,
+) -> Result<(), String> {
+    let table = value
+        .as_table()
+        .ok_or_else(|| format!("`{path}` must be a table, found {}", kind(value)))?;
+    for (key, v) in table {
+        if agent && key == "command" {
+            // the runner's agent command (LANGUAGE.md E8): not a cost figure
+            if !v.is_str() {
+                return Err(format!(
+                    "`{path}.command` must be a string, found {}",
+                    kind(v)
+                ));
+            }
+            continue;
+        }
+        let slot = match key.as_str() {
+            "p_success" => &mut profile.p_success,
+            "tokens" => &mut profile.tokens,
+            "usd" => &mut profile.usd,
+            "ms" => &mut profile.ms,
+            other => {
+                let mut keys: Vec<&str> = PROFILE_KEYS.to_vec();
+                if agent {
+                    keys.push("command");
+                }
+                return Err(unknown("key", &format!("{path}.{other}"), other, &keys));
+            }
+        };
+        let number = match v {
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) => *f,
+            _ => {
+                return Err(format!(
+                    "`{path}.{key}` must be a number, found {}",
+                    kind(v)
+                ));
+            }
+        };
+        if key == "p_success" && !(0.0..=1.0).contains(&number) {
+            return Err(format!(
+                "`{path}.p_success` must be between 0 and 1, found {number}"
+            ));
+        }
+        if !number.is_finite() || number < 0.0 {
+            return Err(format!(
+                "`{path}.{key}` must be a finite number ≥ 0, found {number}"
+            ));
+        }
+        *slot = number;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Public results
+
+/// One dimension estimated three ways.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    /// The happy path. With unknown fanout lengths: at zero items.
+    #[serde(serialize_with = "ser_num")]
+    pub min: f64,
+    /// The expected value. With unknown fanout lengths: at zero items.
+    #[serde(serialize_with = "ser_num")]
+    pub expected: f64,
+    /// The worst case; `None` exactly when it depends on a fanout length that
+    /// is not known.
+    #[serde(serialize_with = "ser_opt_num")]
+    pub worst: Option<f64>,
+    /// The worst case as a formula, e.g. `12 + 4 * len(input.items)`, when it
+    /// depends on an unknown length.
+    pub worst_symbolic: Option<String>,
+    /// The minimum as a formula, when it depends on an unknown length.
+    pub min_symbolic: Option<String>,
+    /// The expected value as a formula, when it depends on an unknown length.
+    pub expected_symbolic: Option<String>,
+}
+
+/// Cost of one step over a whole run of its flow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCost {
+    /// Step id.
+    pub id: String,
+    /// `do`, `set`, `gate`, `fanout` or `run`.
+    pub construct: String,
+    /// Most times the step can be entered (1 + revise rounds that reset it).
+    pub entries: u64,
+    /// Dispatches of the step over all its entries.
+    pub dispatches: Estimate,
+}
+
+/// The limits of a budget block.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limits {
+    /// `dispatches`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatches: Option<u64>,
+    /// `tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// `usd`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_num"
+    )]
+    pub usd: Option<f64>,
+    /// `ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+}
+
+impl Limits {
+    fn of(budget: &Budget) -> Limits {
+        Limits {
+            dispatches: budget.dispatches,
+            tokens: budget.tokens,
+            usd: budget.usd,
+            ms: budget.ms,
+        }
+    }
+}
+
+/// A declared limit that the worst case goes above.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Exceeded {
+    /// The step whose own budget it is (`None`: the flow's budget).
+    pub step: Option<String>,
+    /// `dispatches`, `tokens`, `usd` or `ms`.
+    pub dimension: String,
+    /// The declared limit.
+    #[serde(serialize_with = "ser_num")]
+    pub limit: f64,
+    /// The worst case (per entry for a step budget; `ms` as metered, see
+    /// [`FlowCost::agent_ms`]).
+    #[serde(serialize_with = "ser_num")]
+    pub worst: f64,
+    /// The step contributing most to that worst case.
+    pub dominant_step: Option<String>,
+    /// Its share of the worst case (0..=1).
+    #[serde(serialize_with = "ser_num")]
+    pub share: f64,
+}
+
+/// A declared limit that cannot be checked before the fanout lengths are known.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unchecked {
+    /// The step whose own budget it is (`None`: the flow's budget).
+    pub step: Option<String>,
+    /// The dimension.
+    pub dimension: String,
+    /// The worst case as a formula.
+    pub worst_symbolic: String,
+}
+
+/// The budget verdict of a flow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetVerdict {
+    /// The flow's budget, if it declares one.
+    pub declared: Option<Limits>,
+    /// Limits (the flow's and its steps') that the worst case goes above.
+    pub exceeded: Vec<Exceeded>,
+    /// Limits whose worst case is symbolic.
+    pub unchecked: Vec<Unchecked>,
+}
+
+/// The cost of one run of a flow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowCost {
+    /// Flow name.
+    pub flow: String,
+    /// Agent dispatches (fanout items count one per stage attempt).
+    pub dispatches: Estimate,
+    /// Tokens, judge calls included.
+    pub tokens: Estimate,
+    /// Dollars, judge calls included.
+    pub usd: Estimate,
+    /// Wall-clock milliseconds without human waiting (longest paths).
+    pub ms: Estimate,
+    /// Milliseconds summed over every dispatch and judge call: what a
+    /// budget's `ms` meters.
+    pub agent_ms: Estimate,
+    /// Most human gate decisions.
+    pub decisions: u64,
+    /// Rough probability that a run completes (product over the normally
+    /// activated steps without `on_fail`).
+    #[serde(serialize_with = "ser_num")]
+    pub p_success: f64,
+    /// Per step, in document order.
+    pub steps: Vec<StepCost>,
+    /// Budget verdict.
+    pub budget: BudgetVerdict,
+    /// Facts about the inputs (e.g. a fanout list missing from them).
+    pub notes: Vec<String>,
+}
+
+fn round6(x: f64) -> f64 {
+    let r = (x * 1e6).round() / 1e6;
+    if r == 0.0 { 0.0 } else { r }
+}
+
+fn ser_num<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if x.fract() == 0.0 && x.abs() < 9e15 {
+        s.serialize_i64(*x as i64)
+    } else {
+        s.serialize_f64(*x)
+    }
+}
+
+fn ser_opt_num<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match x {
+        Some(x) => ser_num(x, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// A number for messages and formulas: integers without a fraction, others
+/// with at most six decimals.
+pub fn format_number(x: f64) -> String {
+    let x = round6(x);
+    if x.fract() == 0.0 && x.abs() < 9e15 {
+        format!("{}", x as i64)
+    } else {
+        let text = format!("{x:.6}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Symbolic linear bounds
+
+/// `c + Σ coef × atom`, where an atom is `len(ref)` or `ceil(len(ref) / n)`
+/// and every coefficient is ≥ 0.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Sym {
+    c: f64,
+    terms: BTreeMap<String, f64>,
+}
+
+impl Sym {
+    fn num(c: f64) -> Sym {
+        Sym {
+            c,
+            terms: BTreeMap::new(),
+        }
+    }
+
+    fn atom(name: String, coef: f64) -> Sym {
+        let mut s = Sym::default();
+        if coef != 0.0 {
+            s.terms.insert(name, coef);
+        }
+        s
+    }
+
+    fn add(&mut self, other: &Sym) {
+        self.c += other.c;
+        for (k, v) in &other.terms {
+            *self.terms.entry(k.clone()).or_insert(0.0) += v;
+        }
+    }
+
+    fn scale(&self, k: f64) -> Sym {
+        if k == 0.0 {
+            return Sym::default();
+        }
+        Sym {
+            c: self.c * k,
+            terms: self.terms.iter().map(|(a, v)| (a.clone(), v * k)).collect(),
+        }
+    }
+
+    /// Componentwise maximum: an upper bound of both (exact when one
+    /// dominates the other, which every concrete pair does).
+    fn max(&self, other: &Sym) -> Sym {
+        let mut out = Sym::num(self.c.max(other.c));
+        for (k, v) in self.terms.iter().chain(&other.terms) {
+            let e = out.terms.entry(k.clone()).or_insert(0.0);
+            *e = e.max(*v);
+        }
+        out
+    }
+
+    fn concrete(&self) -> Option<f64> {
+        self.terms.is_empty().then_some(self.c)
+    }
+
+    fn render(&self) -> String {
+        let mut parts = Vec::new();
+        if self.c != 0.0 || self.terms.is_empty() {
+            parts.push(format_number(self.c));
+        }
+        for (atom, coef) in &self.terms {
+            if round6(*coef) == 1.0 {
+                parts.push(atom.clone());
+            } else {
+                parts.push(format!("{} * {atom}", format_number(*coef)));
+            }
+        }
+        parts.join(" + ")
+    }
+}
+
+/// One value per dimension.
+#[derive(Debug, Clone, Default)]
+struct Unit {
+    dispatches: Sym,
+    tokens: Sym,
+    usd: Sym,
+    /// Summed durations (the budget's meter).
+    agent_ms: Sym,
+    /// Wall-clock time of one entry (per step) or of the run (flow totals).
+    ms: Sym,
+}
+
+impl Unit {
+    /// `n` dispatches (or judge calls) of a profile: every dimension scales,
+    /// time is sequential.
+    fn of(dispatches: Sym, calls: &Sym, per: PerCall) -> Unit {
+        Unit {
+            dispatches,
+            tokens: calls.scale(per.tokens),
+            usd: calls.scale(per.usd),
+            agent_ms: calls.scale(per.ms),
+            ms: calls.scale(per.ms),
+        }
+    }
+
+    fn add(&mut self, other: &Unit) {
+        self.dispatches.add(&other.dispatches);
+        self.tokens.add(&other.tokens);
+        self.usd.add(&other.usd);
+        self.agent_ms.add(&other.agent_ms);
+        self.ms.add(&other.ms);
+    }
+
+    fn scale(&self, k: f64) -> Unit {
+        Unit {
+            dispatches: self.dispatches.scale(k),
+            tokens: self.tokens.scale(k),
+            usd: self.usd.scale(k),
+            agent_ms: self.agent_ms.scale(k),
+            ms: self.ms.scale(k),
+        }
+    }
+}
+
+/// Cost of one dispatch, judge calls included.
+#[derive(Debug, Clone, Copy)]
+struct PerCall {
+    tokens: f64,
+    usd: f64,
+    ms: f64,
+    /// Probability that the attempt passes.
+    q: f64,
+    /// The agent's own success probability (the prior of `until`).
+    p_agent: f64,
+}
+
+impl PerCall {
+    fn dispatch(agent: Profile, judge: Profile, judged: usize) -> PerCall {
+        let j = judged as f64;
+        PerCall {
+            tokens: agent.tokens + j * judge.tokens,
+            usd: agent.usd + j * judge.usd,
+            ms: agent.ms + j * judge.ms,
+            q: agent.p_success * judge.p_success.powi(judged as i32),
+            p_agent: agent.p_success,
+        }
+    }
+}
+
+/// `E[tries]` of up to `k` independent tries that each succeed with `q`.
+fn expected_tries(q: f64, k: u64) -> f64 {
+    if q <= 0.0 {
+        k as f64
+    } else {
+        (1.0 - (1.0 - q).powf(k as f64)) / q
+    }
+}
+
+/// Probability that one of up to `k` tries succeeds.
+fn pass_within(q: f64, k: u64) -> f64 {
+    1.0 - (1.0 - q).powf(k as f64)
+}
+
+/// Probability that at least `n` of `l` independent items pass with `p` each.
+fn at_least(n: u64, l: u64, p: f64) -> f64 {
+    if n > l {
+        return 0.0;
+    }
+    if p >= 1.0 || n == 0 {
+        return 1.0;
+    }
+    if p <= 0.0 {
+        return 0.0;
+    }
+    // P(X < n) by the pmf recurrence; beyond 100 000 terms the tail is negligible
+    let mut pmf = (1.0 - p).powf(l as f64);
+    let mut below = 0.0;
+    for k in 0..n.min(100_000) {
+        below += pmf;
+        pmf *= (l - k) as f64 / (k + 1) as f64 * p / (1.0 - p);
+    }
+    (1.0 - below).clamp(0.0, 1.0)
+}
+
+// ---------------------------------------------------------------------------
+// The analysis
+
+/// The length of a fanout's list.
+enum Items {
+    Known(u64),
+    /// The reference text (`input.items`, `plan.output.files`, `pending`).
+    Unknown(String),
+}
+
+/// Everything computed for one step.
+#[derive(Debug, Clone, Default)]
+struct StepCalc {
+    entries: u64,
+    /// Per entry.
+    worst: Unit,
+    /// Per entry, happy path.
+    min: Unit,
+    /// Per entry.
+    expected: Unit,
+    /// Probability that the step passes once entered.
+    p_pass: f64,
+    /// Some route targets the step.
+    route_target: bool,
+    /// Probability that the step is activated (expected model).
+    activation: f64,
+    /// Human decisions per entry.
+    decisions: u64,
+    /// What one entry's worst dispatches are made of, for messages.
+    why: String,
+}
+
+/// Everything computed for one flow.
+#[derive(Debug, Default)]
+struct FlowCalc {
+    steps: Vec<StepCalc>,
+    worst: Unit,
+    min: Unit,
+    expected: Unit,
+    p_success: f64,
+    decisions: u64,
+    notes: Vec<String>,
+}
+
+struct Ctx<'a> {
+    ir: &'a Ir,
+    config: &'a CostConfig,
+    memo: HashMap<FlowId, Rc<FlowCalc>>,
+    visiting: Vec<FlowId>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(ir: &'a Ir, config: &'a CostConfig) -> Self {
+        Ctx {
+            ir,
+            config,
+            memo: HashMap::new(),
+            visiting: Vec::new(),
+        }
+    }
+
+    /// A flow analysed without inputs, once.
+    fn callee(&mut self, flow: FlowId) -> Rc<FlowCalc> {
+        if let Some(c) = self.memo.get(&flow) {
+            return c.clone();
+        }
+        if self.visiting.contains(&flow) {
+            // recursion is refused by the checker (S0310); never reached
+            return Rc::new(FlowCalc::default());
+        }
+        self.visiting.push(flow);
+        let calc = Rc::new(self.flow(flow, None));
+        self.visiting.pop();
+        self.memo.insert(flow, calc.clone());
+        calc
+    }
+
+    fn flow(&mut self, id: FlowId, inputs: Option<&serde_json::Value>) -> FlowCalc {
+        let ir = self.ir;
+        let flow = &ir.flows[id];
+        let n = flow.steps.len();
+        let mut notes = Vec::new();
+        let mut preds: Vec<Vec<StepId>> = vec![Vec::new(); n];
+        let mut succs: Vec<Vec<StepId>> = vec![Vec::new(); n];
+        let mut route_target = vec![false; n];
+        let mut routes_in: Vec<Vec<(StepId, EdgeKind)>> = vec![Vec::new(); n];
+        for e in &flow.edges {
+            preds[e.to].push(e.from);
+            succs[e.from].push(e.to);
+            if !e.kind.is_dependency() {
+                route_target[e.to] = true;
+                routes_in[e.to].push((e.from, e.kind));
+            }
+        }
+
+        // per step, per entry
+        let mut steps: Vec<StepCalc> = Vec::with_capacity(n);
+        for (s, &routed) in route_target.iter().enumerate() {
+            let mut calc = self.step(flow, s, inputs, &mut notes);
+            calc.route_target = routed;
+            calc.entries = 1;
+            steps.push(calc);
+        }
+
+        // entries through reset closures
+        let fmax = flow.max_rounds.unwrap_or(0);
+        let mut extra = vec![0u64; n];
+        let mut revisers: Vec<(u64, Vec<bool>)> = Vec::new();
+        for step in &flow.steps {
+            if let StepKindIr::Gate {
+                on_revise: Some(target),
+                max_rounds,
+                ..
+            } = step.kind
+            {
+                let rounds = max_rounds.unwrap_or(fmax).min(fmax);
+                let members = closure(&succs, target);
+                for (s, &m) in members.iter().enumerate() {
+                    if m {
+                        extra[s] = extra[s].saturating_add(rounds);
+                    }
+                }
+                revisers.push((rounds, members));
+            }
+        }
+        for (calc, x) in steps.iter_mut().zip(&extra) {
+            calc.entries = 1 + (*x).min(fmax);
+        }
+
+        // activation probabilities (expected model), in topological order
+        for &s in &flow.topo {
+            if !steps[s].route_target {
+                steps[s].activation = 1.0;
+                continue;
+            }
+            let mut not_routed = 1.0;
+            for &(from, kind) in &routes_in[s] {
+                let src = &steps[from];
+                let rho = match kind {
+                    EdgeKind::OnFail => src.activation * (1.0 - src.p_pass),
+                    EdgeKind::Approve => src.activation,
+                    EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data => 0.0,
+                };
+                not_routed *= 1.0 - rho;
+            }
+            steps[s].activation = 1.0 - not_routed;
+        }
+
+        // totals
+        let mut worst = Unit::default();
+        let mut min = Unit::default();
+        let mut expected = Unit::default();
+        let mut p_success = 1.0;
+        let mut decisions = 0u64;
+        for (s, c) in steps.iter().enumerate() {
+            worst.add(&c.worst.scale(c.entries as f64));
+            if !c.route_target {
+                min.add(&c.min);
+                if flow.steps[s].on_fail.is_none() {
+                    p_success *= c.p_pass;
+                }
+            }
+            expected.add(&c.expected.scale(c.activation));
+            decisions = decisions.saturating_add(c.decisions.saturating_mul(c.entries));
+        }
+
+        // wall-clock time by longest paths
+        let all = vec![true; n];
+        let w_worst: Vec<Sym> = steps.iter().map(|c| c.worst.ms.clone()).collect();
+        let w_min: Vec<Sym> = steps
+            .iter()
+            .map(|c| {
+                if c.route_target {
+                    Sym::default()
+                } else {
+                    c.min.ms.clone()
+                }
+            })
+            .collect();
+        let w_exp: Vec<Sym> = steps
+            .iter()
+            .map(|c| c.expected.ms.scale(c.activation))
+            .collect();
+        min.ms = longest_path(flow, &preds, &w_min, &all);
+        expected.ms = longest_path(flow, &preds, &w_exp, &all);
+        let mut ms = longest_path(flow, &preds, &w_worst, &all);
+        let rounds: Vec<(u64, Sym)> = revisers
+            .iter()
+            .map(|(r, members)| (*r, longest_path(flow, &preds, &w_worst, members)))
+            .collect();
+        if rounds.iter().all(|(_, cp)| cp.concrete().is_some()) {
+            // give the flow's rounds to the longest closures first
+            let mut sorted: Vec<(u64, f64)> = rounds.iter().map(|(r, cp)| (*r, cp.c)).collect();
+            sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let mut left = fmax;
+            for (r, cp) in sorted {
+                let take = r.min(left);
+                left -= take;
+                ms.add(&Sym::num(take as f64 * cp));
+            }
+        } else {
+            for (r, cp) in &rounds {
+                ms.add(&cp.scale(*r as f64));
+            }
+        }
+        worst.ms = ms;
+
+        FlowCalc {
+            steps,
+            worst,
+            min,
+            expected,
+            p_success,
+            decisions,
+            notes,
+        }
+    }
+
+    fn step(
+        &mut self,
+        flow: &FlowIr,
+        s: StepId,
+        inputs: Option<&serde_json::Value>,
+        notes: &mut Vec<String>,
+    ) -> StepCalc {
+        let step = &flow.steps[s];
+        let judge = self.config.judge;
+        let judged = judged_count(&step.ensure);
+        match &step.kind {
+            StepKindIr::Do {
+                agent,
+                attempts,
+                iterate,
+                ..
+            } => {
+                let per = PerCall::dispatch(self.config.agent(*agent), judge, judged);
+                let k = *attempts;
+                let iters = iterate.as_ref().map_or(1, |i| i.max);
+                let worst_n = k.saturating_mul(iters) as f64;
+                let mut exp_n = expected_tries(per.q, k);
+                let mut p_pass = pass_within(per.q, k);
+                if iterate.is_some() {
+                    exp_n *= expected_tries(per.p_agent, iters);
+                    p_pass *= pass_within(per.p_agent, iters);
+                }
+                let why = match iterate {
+                    Some(_) => format!("{k} attempts × {iters} iterations"),
+                    None => format!("{k} attempts"),
+                };
+                StepCalc {
+                    worst: Unit::of(Sym::num(worst_n), &Sym::num(worst_n), per),
+                    min: Unit::of(Sym::num(1.0), &Sym::num(1.0), per),
+                    expected: Unit::of(Sym::num(exp_n), &Sym::num(exp_n), per),
+                    p_pass,
+                    why,
+                    ..StepCalc::default()
+                }
+            }
+            StepKindIr::Set { .. } => {
+                let per = PerCall::dispatch(
+                    Profile {
+                        p_success: 1.0,
+                        tokens: 0.0,
+                        usd: 0.0,
+                        ms: 0.0,
+                    },
+                    judge,
+                    judged,
+                );
+                let unit = Unit::of(Sym::default(), &Sym::num(1.0), per);
+                StepCalc {
+                    worst: unit.clone(),
+                    min: unit.clone(),
+                    expected: unit,
+                    p_pass: per.q,
+                    why: "no dispatch".to_string(),
+                    ..StepCalc::default()
+                }
+            }
+            StepKindIr::Gate { .. } => StepCalc {
+                p_pass: 1.0,
+                decisions: 1,
+                why: "a human decision".to_string(),
+                ..StepCalc::default()
+            },
+            StepKindIr::Fanout {
+                over,
+                stages,
+                concurrency,
+                require,
+                ..
+            } => {
+                let items = resolve_items(flow, over, inputs, notes);
+                let (len, waves, len_text) = match &items {
+                    Items::Known(l) => (
+                        Sym::num(*l as f64),
+                        Sym::num(l.div_ceil((*concurrency).max(1)) as f64),
+                        l.to_string(),
+                    ),
+                    Items::Unknown(r) => {
+                        let atom = format!("len({r})");
+                        let waves = if *concurrency <= 1 {
+                            atom.clone()
+                        } else {
+                            format!("ceil({atom} / {concurrency})")
+                        };
+                        (Sym::atom(atom.clone(), 1.0), Sym::atom(waves, 1.0), atom)
+                    }
+                };
+                // one item: sums over its stages
+                let mut item_worst = Unit::default();
+                let mut item_min = Unit::default();
+                let mut item_exp = Unit::default();
+                let mut p_item = 1.0;
+                let mut attempts = Vec::new();
+                for stage in stages {
+                    let per = PerCall::dispatch(
+                        self.config.agent(stage.agent),
+                        judge,
+                        judged_count(&stage.ensure),
+                    );
+                    let k = stage.attempts;
+                    attempts.push(k.to_string());
+                    let e = expected_tries(per.q, k);
+                    item_worst.add(&Unit::of(Sym::num(k as f64), &Sym::num(k as f64), per));
+                    item_min.add(&Unit::of(Sym::num(1.0), &Sym::num(1.0), per));
+                    item_exp.add(&Unit::of(Sym::num(e), &Sym::num(e), per));
+                    p_item *= pass_within(per.q, k);
+                }
+                let spread = |item: &Unit| Unit {
+                    dispatches: len.scale(item.dispatches.c),
+                    tokens: len.scale(item.tokens.c),
+                    usd: len.scale(item.usd.c),
+                    agent_ms: len.scale(item.agent_ms.c),
+                    ms: waves.scale(item.ms.c),
+                };
+                let p_pass = match (&items, require) {
+                    (Items::Known(l), Require::All) => p_item.powf(*l as f64),
+                    (Items::Known(l), Require::Any) => at_least(1, *l, p_item),
+                    (Items::Known(l), Require::AtLeast(m)) => at_least(*m, *l, p_item),
+                    (Items::Unknown(_), _) => p_item,
+                };
+                StepCalc {
+                    worst: spread(&item_worst),
+                    min: spread(&item_min),
+                    expected: spread(&item_exp),
+                    p_pass,
+                    why: format!(
+                        "{len_text} items × ({}) stage attempts",
+                        attempts.join(" + ")
+                    ),
+                    ..StepCalc::default()
+                }
+            }
+            StepKindIr::Run { flow: callee, .. } => {
+                let c = self.callee(*callee);
+                let name = &self.ir.flows[*callee].name;
+                StepCalc {
+                    worst: c.worst.clone(),
+                    min: c.min.clone(),
+                    expected: c.expected.clone(),
+                    p_pass: c.p_success,
+                    decisions: c.decisions,
+                    why: format!("a run of flow `{name}`"),
+                    ..StepCalc::default()
+                }
+            }
+        }
+    }
+}
+
+fn judged_count(ensure: &[PredicateIr]) -> usize {
+    ensure
+        .iter()
+        .filter(|p| matches!(p, PredicateIr::Judged { .. }))
+        .count()
+}
+
+/// `target` and every step reachable from it through any edge.
+fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<bool> {
+    let mut seen = vec![false; succs.len()];
+    seen[target] = true;
+    let mut stack = vec![target];
+    while let Some(v) = stack.pop() {
+        for &t in &succs[v] {
+            if !seen[t] {
+                seen[t] = true;
+                stack.push(t);
+            }
+        }
+    }
+    seen
+}
+
+/// The heaviest path through the member steps (weights on steps).
+fn longest_path(flow: &FlowIr, preds: &[Vec<StepId>], weight: &[Sym], member: &[bool]) -> Sym {
+    let mut dist: Vec<Option<Sym>> = vec![None; weight.len()];
+    let mut best = Sym::default();
+    for &s in &flow.topo {
+        if !member[s] {
+            continue;
+        }
+        let mut d = Sym::default();
+        for &p in &preds[s] {
+            if let Some(dp) = &dist[p] {
+                d = d.max(dp);
+            }
+        }
+        d.add(&weight[s]);
+        best = best.max(&d);
+        dist[s] = Some(d);
+    }
+    best
+}
+
+/// `input.items`, `plan.output.files`, `pending[0]`.
+fn reference_text(flow: &FlowIr, r: &RefIr) -> String {
+    let mut text = match r.target {
+        RefTarget::Input => "input".to_string(),
+        RefTarget::Step(s) => format!("{}.output", flow.steps[s].id),
+        RefTarget::Item => "item".to_string(),
+        RefTarget::Prev => "prev".to_string(),
+        RefTarget::Carry(c) => flow.carry[c].name.clone(),
+    };
+    push_path(&mut text, &r.path);
+    text
+}
+
+fn push_path(text: &mut String, path: &[Segment]) {
+    for seg in path {
+        match seg {
+            Segment::Field(f) => {
+                text.push('.');
+                text.push_str(f);
+            }
+            Segment::Index(i) => text.push_str(&format!("[{i}]")),
+        }
+    }
+}
+
+fn resolve_items(
+    flow: &FlowIr,
+    over: &RefIr,
+    inputs: Option<&serde_json::Value>,
+    notes: &mut Vec<String>,
+) -> Items {
+    let shown = reference_text(flow, over);
+    let path: Vec<Segment> = match over.target {
+        RefTarget::Input => over.path.clone(),
+        RefTarget::Carry(c)
+            if flow.carry[c].initial.target == RefTarget::Input
+                && flow.carry[c].on_revise.is_empty() =>
+        {
+            let mut p = flow.carry[c].initial.path.clone();
+            p.extend(over.path.iter().cloned());
+            p
+        }
+        _ => return Items::Unknown(shown),
+    };
+    let Some(inputs) = inputs else {
+        return Items::Unknown(shown);
+    };
+    let mut at = inputs;
+    for seg in &path {
+        let next = match seg {
+            Segment::Field(f) => at.get(f.as_str()),
+            Segment::Index(i) => usize::try_from(*i).ok().and_then(|i| at.get(i)),
+        };
+        match next {
+            Some(v) => at = v,
+            None => {
+                let mut p = "input".to_string();
+                push_path(&mut p, &path);
+                notes.push(format!(
+                    "`{p}` is missing from the inputs: the length of `{shown}` stays symbolic"
+                ));
+                return Items::Unknown(shown);
+            }
+        }
+    }
+    match at.as_array() {
+        Some(list) => Items::Known(list.len() as u64),
+        None => {
+            notes.push(format!(
+                "`{shown}` is not a list in the inputs: its length stays symbolic"
+            ));
+            Items::Unknown(shown)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Budgets
+
+/// A dimension of a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dim {
+    Dispatches,
+    Tokens,
+    Usd,
+    Ms,
+}
+
+impl Dim {
+    const ALL: [Dim; 4] = [Dim::Dispatches, Dim::Tokens, Dim::Usd, Dim::Ms];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Dim::Dispatches => "dispatches",
+            Dim::Tokens => "tokens",
+            Dim::Usd => "usd",
+            Dim::Ms => "ms",
+        }
+    }
+
+    fn limit(self, b: &Budget) -> Option<f64> {
+        match self {
+            Dim::Dispatches => b.dispatches.map(|v| v as f64),
+            Dim::Tokens => b.tokens.map(|v| v as f64),
+            Dim::Usd => b.usd,
+            Dim::Ms => b.ms.map(|v| v as f64),
+        }
+    }
+
+    /// The metered value: `ms` is the sum of durations, as ledgers add them.
+    fn of(self, u: &Unit) -> &Sym {
+        match self {
+            Dim::Dispatches => &u.dispatches,
+            Dim::Tokens => &u.tokens,
+            Dim::Usd => &u.usd,
+            Dim::Ms => &u.agent_ms,
+        }
+    }
+}
+
+/// One limit above the worst case, with what the message needs.
+struct Breach {
+    dim: Dim,
+    limit: f64,
+    worst: f64,
+    /// The step whose own budget it is.
+    owner: Option<StepId>,
+    dominant: Option<StepId>,
+    contribution: f64,
+    span: Span,
+}
+
+fn breaches(flow: &FlowIr, calc: &FlowCalc) -> (Vec<Breach>, Vec<Unchecked>) {
+    let mut found = Vec::new();
+    let mut unchecked = Vec::new();
+    if let Some(b) = &flow.budget {
+        for dim in Dim::ALL {
+            let Some(limit) = dim.limit(b) else { continue };
+            let total = dim.of(&calc.worst);
+            let Some(worst) = total.concrete() else {
+                unchecked.push(Unchecked {
+                    step: None,
+                    dimension: dim.as_str().to_string(),
+                    worst_symbolic: total.render(),
+                });
+                continue;
+            };
+            if worst > limit * (1.0 + 1e-9) {
+                let mut dominant = None;
+                let mut contribution = 0.0;
+                for (s, c) in calc.steps.iter().enumerate() {
+                    let v = dim.of(&c.worst).c * c.entries as f64;
+                    if v > contribution {
+                        contribution = v;
+                        dominant = Some(s);
+                    }
+                }
+                found.push(Breach {
+                    dim,
+                    limit,
+                    worst,
+                    owner: None,
+                    dominant,
+                    contribution,
+                    span: b.span,
+                });
+            }
+        }
+    }
+    for (s, step) in flow.steps.iter().enumerate() {
+        let Some(b) = &step.budget else { continue };
+        for dim in Dim::ALL {
+            let Some(limit) = dim.limit(b) else { continue };
+            let per_entry = dim.of(&calc.steps[s].worst);
+            let Some(worst) = per_entry.concrete() else {
+                unchecked.push(Unchecked {
+                    step: Some(step.id.clone()),
+                    dimension: dim.as_str().to_string(),
+                    worst_symbolic: per_entry.render(),
+                });
+                continue;
+            };
+            if worst > limit * (1.0 + 1e-9) {
+                found.push(Breach {
+                    dim,
+                    limit,
+                    worst,
+                    owner: Some(s),
+                    dominant: Some(s),
+                    contribution: worst,
+                    span: b.span,
+                });
+            }
+        }
+    }
+    (found, unchecked)
+}
+
+fn quantity(dim: Dim, x: f64) -> String {
+    format!("{} {}", format_number(x), dim.as_str())
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        (part / whole).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// S0701 warnings: every flow budget and step budget (dispatches, tokens,
+/// usd, ms) that its worst case goes above, computed without inputs
+/// (dimensions with a symbolic worst case are skipped).
+pub fn budget_warnings(ir: &Ir, config: &CostConfig) -> Vec<Diagnostic> {
+    let mut ctx = Ctx::new(ir, config);
+    let mut out = Vec::new();
+    for (id, flow) in ir.flows.iter().enumerate() {
+        if flow.budget.is_none() && flow.steps.iter().all(|s| s.budget.is_none()) {
+            continue;
+        }
+        let calc = ctx.callee(id);
+        let (found, _) = breaches(flow, &calc);
+        for b in found {
+            out.push(breach_diagnostic(flow, &calc, &b));
+        }
+    }
+    out
+}
+
+fn breach_diagnostic(flow: &FlowIr, calc: &FlowCalc, b: &Breach) -> Diagnostic {
+    let dim = b.dim.as_str();
+    let mut d = match b.owner {
+        None => {
+            let mut message = format!(
+                "the worst case of flow `{}` is {}, above its budget of {}",
+                flow.name,
+                quantity(b.dim, b.worst),
+                quantity(b.dim, b.limit)
+            );
+            if let Some(s) = b.dominant {
+                message.push_str(&format!("; step `{}` contributes most", flow.steps[s].id));
+            }
+            Diagnostic::new(Code::BudgetExceeded, b.span, message)
+                .with_span_label(format!("{dim}: {}", format_number(b.limit)))
+        }
+        Some(s) => Diagnostic::new(
+            Code::BudgetExceeded,
+            b.span,
+            format!(
+                "the worst case of step `{}` is {} per entry, above its budget of {}",
+                flow.steps[s].id,
+                quantity(b.dim, b.worst),
+                quantity(b.dim, b.limit)
+            ),
+        )
+        .with_span_label(format!("{dim}: {}", format_number(b.limit))),
+    };
+    if let Some(s) = b.dominant {
+        let c = &calc.steps[s];
+        let step = &flow.steps[s];
+        if b.owner.is_none() {
+            d = d
+                .with_label(step.span, "contributes most")
+                .with_note(format!(
+                    "step `{}` contributes {} of the {} ({}%): {} per entry, {} {}",
+                    step.id,
+                    format_number(b.contribution),
+                    quantity(b.dim, b.worst),
+                    format_number((share(b.contribution, b.worst) * 1000.0).round() / 10.0),
+                    c.why,
+                    c.entries,
+                    if c.entries == 1 { "entry" } else { "entries" }
+                ));
+        } else {
+            d = d.with_note(format!(
+                "one entry of `{}` is {}; a step budget applies to each entry (a revise that resets the step refreshes it)",
+                step.id, c.why
+            ));
+        }
+    }
+    if b.dim == Dim::Ms {
+        d = d.with_note(
+            "`ms` meters the durations of all dispatches and judge calls added up, also those that run in parallel",
+        );
+    }
+    if b.dim != Dim::Dispatches {
+        d = d.with_note(
+            "the figures use the built-in agent profiles; `stratumc cost` reads `stratum.toml` and shows every step",
+        );
+    }
+    d.with_help(
+        "raise the limit, or lower what multiplies the step (`attempts`, `iterate.max`, `max_rounds`, the fanout's list); when the budget runs out the run stops with `budget_exhausted`",
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Entry point
+
+fn estimate(min: &Sym, expected: &Sym, worst: &Sym) -> Estimate {
+    let symbolic = |s: &Sym| s.concrete().is_none().then(|| s.render());
+    Estimate {
+        min: round6(min.c),
+        expected: round6(expected.c),
+        worst: worst.concrete().map(round6),
+        worst_symbolic: symbolic(worst),
+        min_symbolic: symbolic(min),
+        expected_symbolic: symbolic(expected),
+    }
+}
+
+fn construct(kind: &StepKindIr) -> &'static str {
+    match kind {
+        StepKindIr::Do { .. } => "do",
+        StepKindIr::Set { .. } => "set",
+        StepKindIr::Gate { .. } => "gate",
+        StepKindIr::Fanout { .. } => "fanout",
+        StepKindIr::Run { .. } => "run",
+    }
+}
+
+/// The cost of one run of `flow`; `inputs` (the flow's input object) makes
+/// fanout lengths concrete. See the module doc for the model.
+///
+/// Panics when `flow` is not an index of `ir.flows`.
+pub fn analyze_cost(
+    ir: &Ir,
+    flow: FlowId,
+    inputs: Option<&serde_json::Value>,
+    config: &CostConfig,
+) -> FlowCost {
+    let mut ctx = Ctx::new(ir, config);
+    let calc = ctx.flow(flow, inputs);
+    let f = &ir.flows[flow];
+    let steps = f
+        .steps
+        .iter()
+        .zip(&calc.steps)
+        .map(|(step, c)| StepCost {
+            id: step.id.clone(),
+            construct: construct(&step.kind).to_string(),
+            entries: c.entries,
+            dispatches: estimate(
+                &if c.route_target {
+                    Sym::default()
+                } else {
+                    c.min.dispatches.clone()
+                },
+                &c.expected.dispatches.scale(c.activation),
+                &c.worst.dispatches.scale(c.entries as f64),
+            ),
+        })
+        .collect();
+    let (found, unchecked) = breaches(f, &calc);
+    let exceeded = found
+        .iter()
+        .map(|b| Exceeded {
+            step: b.owner.map(|s| f.steps[s].id.clone()),
+            dimension: b.dim.as_str().to_string(),
+            limit: round6(b.limit),
+            worst: round6(b.worst),
+            dominant_step: b.dominant.map(|s| f.steps[s].id.clone()),
+            share: round6(share(b.contribution, b.worst)),
+        })
+        .collect();
+    let (w, mi, ex) = (&calc.worst, &calc.min, &calc.expected);
+    FlowCost {
+        flow: f.name.clone(),
+        dispatches: estimate(&mi.dispatches, &ex.dispatches, &w.dispatches),
+        tokens: estimate(&mi.tokens, &ex.tokens, &w.tokens),
+        usd: estimate(&mi.usd, &ex.usd, &w.usd),
+        ms: estimate(&mi.ms, &ex.ms, &w.ms),
+        agent_ms: estimate(&mi.agent_ms, &ex.agent_ms, &w.agent_ms),
+        decisions: calc.decisions,
+        p_success: round6(calc.p_success),
+        steps,
+        budget: BudgetVerdict {
+            declared: f.budget.as_ref().map(Limits::of),
+            exceeded,
+            unchecked,
+        },
+        notes: calc.notes.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbolic_bounds_render_like_formulas() {
+        let mut s = Sym::num(12.0);
+        s.add(&Sym::atom("len(input.items)".into(), 4.0));
+        assert_eq!(s.render(), "12 + 4 * len(input.items)");
+        assert_eq!(Sym::atom("len(x)".into(), 1.0).render(), "len(x)");
+        assert_eq!(Sym::num(0.1 + 0.2).render(), "0.3");
+        let m = Sym::atom("len(a)".into(), 2.0).max(&Sym::num(3.0));
+        assert_eq!(m.render(), "3 + 2 * len(a)");
+    }
+
+    #[test]
+    fn probabilities() {
+        assert!((expected_tries(0.5, 2) - 1.5).abs() < 1e-12);
+        assert_eq!(expected_tries(0.0, 3), 3.0);
+        assert_eq!(expected_tries(1.0, 3), 1.0);
+        assert!((at_least(1, 2, 0.5) - 0.75).abs() < 1e-12);
+        assert!((at_least(2, 2, 0.5) - 0.25).abs() < 1e-12);
+        assert_eq!(at_least(3, 2, 0.5), 0.0);
+    }
+
+    #[test]
+    fn config_overrides_and_refusals() {
+        let c = CostConfig::from_toml(
+            "[agents.claude]\np_success = 0.9\ntokens = 1000\ncommand = \"claude -p\"\n[judge]\nusd = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.agent(Agent::Claude).p_success, 0.9);
+        assert_eq!(c.agent(Agent::Claude).tokens, 1000.0);
+        assert_eq!(c.agent(Agent::Claude).usd, 0.30);
+        assert_eq!(c.judge.usd, 0.0);
+        let e = CostConfig::from_toml("[agents.claude]\np_sucess = 0.9\n").unwrap_err();
+        assert!(
+            e.contains("`agents.claude.p_sucess`") && e.contains("did you mean `p_success`"),
+            "{e}"
+        );
+        let e = CostConfig::from_toml("[agents.gpt]\nusd = 1\n").unwrap_err();
+        assert!(e.contains("unknown agent `agents.gpt`"), "{e}");
+        let e = CostConfig::from_toml("[model]\nusd = 1\n").unwrap_err();
+        assert!(e.contains("unknown table `model`"), "{e}");
+        let e = CostConfig::from_toml("[agents.codex]\np_success = 2\n").unwrap_err();
+        assert!(e.contains("between 0 and 1"), "{e}");
+        let e = CostConfig::from_toml("[judge]\ntokens = \"many\"\n").unwrap_err();
+        assert!(e.contains("must be a number"), "{e}");
+        let e = CostConfig::from_toml("[judge]\ncommand = \"x\"\n").unwrap_err();
+        assert!(e.contains("unknown key `judge.command`"), "{e}");
+        assert!(
+            CostConfig::from_toml("[agents\n")
+                .unwrap_err()
+                .starts_with("invalid TOML")
+        );
+    }
+}

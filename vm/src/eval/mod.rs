@@ -1,0 +1,21 @@
+//! Pure evaluation over JSON values: expressions (bytecode chunks), output
+//! contracts, templates and `matches` patterns — everything the interpreter
+//! computes from values without touching the run store or the outside world.
+//!
+//! Owns: [`value`] (equality, truthiness, JavaScript text forms), [`expr`]
+//! (the bytecode evaluator and its error codes), [`contract`] (strict
+//! record checks), [`template`] (rendering), [`regex`] (the `matches`
+//! safe-shape filter, shared with the compiler's static check).
+//! Must never: perform I/O (file functions go through [`expr::Files`]),
+//! keep state between calls, or panic on any plan or value.
+
+pub mod contract;
+pub mod expr;
+pub mod regex;
+pub mod template;
+pub mod value;
+
+pub use contract::{check_record, check_type};
+pub use expr::{Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool};
+pub use template::{RefValues, render};
+pub use value::{Value, compact_json, equal, js_number, truthy, type_name};

@@ -1,0 +1,88 @@
+//! Template rendering at run time (reference v1-language §5.6): full-value
+//! references keep their type, a `do` task's single reference must be a
+//! string, interpolation inserts JavaScript text.
+//!
+//! Owns: walking a reference path through a value, the three
+//! [`TemplateMode`]s, and the interpolation text of each value type
+//! (string as is, `null` empty, numbers and booleans as JavaScript text,
+//! arrays and objects as compact JSON).
+//! Must never: re-scan substituted text for `${…}` (inserted values are
+//! verbatim), read bindings other than through [`RefValues`], or panic.
+
+use std::borrow::Cow;
+
+use super::value::{Value, compact_json, js_string};
+use crate::plan::{PieceDef, Plan, RefDef, RefTarget, Seg, TemplateDef, TemplateMode};
+
+/// The message of a reference that resolves to nothing.
+pub const UNAVAILABLE: &str = "reference output is unavailable (the source may have been skipped)";
+
+/// The message of a `do` task whose single reference is not a string.
+pub const NOT_A_STRING: &str = "do task must render to a string";
+
+/// The values references start from.
+pub trait RefValues {
+    /// The value of a reference target (`None`: no value, e.g. a skipped
+    /// step or an unmaterialized carry variable). Borrow when the value is
+    /// stored; own it when it has to be computed.
+    fn value(&self, target: RefTarget) -> Option<Cow<'_, Value>>;
+}
+
+/// The value a reference points at, or `None` when any piece of the path
+/// is missing (absent field, index out of range, traversal through a
+/// non-container).
+pub fn resolve<'v>(plan: &Plan, r: &RefDef, refs: &'v dyn RefValues) -> Option<Cow<'v, Value>> {
+    let mut v = refs.value(r.target)?;
+    for seg in &r.path {
+        v = match (seg, v) {
+            (Seg::Field(name), Cow::Borrowed(Value::Object(o))) => {
+                Cow::Borrowed(o.get(plan.strings.get(*name as usize)?)?)
+            }
+            (Seg::Field(name), Cow::Owned(Value::Object(mut o))) => {
+                Cow::Owned(o.remove(plan.strings.get(*name as usize)?)?)
+            }
+            (Seg::Index(i), Cow::Borrowed(Value::Array(a))) => Cow::Borrowed(a.get(*i as usize)?),
+            (Seg::Index(i), Cow::Owned(Value::Array(mut a))) => {
+                let i = *i as usize;
+                if i >= a.len() {
+                    return None;
+                }
+                Cow::Owned(a.swap_remove(i))
+            }
+            _ => return None,
+        };
+    }
+    Some(v)
+}
+
+/// Renders template `t` of a flow of `plan`.
+pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Value, String> {
+    if t.mode != TemplateMode::Interpolate {
+        let [PieceDef::Ref(r)] = t.pieces.as_slice() else {
+            return Err("a full-value template must be exactly one reference".into());
+        };
+        let v = resolve(plan, r, refs).ok_or(UNAVAILABLE)?;
+        return match (t.mode, &*v) {
+            (TemplateMode::FullValueString, Value::String(_)) | (TemplateMode::FullValue, _) => {
+                Ok(v.into_owned())
+            }
+            _ => Err(NOT_A_STRING.into()),
+        };
+    }
+    let mut out = String::new();
+    for p in &t.pieces {
+        match p {
+            PieceDef::Text(s) => match plan.strings.get(*s as usize) {
+                Some(s) => out.push_str(s),
+                None => return Err(format!("template text #{s} is out of range")),
+            },
+            PieceDef::Ref(r) => match &*resolve(plan, r, refs).ok_or(UNAVAILABLE)? {
+                Value::String(s) => out.push_str(s),
+                Value::Null => {}
+                v @ (Value::Array(_) | Value::Object(_)) => out.push_str(&compact_json(v)),
+                v => out.push_str(&js_string(v)),
+            },
+        }
+    }
+    Ok(Value::String(out))
+}

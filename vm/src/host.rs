@@ -1,0 +1,541 @@
+//! The host side effects behind ensure predicates: workspace files and the
+//! judge.
+//!
+//! Owns:
+//! - [`Workspace`]: `file_exists` / `file_contains` jailed to a workspace root
+//!   (reference v1-language §8.3). Paths must be relative, non-empty and free
+//!   of NUL; they are resolved lexically against the root and must stay
+//!   inside; if the file (or its deepest existing ancestor) exists, real
+//!   paths are compared, so a symlink leading outside is refused. Every call
+//!   returns [`FileEvidence`] (relative path, size, blake3) for the audit.
+//! - The judge: [`JudgeConfig`] from the `[judge]` table of `stratum.toml`
+//!   and [`judge`], one blocking call to an OpenAI-compatible
+//!   `POST {url}/chat/completions` endpoint (a local ollama, say).
+//!
+//! Errors are `Err(String)` with a message meant for the violation reason;
+//! the caller turns them into `validation_error`s (files) or failed judged
+//! predicates (judge).
+//!
+//! When no judge is configured the caller must fail the judged predicate
+//! closed, with [`NO_JUDGE_REASON`]; nothing here ever treats a missing or
+//! broken judge as "holds".
+//!
+//! Must never: read or stat anything outside the root, read more than
+//! [`MAX_FILE_BYTES`] of a file, open a non-regular file (a FIFO would
+//! block), or panic on any input. The jail checks paths at the time of the
+//! call; it protects against spec mistakes and symlinks left in the
+//! workspace, not against a process racing to swap files during the check.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The largest file `file_contains` reads (and `file_exists` hashes): 16 MiB.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What a file predicate saw, recorded in the audit (the evidence chain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEvidence {
+    /// The path relative to the root after lexical normalization
+    /// (`a/../x` → `x`; the root itself is `.`), with `/` separators.
+    pub path: String,
+    /// A regular file was found at the path.
+    pub exists: bool,
+    /// Its size in bytes, when it exists.
+    pub size: Option<u64>,
+    /// The blake3 hex digest of its contents, when it was read (absent for
+    /// files over [`MAX_FILE_BYTES`] seen by `file_exists`).
+    pub blake3: Option<String>,
+    /// Why the predicate is false or the hash is missing, when not obvious
+    /// ("not a regular file", "not valid UTF-8", ...).
+    pub note: Option<String>,
+}
+
+impl FileEvidence {
+    fn missing(path: String, note: &str) -> Self {
+        FileEvidence {
+            path,
+            exists: false,
+            size: None,
+            blake3: None,
+            note: Some(note.to_owned()),
+        }
+    }
+}
+
+/// A workspace root that file predicates are jailed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// Canonical (real) path of the root.
+    root: PathBuf,
+}
+
+/// A jailed path: its normalized relative form, and its real path if the
+/// file exists.
+struct Resolved {
+    rel: String,
+    real: Option<PathBuf>,
+}
+
+impl Workspace {
+    /// A workspace rooted at `root`, which must be an existing directory.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self, String> {
+        let root = root.as_ref();
+        let real = fs::canonicalize(root)
+            .map_err(|e| format!("workspace root {} is not usable: {e}", root.display()))?;
+        if !real.is_dir() {
+            return Err(format!(
+                "workspace root {} is not a directory",
+                root.display()
+            ));
+        }
+        Ok(Workspace { root: real })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `file_exists(path)`: `exists` is true iff the path resolves to a
+    /// regular file inside the root. `Err` for paths the jail refuses.
+    pub fn file_exists(&self, path: &str) -> Result<FileEvidence, String> {
+        let Resolved { rel, real } = self.resolve(path)?;
+        let Some(real) = real else {
+            return Ok(FileEvidence::missing(rel, "no such file"));
+        };
+        let meta = fs::metadata(&real).map_err(|e| format!("cannot stat {rel:?}: {e}"))?;
+        if !meta.is_file() {
+            return Ok(FileEvidence::missing(rel, "not a regular file"));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Ok(FileEvidence {
+                path: rel,
+                exists: true,
+                size: Some(meta.len()),
+                blake3: None,
+                note: Some("larger than 16 MiB, not hashed".to_owned()),
+            });
+        }
+        let bytes = read_bounded(&real, &rel)?;
+        Ok(FileEvidence {
+            path: rel,
+            exists: true,
+            size: Some(bytes.len() as u64),
+            blake3: Some(blake3::hash(&bytes).to_hex().to_string()),
+            note: None,
+        })
+    }
+
+    /// `file_contains(path, text)`: true iff the path is a regular file whose
+    /// contents are valid UTF-8 and contain `text` (case-sensitive). False
+    /// for missing files, non-regular files and invalid UTF-8 (with a note in
+    /// the evidence). `Err` for refused paths and files over 16 MiB.
+    pub fn file_contains(&self, path: &str, text: &str) -> Result<(bool, FileEvidence), String> {
+        let Resolved { rel, real } = self.resolve(path)?;
+        let Some(real) = real else {
+            return Ok((false, FileEvidence::missing(rel, "no such file")));
+        };
+        let meta = fs::metadata(&real).map_err(|e| format!("cannot stat {rel:?}: {e}"))?;
+        if !meta.is_file() {
+            return Ok((false, FileEvidence::missing(rel, "not a regular file")));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(too_big(&rel, meta.len()));
+        }
+        let bytes = read_bounded(&real, &rel)?;
+        let mut evidence = FileEvidence {
+            path: rel,
+            exists: true,
+            size: Some(bytes.len() as u64),
+            blake3: Some(blake3::hash(&bytes).to_hex().to_string()),
+            note: None,
+        };
+        match std::str::from_utf8(&bytes) {
+            Ok(content) => Ok((content.contains(text), evidence)),
+            Err(e) => {
+                evidence.note = Some(format!(
+                    "not valid UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ));
+                Ok((false, evidence))
+            }
+        }
+    }
+
+    /// Applies the jail: syntax, lexical containment, then real-path
+    /// containment of the file or its deepest existing ancestor.
+    fn resolve(&self, path: &str) -> Result<Resolved, String> {
+        let parts = lexical_parts(path)?;
+        let rel = if parts.is_empty() {
+            ".".to_owned()
+        } else {
+            parts.join("/")
+        };
+        let full = parts.iter().fold(self.root.clone(), |p, c| p.join(c));
+        match fs::canonicalize(&full) {
+            Ok(real) => {
+                self.check_inside(path, &real)?;
+                Ok(Resolved {
+                    rel,
+                    real: Some(real),
+                })
+            }
+            Err(e) if is_missing(&e) => {
+                // The file is absent; make sure no existing ancestor leads out
+                // (`link-to-outside/missing` is refused, not false).
+                for n in (0..parts.len()).rev() {
+                    let prefix = parts[..n].iter().fold(self.root.clone(), |p, c| p.join(c));
+                    match fs::canonicalize(&prefix) {
+                        Ok(real) => {
+                            self.check_inside(path, &real)?;
+                            break;
+                        }
+                        Err(e) if is_missing(&e) => continue,
+                        Err(e) => return Err(format!("cannot resolve file path {path:?}: {e}")),
+                    }
+                }
+                Ok(Resolved { rel, real: None })
+            }
+            Err(e) => Err(format!("cannot resolve file path {path:?}: {e}")),
+        }
+    }
+
+    fn check_inside(&self, path: &str, real: &Path) -> Result<(), String> {
+        if real.starts_with(&self.root) {
+            Ok(())
+        } else {
+            Err(format!(
+                "file path {path:?} resolves outside the workspace root (through a symlink)"
+            ))
+        }
+    }
+}
+
+fn is_missing(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+fn too_big(rel: &str, size: u64) -> String {
+    format!("file {rel:?} is {size} bytes, over the 16 MiB limit of file predicates")
+}
+
+/// Reads at most [`MAX_FILE_BYTES`]; a file that grew past it is refused.
+fn read_bounded(real: &Path, rel: &str) -> Result<Vec<u8>, String> {
+    let file = fs::File::open(real).map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(rel, bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Checks the syntax of a jailed path and normalizes it lexically. Both `/`
+/// and `\` separate components, so `..\x` is refused on every platform.
+fn lexical_parts(path: &str) -> Result<Vec<&str>, String> {
+    if path.is_empty() {
+        return Err("file path is empty".to_owned());
+    }
+    if path.contains('\0') {
+        return Err(format!("file path {path:?} contains a NUL character"));
+    }
+    let b = path.as_bytes();
+    let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':';
+    if path.starts_with('/') || path.starts_with('\\') || drive {
+        return Err(format!(
+            "file path {path:?} is absolute; paths are relative to the workspace root"
+        ));
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("file path {path:?} leaves the workspace root"));
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    Ok(parts)
+}
+
+// ---------------------------------------------------------------------------
+// The judge
+
+/// The reason a judged predicate fails with when no judge is configured.
+pub const NO_JUDGE_REASON: &str = "judged predicate requires a configured judge runner (add a [judge] table with url and model to stratum.toml)";
+
+/// The stakes tiers a spec may name.
+pub const STAKES: &[&str] = &["cheap", "default", "paranoid"];
+
+const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+const MAX_TIMEOUT_MS: u64 = 600_000;
+/// The largest reply body read from the judge.
+const MAX_REPLY_BYTES: u64 = 1024 * 1024;
+/// The largest context (as JSON text) sent to the judge.
+const MAX_CONTEXT_CHARS: usize = 100_000;
+
+/// Per-stakes overrides (`[judge.stakes.paranoid]`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StakesConfig {
+    pub model: Option<String>,
+    pub temperature: Option<f64>,
+}
+
+/// The `[judge]` table of `stratum.toml`:
+///
+/// ```toml
+/// [judge]
+/// url = "http://127.0.0.1:11434/v1"   # OpenAI-compatible base URL
+/// model = "qwen2.5:7b"
+/// api_key_env = "OPENAI_API_KEY"      # optional: env var holding a bearer token
+/// timeout_ms = 60000                  # optional, default 60 s
+///
+/// [judge.stakes.paranoid]             # optional, per stakes tier
+/// model = "qwen2.5:32b"
+/// temperature = 0.0
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeConfig {
+    pub url: String,
+    pub model: String,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default, rename = "stakes")]
+    pub per_stakes: BTreeMap<String, StakesConfig>,
+}
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+/// The verdict of one judge call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeOutcome {
+    pub holds: bool,
+    pub reason: String,
+    /// The model that answered (as the server reports it, else as requested).
+    pub model: String,
+    /// `usage.total_tokens` of the reply, when reported.
+    pub tokens: Option<u64>,
+}
+
+/// Reads the `[judge]` table from the text of `stratum.toml`. `Ok(None)` when
+/// there is no such table (the caller then fails judged predicates closed
+/// with [`NO_JUDGE_REASON`]). Other tables are ignored.
+pub fn judge_config_from_toml(text: &str) -> Result<Option<JudgeConfig>, String> {
+    #[derive(Deserialize)]
+    struct Root {
+        judge: Option<JudgeConfig>,
+    }
+    let root: Root = toml::from_str(text).map_err(|e| format!("stratum.toml: {e}"))?;
+    let Some(cfg) = root.judge else {
+        return Ok(None);
+    };
+    validate_judge_config(&cfg).map_err(|e| format!("stratum.toml: [judge]: {e}"))?;
+    Ok(Some(cfg))
+}
+
+fn validate_judge_config(cfg: &JudgeConfig) -> Result<(), String> {
+    if !(cfg.url.starts_with("http://") || cfg.url.starts_with("https://")) {
+        return Err(format!(
+            "url {:?} must start with http:// or https://",
+            cfg.url
+        ));
+    }
+    if cfg.model.trim().is_empty() {
+        return Err("model is empty".to_owned());
+    }
+    if cfg.timeout_ms == 0 || cfg.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(format!(
+            "timeout_ms {} must be between 1 and {MAX_TIMEOUT_MS}",
+            cfg.timeout_ms
+        ));
+    }
+    if cfg
+        .api_key_env
+        .as_deref()
+        .is_some_and(|v| v.trim().is_empty())
+    {
+        return Err("api_key_env is empty".to_owned());
+    }
+    for (stakes, s) in &cfg.per_stakes {
+        if !STAKES.contains(&stakes.as_str()) {
+            return Err(format!(
+                "unknown stakes `{stakes}`; expected one of {}",
+                STAKES.join(", ")
+            ));
+        }
+        if s.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(format!("stakes.{stakes}.model is empty"));
+        }
+        if let Some(t) = s.temperature
+            && !(t.is_finite() && (0.0..=2.0).contains(&t))
+        {
+            return Err(format!(
+                "stakes.{stakes}.temperature {t} must be between 0 and 2"
+            ));
+        }
+    }
+    Ok(())
+}
+
+const SYSTEM_PROMPT: &str = "You are a strict verifier inside a workflow engine. \
+You are given a statement and a context (the step's result and the flow's input, as JSON). \
+Decide whether the statement holds for that context. Judge only from the context: if it does \
+not show that the statement holds, the statement does not hold. \
+Answer with exactly one JSON object and nothing else: \
+{\"holds\": true or false, \"reason\": \"one or two sentences explaining why\"}";
+
+/// Asks the judge whether `statement` holds for `context`. The model and
+/// temperature come from the `stakes` tier if configured, else the defaults
+/// (`model`, temperature 0). `Err` on any transport error, timeout, non-2xx
+/// status or malformed reply; the caller fails the predicate with it.
+pub fn judge(
+    cfg: &JudgeConfig,
+    statement: &str,
+    stakes: &str,
+    context: &Value,
+) -> Result<JudgeOutcome, String> {
+    let tier = cfg.per_stakes.get(stakes);
+    let model = tier
+        .and_then(|t| t.model.clone())
+        .unwrap_or_else(|| cfg.model.clone());
+    let temperature = tier.and_then(|t| t.temperature).unwrap_or(0.0);
+
+    let mut context_text =
+        serde_json::to_string_pretty(context).map_err(|e| format!("judge context: {e}"))?;
+    if context_text.len() > MAX_CONTEXT_CHARS {
+        let mut cut = MAX_CONTEXT_CHARS;
+        while !context_text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        context_text.truncate(cut);
+        context_text.push_str("\n… (context truncated)");
+    }
+    let user = format!("Statement: {statement}\nStakes: {stakes}\nContext:\n{context_text}");
+    let body = json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": user},
+        ],
+        "temperature": temperature,
+        "response_format": {"type": "json_object"},
+        "stream": false,
+    });
+    let body = serde_json::to_string(&body).map_err(|e| format!("judge request: {e}"))?;
+
+    let endpoint = format!("{}/chat/completions", cfg.url.trim_end_matches('/'));
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_millis(cfg.timeout_ms)))
+        .http_status_as_error(false)
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let mut request = agent
+        .post(&endpoint)
+        .header("content-type", "application/json");
+    if let Some(var) = &cfg.api_key_env {
+        let key = std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| format!("judge api key variable `{var}` is not set"))?;
+        request = request.header("authorization", format!("Bearer {key}"));
+    }
+    let mut response = request.send(body.as_bytes()).map_err(|e| match e {
+        ureq::Error::Timeout(_) => format!("judge timed out after {} ms", cfg.timeout_ms),
+        other => format!("judge request to {endpoint} failed: {other}"),
+    })?;
+    let status = response.status().as_u16();
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_REPLY_BYTES)
+        .read_to_string()
+        .map_err(|e| match e {
+            ureq::Error::Timeout(_) => format!("judge timed out after {} ms", cfg.timeout_ms),
+            other => format!("cannot read the judge reply: {other}"),
+        })?;
+    if !(200..300).contains(&status) {
+        return Err(format!("judge returned HTTP {status}: {}", excerpt(&text)));
+    }
+    let reply: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("judge reply is not JSON ({e}): {}", excerpt(&text)))?;
+    let content = reply
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            format!(
+                "judge reply has no choices[0].message.content: {}",
+                excerpt(&text)
+            )
+        })?;
+    let (holds, reason) = parse_verdict(content)?;
+    let model = reply
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map_or(model, str::to_owned);
+    let tokens = reply.pointer("/usage/total_tokens").and_then(Value::as_u64);
+    Ok(JudgeOutcome {
+        holds,
+        reason,
+        model,
+        tokens,
+    })
+}
+
+/// Parses the model's answer: exactly one JSON object, optionally inside a
+/// single Markdown code fence, with a boolean `holds` and a string `reason`
+/// (other keys are ignored). Nothing is guessed from prose.
+pub fn parse_verdict(content: &str) -> Result<(bool, String), String> {
+    let malformed = || {
+        format!(
+            "judge runner returned a malformed outcome (expected {{\"holds\": bool, \"reason\": string}}): {}",
+            excerpt(content)
+        )
+    };
+    let mut text = content.trim();
+    if let Some(rest) = text.strip_prefix("```") {
+        // Drop the info string (```json) and the closing fence.
+        let (_, body) = rest.split_once('\n').ok_or_else(malformed)?;
+        text = body
+            .trim_end()
+            .strip_suffix("```")
+            .ok_or_else(malformed)?
+            .trim();
+    }
+    let value: Value = serde_json::from_str(text).map_err(|_| malformed())?;
+    let holds = value.get("holds").and_then(Value::as_bool);
+    let reason = value.get("reason").and_then(Value::as_str);
+    match (holds, reason) {
+        (Some(holds), Some(reason)) => Ok((holds, reason.to_owned())),
+        _ => Err(malformed()),
+    }
+}
+
+/// The first 200 characters of a text, for error messages.
+fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}

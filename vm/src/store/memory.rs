@@ -1,0 +1,159 @@
+//! [`MemoryStore`]: a non-durable [`RunStore`] in ordinary collections, for
+//! tests and non-durable benchmarks. Same semantics as the SQLite store.
+//!
+//! Must never: be used where runs must survive the process.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Delta, RunMeta, RunStore, Snapshot, StoreError, check_delta, check_run_id};
+
+#[derive(Debug, Clone)]
+struct Run {
+    meta: RunMeta,
+    version: u64,
+    header: Vec<u8>,
+    rows: BTreeMap<u32, Vec<u8>>,
+    events: Vec<String>,
+    /// Insertion-ordered labels with their blobs.
+    checkpoints: Vec<(String, Vec<u8>)>,
+}
+
+/// An in-memory [`RunStore`].
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    plans: HashMap<String, Vec<u8>>,
+    runs: HashMap<String, Run>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn run(&self, run_id: &str) -> Result<&Run, StoreError> {
+        self.runs
+            .get(run_id)
+            .ok_or_else(|| StoreError::NotFound(run_id.to_owned()))
+    }
+
+    fn run_mut(&mut self, run_id: &str) -> Result<&mut Run, StoreError> {
+        self.runs
+            .get_mut(run_id)
+            .ok_or_else(|| StoreError::NotFound(run_id.to_owned()))
+    }
+}
+
+impl RunStore for MemoryStore {
+    fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.plans
+            .entry(hash.to_owned())
+            .or_insert_with(|| bytes.to_vec());
+        Ok(())
+    }
+
+    fn get_plan(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.plans.get(hash).cloned())
+    }
+
+    fn create(
+        &mut self,
+        meta: &RunMeta,
+        header: &[u8],
+        rows: &[(u32, Vec<u8>)],
+        events: &[String],
+    ) -> Result<(), StoreError> {
+        check_run_id(&meta.run_id)?;
+        if self.runs.contains_key(&meta.run_id) {
+            return Err(StoreError::Exists(meta.run_id.clone()));
+        }
+        let run = Run {
+            meta: meta.clone(),
+            version: 1,
+            header: header.to_vec(),
+            rows: rows.iter().cloned().collect(),
+            events: events.to_vec(),
+            checkpoints: Vec::new(),
+        };
+        self.runs.insert(meta.run_id.clone(), run);
+        Ok(())
+    }
+
+    fn load(&self, run_id: &str) -> Result<Snapshot, StoreError> {
+        let run = self.run(run_id)?;
+        Ok(Snapshot {
+            meta: run.meta.clone(),
+            version: run.version,
+            header: run.header.clone(),
+            rows: run.rows.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            event_count: run.events.len() as u64,
+        })
+    }
+
+    fn commit(&mut self, delta: &Delta<'_>) -> Result<u64, StoreError> {
+        check_delta(delta)?;
+        let run = self.run_mut(delta.run_id)?;
+        if run.version != delta.expected_version {
+            return Err(StoreError::Conflict {
+                expected: delta.expected_version,
+                current: run.version,
+            });
+        }
+        let created_ms = run.meta.created_ms;
+        run.meta = delta.meta.clone();
+        run.meta.created_ms = created_ms;
+        run.header = delta.header.to_vec();
+        for (key, blob) in delta.rows {
+            run.rows.insert(*key, blob.clone());
+        }
+        run.events.extend(delta.events.iter().cloned());
+        run.version += 1;
+        Ok(run.version)
+    }
+
+    fn events(&self, run_id: &str, from: u64, limit: u64) -> Result<Vec<String>, StoreError> {
+        let run = self.run(run_id)?;
+        let start = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(run.events.len());
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(run.events[start..].iter().take(take).cloned().collect())
+    }
+
+    fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError> {
+        let mut out: Vec<RunMeta> = self
+            .runs
+            .values()
+            .filter(|r| status.is_none_or(|s| r.meta.status == s))
+            .map(|r| r.meta.clone())
+            .collect();
+        out.sort_by(|a, b| {
+            b.created_ms
+                .cmp(&a.created_ms)
+                .then_with(|| b.run_id.cmp(&a.run_id))
+        });
+        Ok(out)
+    }
+
+    fn put_checkpoint(&mut self, run_id: &str, label: &str, blob: &[u8]) -> Result<(), StoreError> {
+        let run = self.run_mut(run_id)?;
+        match run.checkpoints.iter_mut().find(|(l, _)| l == label) {
+            Some((_, existing)) => *existing = blob.to_vec(),
+            None => run.checkpoints.push((label.to_owned(), blob.to_vec())),
+        }
+        Ok(())
+    }
+
+    fn get_checkpoint(&self, run_id: &str, label: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let run = self.run(run_id)?;
+        Ok(run
+            .checkpoints
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, b)| b.clone()))
+    }
+
+    fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let run = self.run(run_id)?;
+        Ok(run.checkpoints.iter().map(|(l, _)| l.clone()).collect())
+    }
+}

@@ -1,0 +1,169 @@
+//! The durable run store: plans by content hash, runs as opaque blobs, an
+//! append-only event log and named checkpoints per run.
+//!
+//! Owns: the [`RunStore`] trait, its error type, and two implementations —
+//! [`MemoryStore`] (tests, non-durable benchmarks) and [`SqliteStore`] (the
+//! default, an embedded SQLite database shared by several processes).
+//!
+//! The store knows nothing of the interpreter's types. A run is stored as
+//! - a small [`RunMeta`] record (indexed columns for listing),
+//! - a `header` blob (the run-wide state, rewritten on every transition),
+//! - keyed `rows` (per-step state; a transition upserts only the rows it
+//!   changed, so its cost does not grow with the number of steps already done),
+//! - an append-only log of JSON event lines (the audit), numbered from 0.
+//!
+//! Every write is one transaction. [`RunStore::commit`] is an optimistic
+//! compare-and-swap on the run's `version`: of several writers that loaded the
+//! same version, exactly one succeeds and the others get
+//! [`StoreError::Conflict`] with nothing changed. That is how concurrent
+//! reports on one run resolve to one winner across processes.
+//!
+//! Must never: interpret the blobs or the event lines, panic on a damaged or
+//! hostile database file, or acknowledge a write before it is durable
+//! (the SQLite store runs with `synchronous=FULL`).
+
+mod memory;
+mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::{SCHEMA_VERSION, SqliteStore, default_home};
+
+/// The listing record of a run. `run_id` is the key; `created_ms` is fixed
+/// when the run is created (a commit does not change it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMeta {
+    pub run_id: String,
+    pub plan_hash: String,
+    pub flow: String,
+    pub status: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// Everything stored about a run except its events and checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub meta: RunMeta,
+    /// Starts at 1 on [`RunStore::create`]; each successful commit adds 1.
+    pub version: u64,
+    pub header: Vec<u8>,
+    /// Sorted by key, one entry per key.
+    pub rows: Vec<(u32, Vec<u8>)>,
+    /// Number of events appended so far; the next event gets this sequence number.
+    pub event_count: u64,
+}
+
+/// One transition of a run, applied atomically by [`RunStore::commit`].
+#[derive(Debug, Clone, Copy)]
+pub struct Delta<'a> {
+    pub run_id: &'a str,
+    /// The version the caller loaded; the commit fails with
+    /// [`StoreError::Conflict`] if the stored version differs.
+    pub expected_version: u64,
+    /// Replaces the stored meta except `run_id` (must equal `run_id` above)
+    /// and `created_ms` (kept from creation).
+    pub meta: &'a RunMeta,
+    /// Replaces the stored header.
+    pub header: &'a [u8],
+    /// Rows to insert or replace; rows not named here are left as they are.
+    pub rows: &'a [(u32, Vec<u8>)],
+    /// Event lines to append, in order.
+    pub events: &'a [String],
+}
+
+/// Errors of a [`RunStore`]. Messages are lower-case and say what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The run (or the plan, for operations that need it) does not exist.
+    #[error("run `{0}` not found")]
+    NotFound(String),
+    /// [`RunStore::create`] on an existing run id.
+    #[error("run `{0}` already exists")]
+    Exists(String),
+    /// Another writer committed first; reload and retry (or refuse).
+    #[error("run changed concurrently: expected version {expected}, found {current}")]
+    Conflict { expected: u64, current: u64 },
+    /// The caller passed something the store cannot accept.
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    /// The stored data is damaged or not a stratum store.
+    #[error("the run store is corrupt: {0}")]
+    Corrupt(String),
+    /// The database could not be opened, read or written.
+    #[error("run store i/o error: {0}")]
+    Io(String),
+    /// The database was written by a newer stratumc.
+    #[error(
+        "the run store has schema version {found}, but this stratumc supports up to {supported}; upgrade stratumc (or point STRATUM_HOME elsewhere)"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+}
+
+/// Durable storage of plans and runs. See the module docs for the model.
+///
+/// Implementations are used from one thread at a time (`&mut self` for
+/// writes); sharing between threads or processes is done by opening several
+/// stores on the same database.
+pub trait RunStore: Send {
+    /// Stores plan bytes under their hash. Idempotent: storing the same hash
+    /// again is a no-op (the first bytes are kept).
+    fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// The plan bytes stored under `hash`, if any.
+    fn get_plan(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Creates a run at version 1 with the given rows and first events.
+    /// [`StoreError::Exists`] if the run id is taken.
+    fn create(
+        &mut self,
+        meta: &RunMeta,
+        header: &[u8],
+        rows: &[(u32, Vec<u8>)],
+        events: &[String],
+    ) -> Result<(), StoreError>;
+
+    /// The current state of a run; [`StoreError::NotFound`] when absent.
+    fn load(&self, run_id: &str) -> Result<Snapshot, StoreError>;
+
+    /// Atomically: checks that the stored version equals
+    /// `delta.expected_version` (else [`StoreError::Conflict`] and nothing
+    /// changes), writes meta and header, upserts rows, appends events, and
+    /// increments the version. Returns the new version.
+    fn commit(&mut self, delta: &Delta<'_>) -> Result<u64, StoreError>;
+
+    /// Up to `limit` event lines starting at sequence number `from` (the
+    /// first event is 0), in order.
+    fn events(&self, run_id: &str, from: u64, limit: u64) -> Result<Vec<String>, StoreError>;
+
+    /// Runs, newest first (by `created_ms`, then run id descending),
+    /// optionally only those with the given status.
+    fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError>;
+
+    /// Stores a checkpoint blob under a label. Overwriting a label replaces
+    /// the blob but keeps the label's original position.
+    fn put_checkpoint(&mut self, run_id: &str, label: &str, blob: &[u8]) -> Result<(), StoreError>;
+
+    /// The checkpoint stored under `label`, if any.
+    fn get_checkpoint(&self, run_id: &str, label: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The run's checkpoint labels in the order they were first stored.
+    fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// Checks a delta against itself before any store work.
+fn check_delta(delta: &Delta<'_>) -> Result<(), StoreError> {
+    if delta.meta.run_id != delta.run_id {
+        return Err(StoreError::Invalid(format!(
+            "delta for run `{}` carries meta of run `{}`",
+            delta.run_id, delta.meta.run_id
+        )));
+    }
+    Ok(())
+}
+
+fn check_run_id(run_id: &str) -> Result<(), StoreError> {
+    if run_id.is_empty() {
+        return Err(StoreError::Invalid("run id is empty".to_owned()));
+    }
+    Ok(())
+}
