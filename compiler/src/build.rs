@@ -1,22 +1,44 @@
 //! `build`: the whole pipeline from an analysed spec to a verified plan.
 //!
-//! Owns: running the cost analysis and handing its bounds to lowering.
+//! Owns: running the cost analysis (without inputs, with the built-in agent
+//! profiles) and handing its worst-case bounds to lowering.
 //! Must never: re-check the spec; it builds only when the analysis has no error.
 
 use stratum_vm::plan::Plan;
 
 use crate::analysis::Analysis;
+use crate::cost::{CostConfig, Estimate, analyze_cost};
 use crate::lower::{CostBound, lower};
+
+fn bound(e: &Estimate) -> CostBound {
+    match (&e.worst, &e.worst_symbolic) {
+        (Some(w), _) => CostBound::Finite(w.max(0.0).round() as u64),
+        (None, Some(text)) => CostBound::Symbolic(text.clone()),
+        (None, None) => CostBound::Symbolic("unbounded".into()),
+    }
+}
 
 /// Builds the plan of an analysed spec; `None` when the spec has errors.
 pub fn build_plan(analysis: &Analysis) -> Option<Plan> {
     let ir = analysis.ir.as_ref()?;
-    // FIXME(cost): bounds come from the cost analysis once it lands.
-    let bounds = ir
-        .flows
-        .iter()
-        .map(|f| vec![(1, CostBound::Finite(0)); f.steps.len()])
-        .collect::<Vec<_>>();
-    let flow_bounds = vec![CostBound::Finite(0); ir.flows.len()];
+    let config = CostConfig::default();
+    let mut bounds = Vec::with_capacity(ir.flows.len());
+    let mut flow_bounds = Vec::with_capacity(ir.flows.len());
+    for (fi, flow) in ir.flows.iter().enumerate() {
+        let cost = analyze_cost(ir, fi, None, &config);
+        let per_step = flow
+            .steps
+            .iter()
+            .map(|s| match cost.steps.iter().find(|c| c.id == s.id) {
+                Some(c) => (
+                    u32::try_from(c.entries).unwrap_or(u32::MAX),
+                    bound(&c.dispatches),
+                ),
+                None => (1, CostBound::Finite(0)),
+            })
+            .collect();
+        bounds.push(per_step);
+        flow_bounds.push(bound(&cost.dispatches));
+    }
     lower(analysis, &bounds, &flow_bounds)
 }
