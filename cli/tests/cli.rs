@@ -155,7 +155,7 @@ fn hostile_input_never_crashes() {
         ("binary", (0..=255u8).cycle().take(4096).collect()),
         ("empty", Vec::new()),
         ("deep", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes()),
-        ("deep-map", "a:\n".repeat(1).into_bytes().into_iter().chain((0..2000).flat_map(|i| format!("{}b:\n", " ".repeat(i + 1)).into_bytes())).collect()),
+        ("deep-map", b"a:\n".iter().copied().chain((0..2000).flat_map(|i| format!("{}b:\n", " ".repeat(i + 1)).into_bytes())).collect()),
         ("expr", format!("version: 1\ncontracts: {{}}\nflows:\n  entry: m\n  m:\n    input: {{}}\n    output: {{from: \"${{a.output}}\", contract: X}}\n    steps:\n      - id: a\n        do: x\n        when: \"{}true{}\"\n", "(".repeat(50_000), ")".repeat(50_000)).into_bytes()),
         ("multi-doc", b"a: 1\n---\nb: 2\n".to_vec()),
         ("scalar", b"42\n".to_vec()),

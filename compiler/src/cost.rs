@@ -774,7 +774,7 @@ impl<'a> Ctx<'a> {
         // entries through reset closures
         let fmax = flow.max_rounds.unwrap_or(0);
         let mut extra = vec![0u64; n];
-        let mut revisers: Vec<(u64, Vec<bool>)> = Vec::new();
+        let mut revisers: Vec<(u64, Vec<StepId>)> = Vec::new();
         for step in &flow.steps {
             if let StepKindIr::Gate {
                 on_revise: Some(target),
@@ -784,10 +784,8 @@ impl<'a> Ctx<'a> {
             {
                 let rounds = max_rounds.unwrap_or(fmax).min(fmax);
                 let members = closure(&succs, target);
-                for (s, &m) in members.iter().enumerate() {
-                    if m {
-                        extra[s] = extra[s].saturating_add(rounds);
-                    }
+                for &s in &members {
+                    extra[s] = extra[s].saturating_add(rounds);
                 }
                 revisers.push((rounds, members));
             }
@@ -834,7 +832,10 @@ impl<'a> Ctx<'a> {
         }
 
         // wall-clock time by longest paths
-        let all = vec![true; n];
+        let mut position = vec![0usize; n];
+        for (i, &s) in flow.topo.iter().enumerate() {
+            position[s] = i;
+        }
         let w_worst: Vec<Sym> = steps.iter().map(|c| c.worst.ms.clone()).collect();
         let w_min: Vec<Sym> = steps
             .iter()
@@ -850,12 +851,15 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|c| c.expected.ms.scale(c.activation))
             .collect();
-        min.ms = longest_path(flow, &preds, &w_min, &all);
-        expected.ms = longest_path(flow, &preds, &w_exp, &all);
-        let mut ms = longest_path(flow, &preds, &w_worst, &all);
+        min.ms = longest_path(&flow.topo, &preds, &w_min);
+        expected.ms = longest_path(&flow.topo, &preds, &w_exp);
+        let mut ms = longest_path(&flow.topo, &preds, &w_worst);
         let rounds: Vec<(u64, Sym)> = revisers
-            .iter()
-            .map(|(r, members)| (*r, longest_path(flow, &preds, &w_worst, members)))
+            .into_iter()
+            .map(|(r, mut members)| {
+                members.sort_unstable_by_key(|&s| position[s]);
+                (r, longest_path(&members, &preds, &w_worst))
+            })
             .collect();
         if rounds.iter().all(|(_, cp)| cp.concrete().is_some()) {
             // give the flow's rounds to the longest closures first
@@ -1046,29 +1050,44 @@ fn judged_count(ensure: &[PredicateIr]) -> usize {
 }
 
 /// `target` and every step reachable from it through any edge.
-fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<bool> {
+fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<StepId> {
     let mut seen = vec![false; succs.len()];
     seen[target] = true;
-    let mut stack = vec![target];
-    while let Some(v) = stack.pop() {
+    let mut members = vec![target];
+    let mut next = 0;
+    while let Some(&v) = members.get(next) {
+        next += 1;
         for &t in &succs[v] {
             if !seen[t] {
                 seen[t] = true;
-                stack.push(t);
+                members.push(t);
             }
         }
     }
-    seen
+    members
 }
 
-/// The heaviest path through the member steps (weights on steps).
-fn longest_path(flow: &FlowIr, preds: &[Vec<StepId>], weight: &[Sym], member: &[bool]) -> Sym {
+/// The heaviest path through `order` (member steps in topological order;
+/// weights on steps).
+fn longest_path(order: &[StepId], preds: &[Vec<StepId>], weight: &[Sym]) -> Sym {
+    if order.iter().all(|&s| weight[s].terms.is_empty()) {
+        // the common case: plain numbers, no allocation per step
+        let mut dist: Vec<Option<f64>> = vec![None; weight.len()];
+        let mut best = 0.0f64;
+        for &s in order {
+            let before = preds[s]
+                .iter()
+                .filter_map(|&p| dist[p])
+                .fold(0.0f64, f64::max);
+            let d = before + weight[s].c;
+            best = best.max(d);
+            dist[s] = Some(d);
+        }
+        return Sym::num(best);
+    }
     let mut dist: Vec<Option<Sym>> = vec![None; weight.len()];
     let mut best = Sym::default();
-    for &s in &flow.topo {
-        if !member[s] {
-            continue;
-        }
+    for &s in order {
         let mut d = Sym::default();
         for &p in &preds[s] {
             if let Some(dp) = &dist[p] {

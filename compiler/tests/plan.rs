@@ -111,6 +111,9 @@ proptest! {
     }
 }
 
+/// A named way of breaking a plan.
+type Mutation = (&'static str, Box<dyn Fn(&mut Plan)>);
+
 #[test]
 fn hostile_plans_fail_verification() {
     let (_, text) = examples()
@@ -118,7 +121,7 @@ fn hostile_plans_fail_verification() {
         .find(|(n, _)| n.starts_with("reviewed-work-gate"))
         .unwrap();
     let good = plan_of(&text);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Plan)>)> = vec![
+    let cases: Vec<Mutation> = vec![
         ("entry out of range", Box::new(|p| p.entry = 99)),
         (
             "string out of range",

@@ -362,14 +362,16 @@ impl Engine {
         self.transition(run_id, host, |p, i, r, h| Ok(interp::cancel(p, i, r, h)))
     }
 
-    /// The current outcome of a run; `plan_hash`, when given, must match (E6).
+    /// Continues a run in this process: records a `resumed` event and returns
+    /// the current outcome (tokens unchanged). `plan_hash`, when given, must
+    /// match the run's (E6). Cancelled runs are refused.
     pub fn resume(
         &mut self,
         run_id: &str,
         plan_hash: Option<&str>,
         host: &mut dyn Host,
     ) -> Result<(Outcome, LoadedPlan), EngineError> {
-        let (mut run, plan) = self.load(run_id)?;
+        let (run, plan) = self.load(run_id)?;
         if let Some(given) = plan_hash
             && given != run.header.plan_hash
         {
@@ -379,7 +381,43 @@ impl Engine {
                 given: given.into(),
             });
         }
-        Ok((interp::view(&plan.plan, &plan.index, &mut run, host), plan))
+        if run.header.status == interp::RunStatus::Cancelled {
+            return Err(VmError::Cancelled(run_id.to_string()).into());
+        }
+        let outcome = self.transition(run_id, host, |p, i, r, h| {
+            r.events.push(interp::Event {
+                at: h.now_ms(),
+                kind: "resumed".into(),
+                step: None,
+                detail: Value::Null,
+            });
+            Ok(interp::view(p, i, r, h))
+        })?;
+        Ok((outcome, plan))
+    }
+
+    /// The current outcome without recording anything (polling).
+    pub fn poll(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
+        let (mut run, plan) = self.load(run_id)?;
+        Ok(interp::view(&plan.plan, &plan.index, &mut run, host))
+    }
+
+    /// Refuses checkpoints while fanout items are out (their results would be lost).
+    fn no_fanout_in_flight(run: &Run, plan: &Plan) -> Result<(), EngineError> {
+        for (f, steps) in run.steps.iter().enumerate() {
+            let flow = &plan.flows[run.header.frames[f].flow as usize];
+            for (i, st) in steps.iter().enumerate() {
+                if st.status == interp::StepStatus::Running
+                    && matches!(flow.steps[i].kind, crate::plan::StepKindDef::Fanout { .. })
+                {
+                    return Err(EngineError::Checkpoint(format!(
+                        "in-flight fanout: step `{}` has items out; checkpoint after it settles",
+                        plan.str(flow.steps[i].id)
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The audit events of a run.
@@ -437,15 +475,26 @@ impl Engine {
                 .map_err(|e| EngineError::Corrupt(e.to_string()))?;
             rows.push((key, state));
         }
-        let cancelled = self.load(run_id)?.0.header.status == interp::RunStatus::Cancelled;
-        if cancelled {
+        let (live, plan) = self.load(run_id)?;
+        if live.header.status == interp::RunStatus::Cancelled {
             return Err(EngineError::Checkpoint(format!(
                 "flow_cancelled: run {run_id} is cancelled"
             )));
         }
+        Self::no_fanout_in_flight(&live, &plan.plan)?;
         self.transition(run_id, host, |p, i, r, h| {
             let mut restored = header.clone();
             restored.issued = restored.issued.max(r.header.issued);
+            // money is never given back: every ledger keeps the larger of the live and the saved spend
+            for (fi, frame) in restored.frames.iter_mut().enumerate() {
+                if let Some(live) = r.header.frames.get(fi) {
+                    let (a, b) = (&mut frame.spent, &live.spent);
+                    a.usd = a.usd.max(b.usd);
+                    a.tokens = a.tokens.max(b.tokens);
+                    a.dispatches = a.dispatches.max(b.dispatches);
+                    a.ms = a.ms.max(b.ms);
+                }
+            }
             let mut steps: Vec<Vec<StepState>> = restored
                 .frames
                 .iter()

@@ -1245,8 +1245,8 @@ fn contract_types_directly() {
         Err("output[0]: unknown field `x`".into())
     );
     assert_eq!(
-        check_type(&plan, &ty(BaseType::Boolean, 0), false, &json!(0)).is_err(),
-        true
+        check_type(&plan, &ty(BaseType::Boolean, 0), false, &json!(0)),
+        Err("output: expected boolean, found number".into())
     );
     assert_eq!(
         check_type(&plan, &ty(BaseType::Object, 0), false, &json!({"k": 1})),
@@ -1482,4 +1482,38 @@ fn missing_references_are_unavailable() {
     // a full-value template that is not one reference (a hostile plan)
     let (plan, t) = template(vec![P::T("x")], TemplateMode::FullValue);
     assert!(render(&plan, &t, &refs(false)).is_err());
+}
+
+// ----- properties -------------------------------------------------------------
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary bytecode never panics the evaluator.
+        #[test]
+        fn arbitrary_bytecode_does_not_panic(code in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let (plan, base) = assemble(&[k(json!("s")), k(json!(1.5)), k(json!(true))]);
+            let chunk = Chunk { code, ..base };
+            let input = json!({"s": "abc", "l": [1, {"x": null}]});
+            let b = Bindings {
+                result: ResultBinding::Value(&input),
+                input: &input,
+                item: Some(&input),
+                prev: Some(None),
+            };
+            let _ = eval(&plan, &chunk, &b, &mut NoFiles);
+        }
+
+        /// `js_number` text parses back to the same double.
+        #[test]
+        fn js_number_round_trips(bits in any::<u64>()) {
+            let n = f64::from_bits(bits);
+            prop_assume!(n.is_finite());
+            let text = js_number(n);
+            let back: f64 = text.parse().unwrap();
+            prop_assert!(back == n, "{} → {} → {}", n, text, back);
+        }
+    }
 }

@@ -219,6 +219,7 @@ fn brace_quantifier(b: &[char]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::check_pattern as regex_check;
+    use super::{check_pattern, check_shape, compile};
 
     #[test]
     fn safe_shape_filter() {
@@ -259,11 +260,6 @@ mod tests {
             assert!(regex_check(ok).is_ok(), "{ok}");
         }
     }
-}
-
-#[cfg(test)]
-mod more_tests {
-    use super::*;
 
     #[test]
     fn length_limit_counts_characters() {

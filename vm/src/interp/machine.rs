@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::index::PlanIndex;
 use super::state::*;
 use super::{Host, Outcome, Report, VmError};
-use crate::eval::contract::{check_record, check_type};
+use crate::eval::contract::{check_record, check_record_at};
 use crate::eval::template::{RefValues, render};
 use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, eval};
 use crate::plan::*;
@@ -387,22 +387,25 @@ impl<'a> M<'a> {
 
     fn advance(&mut self) {
         self.materialize_carry();
-        while let Some((f, i)) = self.queue.pop_front() {
-            if self.run.header.status.is_terminal() {
-                self.queue.clear();
+        loop {
+            while let Some((f, i)) = self.queue.pop_front() {
+                if self.run.header.status.is_terminal() {
+                    self.queue.clear();
+                    break;
+                }
+                if self.run.header.frames[v(f)].closed {
+                    continue;
+                }
+                if self.st(f, i).status == StepStatus::Pending {
+                    self.try_step(f, i);
+                }
+            }
+            // finishing a frame makes its `run` step succeed, which queues its successors
+            self.settle_frames();
+            if self.queue.is_empty() || self.run.header.status.is_terminal() {
                 break;
             }
-            if self.run.header.frames[v(f)].closed {
-                continue;
-            }
-            if self.st(f, i).status == StepStatus::Pending {
-                self.try_step(f, i);
-            }
-            if self.queue.is_empty() {
-                self.settle_frames();
-            }
         }
-        self.settle_frames();
         if self.run.header.status == RunStatus::Running
             && self.run.header.ready.is_empty()
             && self.run.header.gates.is_empty()
@@ -753,6 +756,7 @@ impl<'a> M<'a> {
     // ----- checks of an output ---------------------------------------------
 
     /// Contract and ensures of an output; the failure with its violations when one fails.
+    #[allow(clippy::too_many_arguments)]
     fn check_output(
         &mut self,
         f: u32,
@@ -1983,10 +1987,23 @@ impl<'a> M<'a> {
         if self.run.header.status.is_terminal() {
             return;
         }
-        let burned = self.run.header.ready.len() + self.run.header.gates.len();
+        let steps: Vec<String> = self
+            .run
+            .header
+            .ready
+            .iter()
+            .filter(|k| k.2 == 0)
+            .map(|k| self.sid(k.0, k.1))
+            .chain(self.run.header.gates.iter().map(|k| self.sid(k.0, k.1)))
+            .collect();
+        let items = self.run.header.ready.iter().filter(|k| k.2 != 0).count();
         self.burn_tokens();
         self.run.header.status = RunStatus::Cancelled;
-        self.event("cancelled", None, json!({"burned": burned}));
+        self.event(
+            "flow_cancelled",
+            None,
+            json!({"by": "operator", "burned": {"steps": steps, "items": items}}),
+        );
     }
 
     /// Every live token is replaced (after a checkpoint revert, older tokens must be stale).
@@ -2210,16 +2227,7 @@ pub fn start(
             fd.steps.len()
         )));
     }
-    check_type(
-        plan,
-        &TypeDef {
-            base: BaseType::Record(fd.input),
-            list_depth: 0,
-        },
-        false,
-        &input,
-    )
-    .map_err(VmError::InvalidInput)?;
+    check_record_at(plan, fd.input, &input, "input").map_err(VmError::InvalidInput)?;
     let n = fd.steps.len() as u32;
     let now = host.now_ms();
     let header = Header {

@@ -116,7 +116,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         if c.steps.len() != n.div_ceil(64) {
             return v.fail(format!("bitset has {} words for {n} steps", c.steps.len()));
         }
-        if n % 64 != 0
+        if !n.is_multiple_of(64)
             && let Some(last) = c.steps.last()
             && last >> (n % 64) != 0
         {

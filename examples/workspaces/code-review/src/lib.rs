@@ -1,0 +1,3 @@
+pub fn chunks(n: usize, size: usize) -> usize {
+    n.div_ceil(size)
+}

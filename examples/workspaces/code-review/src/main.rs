@@ -1,0 +1,3 @@
+fn main() {
+    println!("{}", review::chunks(10, 3));
+}
