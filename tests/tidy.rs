@@ -42,7 +42,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_module_has_a_doc_and_no_test_is_ignored() {
     let mut files = Vec::new();
-    for krate in ["grammar", "compiler", "cli", "tests", "fuzz"] {
+    for krate in ["grammar", "compiler", "vm", "mcp", "cli", "tests", "fuzz"] {
         rust_files(&root().join(krate), &mut files);
     }
     assert!(files.len() > 20);
@@ -66,6 +66,25 @@ fn every_module_has_a_doc_and_no_test_is_ignored() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn vm_never_depends_on_the_front_end() {
+    let manifest = std::fs::read_to_string(root().join("vm/Cargo.toml")).unwrap();
+    for other in [
+        "stratum-compiler",
+        "stratum-grammar",
+        "stratumc",
+        "salsa",
+        "lsp-types",
+        "rmcp",
+        "tokio",
+    ] {
+        assert!(
+            !manifest.contains(other),
+            "vm/Cargo.toml must not depend on {other}"
+        );
+    }
 }
 
 #[test]

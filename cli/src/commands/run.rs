@@ -316,7 +316,7 @@ pub fn run(args: &Args<'_>) -> Exit {
                     Err(e) => eprintln!("  {id}: refused: {e}"),
                 }
             }
-            if let Ok((o, _)) = engine.resume(&run_id, None, &mut host) {
+            if let Ok(o) = engine.poll(&run_id, &mut host) {
                 outcome = o;
             }
             continue;
