@@ -774,7 +774,7 @@ impl<'a> Ctx<'a> {
         // entries through reset closures
         let fmax = flow.max_rounds.unwrap_or(0);
         let mut extra = vec![0u64; n];
-        let mut revisers: Vec<(u64, Vec<StepId>)> = Vec::new();
+        let mut revisers: Vec<(u64, Vec<bool>)> = Vec::new();
         for step in &flow.steps {
             if let StepKindIr::Gate {
                 on_revise: Some(target),
@@ -784,8 +784,10 @@ impl<'a> Ctx<'a> {
             {
                 let rounds = max_rounds.unwrap_or(fmax).min(fmax);
                 let members = closure(&succs, target);
-                for &s in &members {
-                    extra[s] = extra[s].saturating_add(rounds);
+                for (x, &m) in extra.iter_mut().zip(&members) {
+                    if m {
+                        *x = x.saturating_add(rounds);
+                    }
                 }
                 revisers.push((rounds, members));
             }
@@ -832,10 +834,7 @@ impl<'a> Ctx<'a> {
         }
 
         // wall-clock time by longest paths
-        let mut position = vec![0usize; n];
-        for (i, &s) in flow.topo.iter().enumerate() {
-            position[s] = i;
-        }
+        let mut scratch = Vec::new();
         let w_worst: Vec<Sym> = steps.iter().map(|c| c.worst.ms.clone()).collect();
         let w_min: Vec<Sym> = steps
             .iter()
@@ -851,14 +850,15 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|c| c.expected.ms.scale(c.activation))
             .collect();
-        min.ms = longest_path(&flow.topo, &preds, &w_min);
-        expected.ms = longest_path(&flow.topo, &preds, &w_exp);
-        let mut ms = longest_path(&flow.topo, &preds, &w_worst);
+        let topo = &flow.topo;
+        min.ms = longest_path(topo, None, &preds, &w_min, &mut scratch);
+        expected.ms = longest_path(topo, None, &preds, &w_exp, &mut scratch);
+        let mut ms = longest_path(topo, None, &preds, &w_worst, &mut scratch);
         let rounds: Vec<(u64, Sym)> = revisers
-            .into_iter()
-            .map(|(r, mut members)| {
-                members.sort_unstable_by_key(|&s| position[s]);
-                (r, longest_path(&members, &preds, &w_worst))
+            .iter()
+            .map(|(r, members)| {
+                let cp = longest_path(topo, Some(members), &preds, &w_worst, &mut scratch);
+                (*r, cp)
             })
             .collect();
         if rounds.iter().all(|(_, cp)| cp.concrete().is_some()) {
@@ -1050,31 +1050,43 @@ fn judged_count(ensure: &[PredicateIr]) -> usize {
 }
 
 /// `target` and every step reachable from it through any edge.
-fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<StepId> {
+fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<bool> {
     let mut seen = vec![false; succs.len()];
     seen[target] = true;
-    let mut members = vec![target];
-    let mut next = 0;
-    while let Some(&v) = members.get(next) {
-        next += 1;
+    let mut stack = vec![target];
+    while let Some(v) = stack.pop() {
         for &t in &succs[v] {
             if !seen[t] {
                 seen[t] = true;
-                members.push(t);
+                stack.push(t);
             }
         }
     }
-    members
+    seen
 }
 
-/// The heaviest path through `order` (member steps in topological order;
-/// weights on steps).
-fn longest_path(order: &[StepId], preds: &[Vec<StepId>], weight: &[Sym]) -> Sym {
-    if order.iter().all(|&s| weight[s].terms.is_empty()) {
+/// The heaviest path through the steps of `topo` that are members (weights
+/// on steps); `dist` is scratch space of one slot per step.
+fn longest_path(
+    topo: &[StepId],
+    member: Option<&[bool]>,
+    preds: &[Vec<StepId>],
+    weight: &[Sym],
+    dist: &mut Vec<Option<f64>>,
+) -> Sym {
+    let is_member = |s: StepId| member.is_none_or(|m| m[s]);
+    if topo
+        .iter()
+        .all(|&s| !is_member(s) || weight[s].terms.is_empty())
+    {
         // the common case: plain numbers, no allocation per step
-        let mut dist: Vec<Option<f64>> = vec![None; weight.len()];
+        dist.clear();
+        dist.resize(weight.len(), None);
         let mut best = 0.0f64;
-        for &s in order {
+        for &s in topo {
+            if !is_member(s) {
+                continue;
+            }
             let before = preds[s]
                 .iter()
                 .filter_map(|&p| dist[p])
@@ -1085,18 +1097,21 @@ fn longest_path(order: &[StepId], preds: &[Vec<StepId>], weight: &[Sym]) -> Sym 
         }
         return Sym::num(best);
     }
-    let mut dist: Vec<Option<Sym>> = vec![None; weight.len()];
+    let mut sym: Vec<Option<Sym>> = vec![None; weight.len()];
     let mut best = Sym::default();
-    for &s in order {
+    for &s in topo {
+        if !is_member(s) {
+            continue;
+        }
         let mut d = Sym::default();
         for &p in &preds[s] {
-            if let Some(dp) = &dist[p] {
+            if let Some(dp) = &sym[p] {
                 d = d.max(dp);
             }
         }
         d.add(&weight[s]);
         best = best.max(&d);
-        dist[s] = Some(d);
+        sym[s] = Some(d);
     }
     best
 }

@@ -645,76 +645,107 @@ fn plain_number(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
 }
 
-/// Maps a byte offset inside a decoded scalar value to a byte offset in the file.
+/// Maps byte offsets inside a decoded scalar value to byte offsets in the file.
 ///
-/// Works for every scalar style by walking the decoded text and the raw source
-/// together: characters that are equal advance both; quotes, indentation and
-/// folded line breaks advance the source only; a double-quoted escape maps its
-/// decoded character to the backslash. When the two cannot be aligned, the
-/// scalar's start is returned, which still points at the right scalar.
-pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
-    let raw = match source.get(s.span.range()) {
-        Some(raw) => raw,
-        None => return s.span.start,
-    };
-    let offset = offset as usize;
-    if s.style == Style::Plain && raw == s.text {
-        return s.span.start + offset.min(raw.len()) as u32;
-    }
-    if matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted)
-        && raw.len() == s.text.len() + 2
-        && raw.get(1..raw.len() - 1) == Some(s.text.as_str())
-    {
-        return s.span.start + 1 + offset.min(s.text.len()) as u32;
-    }
-    let raw_chars: Vec<(usize, char)> = raw.char_indices().collect();
-    let mut j = 0usize;
-    // skip an opening quote
-    if matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted) && !raw_chars.is_empty() {
-        j = 1;
-    }
-    for (i, c) in s.text.char_indices() {
-        let mut matched = None;
-        while j < raw_chars.len() {
-            let (pos, rc) = raw_chars[j];
-            if s.style == Style::DoubleQuoted && rc == '\\' {
-                let (decoded, len) = decode_escape(&raw_chars[j..]);
-                j += len.max(1);
-                match decoded {
-                    Some(d) if d == c => {
-                        matched = Some(pos);
-                        break;
+/// Built once per scalar (linear in its length) and then queried in O(1), so
+/// a scalar with thousands of references costs linear time overall.
+#[derive(Debug, Clone)]
+pub enum OffsetMap {
+    /// The value is the raw text shifted by this many bytes (plain or simply quoted scalars).
+    Shift {
+        /// File offset of the value's first byte.
+        base: u32,
+        /// Value length.
+        len: u32,
+    },
+    /// One file offset per value byte, plus one for the end.
+    Table(Vec<u32>),
+    /// The value and the source could not be aligned: everything maps to the scalar's start.
+    Start(u32),
+}
+
+impl OffsetMap {
+    /// Builds the map by walking the decoded text and the raw source together:
+    /// equal characters advance both; quotes, indentation and folded line
+    /// breaks advance the source only; a double-quoted escape maps its decoded
+    /// character to the backslash.
+    pub fn new(source: &str, s: &Str) -> OffsetMap {
+        let Some(raw) = source.get(s.span.range()) else {
+            return OffsetMap::Start(s.span.start);
+        };
+        if s.style == Style::Plain && raw == s.text {
+            return OffsetMap::Shift {
+                base: s.span.start,
+                len: s.text.len() as u32,
+            };
+        }
+        if matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted)
+            && raw.len() == s.text.len() + 2
+            && raw.get(1..raw.len() - 1) == Some(s.text.as_str())
+        {
+            return OffsetMap::Shift {
+                base: s.span.start + 1,
+                len: s.text.len() as u32,
+            };
+        }
+        let raw_chars: Vec<(usize, char)> = raw.char_indices().collect();
+        let mut table = vec![s.span.start; s.text.len() + 1];
+        let mut j = usize::from(
+            matches!(s.style, Style::SingleQuoted | Style::DoubleQuoted) && !raw_chars.is_empty(),
+        );
+        for (i, c) in s.text.char_indices() {
+            let mut matched = None;
+            while j < raw_chars.len() {
+                let (pos, rc) = raw_chars[j];
+                if s.style == Style::DoubleQuoted && rc == '\\' {
+                    let (decoded, len) = decode_escape(&raw_chars[j..]);
+                    j += len.max(1);
+                    match decoded {
+                        Some(d) if d == c => {
+                            matched = Some(pos);
+                            break;
+                        }
+                        _ => continue,
                     }
-                    _ => continue,
+                }
+                if s.style == Style::SingleQuoted && rc == '\'' && c == '\'' {
+                    j += 2;
+                    matched = Some(pos);
+                    break;
+                }
+                j += 1;
+                if rc == c {
+                    matched = Some(pos);
+                    break;
                 }
             }
-            if s.style == Style::SingleQuoted && rc == '\'' && c == '\'' {
-                j += 2;
-                matched = Some(pos);
-                break;
-            }
-            j += 1;
-            if rc == c {
-                matched = Some(pos);
-                break;
+            let Some(pos) = matched else {
+                return OffsetMap::Start(s.span.start);
+            };
+            for b in 0..c.len_utf8() {
+                table[i + b] = s.span.start + pos as u32;
             }
         }
-        let Some(pos) = matched else {
-            return s.span.start;
-        };
-        if i >= offset {
-            return s.span.start + pos as u32;
-        }
-    }
-    // offset at (or past) the end of the text: the end of the last matched char
-    if j <= raw_chars.len() {
+        // the end: just after the last matched character (a closing quote is excluded)
         let end = raw_chars.get(j).map_or(raw.len(), |&(p, _)| p);
-        if offset >= s.text.len() {
-            // exclude a closing quote
-            return s.span.start + end as u32;
+        table[s.text.len()] = s.span.start + end as u32;
+        OffsetMap::Table(table)
+    }
+
+    /// The file offset of value offset `offset` (clamped to the value's end).
+    pub fn at(&self, offset: u32) -> u32 {
+        match self {
+            OffsetMap::Shift { base, len } => base + offset.min(*len),
+            OffsetMap::Table(t) => t.get(offset as usize).or(t.last()).copied().unwrap_or(0),
+            OffsetMap::Start(s) => *s,
         }
     }
-    s.span.start
+}
+
+/// Maps one byte offset inside a decoded scalar value to the file (builds an
+/// [`OffsetMap`]; callers mapping many offsets of one scalar keep the map).
+pub fn map_offset(source: &str, s: &Str, offset: u32) -> u32 {
+    OffsetMap::new(source, s).at(offset)
 }
 
 /// Decodes one double-quoted escape; returns the char (if any) and how many chars it used.

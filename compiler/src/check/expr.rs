@@ -13,7 +13,7 @@ use crate::diagnostics::{Code, Diagnostic, did_you_mean};
 use crate::ir::ExprIr;
 use crate::source::Span;
 use crate::types::Type;
-use crate::yaml::{Str, map_offset};
+use crate::yaml::{OffsetMap, Str};
 
 /// The builtin functions and their arities.
 pub const BUILTINS: &[(&str, usize)] = &[
@@ -207,12 +207,21 @@ impl Checker<'_> {
 
     /// Maps a byte range inside a scalar's value to the file.
     pub(super) fn map(&self, s: &Str, start: u32, end: u32) -> Span {
-        let a = map_offset(self.source, s, start);
-        let b = if end > start {
-            map_offset(self.source, s, end - 1) + 1
-        } else {
-            a
+        let map = {
+            let mut cache = self.offsets.borrow_mut();
+            if cache.0 != s.span.start || cache.1.is_none() {
+                *cache = (
+                    s.span.start,
+                    Some(std::rc::Rc::new(OffsetMap::new(self.source, s))),
+                );
+            }
+            cache
+                .1
+                .clone()
+                .expect("invariant: the cache was just filled")
         };
+        let a = map.at(start);
+        let b = if end > start { map.at(end - 1) + 1 } else { a };
         let b = next_boundary(self.source, b.max(a));
         Span::new(a, b)
     }

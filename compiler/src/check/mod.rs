@@ -91,6 +91,9 @@ pub(crate) struct Checker<'a> {
     pub flow_outputs: Vec<Type>,
     /// Each flow's output contract.
     pub flow_output_records: Vec<Option<RecordId>>,
+    /// The offset map of the scalar mapped last (keyed by its start), so that
+    /// mapping many spans of one scalar stays linear.
+    pub offsets: std::cell::RefCell<(u32, Option<std::rc::Rc<crate::yaml::OffsetMap>>)>,
 }
 
 /// Checks a decoded spec; returns the IR when the spec has no errors.
@@ -106,6 +109,7 @@ pub fn check(spec: &Spec, source: &str, sink: &mut Sink) -> Option<Ir> {
         flow_inputs: Vec::new(),
         flow_outputs: Vec::new(),
         flow_output_records: Vec::new(),
+        offsets: std::cell::RefCell::new((u32::MAX, None)),
     };
     ck.contracts();
     ck.flow_table();

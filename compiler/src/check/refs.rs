@@ -98,7 +98,7 @@ impl<'a> Checker<'a> {
             for e in errors {
                 let span = self.map(s, e.span.start, e.span.end);
                 self.sink.push(
-                    Diagnostic::new(Code::InvalidReference, span, format!("invalid reference: {}", e.message))
+                    Diagnostic::new(Code::InvalidReference, span, if e.message.starts_with("invalid reference") { e.message.clone() } else { format!("invalid reference: {}", e.message) })
                         .with_note("references are `${input.field}`, `${step.output.field}`, `${item}`, `${prev}` or a carry variable `${name}`; there is no escape for a literal `${`"),
                 );
             }

@@ -50,31 +50,73 @@ fn to_codespan(text: &str, d: &Diagnostic) -> cs::Diagnostic<()> {
         .with_notes(notes)
 }
 
+/// Most diagnostics rendered with source snippets per file; the rest are counted.
+pub const MAX_HUMAN_DIAGNOSTICS: usize = 200;
+/// Lines longer than this (minified JSON specs) are not printed as snippets.
+pub const MAX_SNIPPET_LINE: usize = 400;
+
 /// Renders diagnostics for a terminal or a pipe.
+///
+/// Like rustc: code, message, the source line, the underline, labels, notes
+/// and help. A diagnostic on a very long line gets a one-line form with its
+/// position instead of the line, and only the first
+/// [`MAX_HUMAN_DIAGNOSTICS`] are rendered (`--format json` has them all).
 pub fn human(path: &str, text: &str, diagnostics: &[Diagnostic], color: bool) -> String {
     let file = SimpleFile::new(path, text);
     let config = Config::default();
+    let lines = LineIndex::new(text);
     let mut out: Vec<u8> = Vec::new();
-    for d in diagnostics {
-        let cd = to_codespan(text, d);
-        let result = if color {
-            let mut w = codespan_reporting::term::termcolor::Ansi::new(&mut out);
-            term::emit_to_write_style(&mut w, &config, &file, &cd)
+    for d in diagnostics.iter().take(MAX_HUMAN_DIAGNOSTICS) {
+        let start = d.span.start as usize;
+        let line_start = text
+            .get(..start.min(text.len()))
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let line_end = text
+            .get(start.min(text.len())..)
+            .and_then(|t| t.find('\n'))
+            .map_or(text.len(), |i| start + i);
+        let long_line = line_end.saturating_sub(line_start) > MAX_SNIPPET_LINE;
+        let result = if long_line {
+            Err(())
         } else {
-            let mut w = codespan_reporting::term::termcolor::NoColor::new(&mut out);
-            term::emit_to_write_style(&mut w, &config, &file, &cd)
+            let cd = to_codespan(text, d);
+            if color {
+                let mut w = codespan_reporting::term::termcolor::Ansi::new(&mut out);
+                term::emit_to_write_style(&mut w, &config, &file, &cd).map_err(|_| ())
+            } else {
+                let mut w = codespan_reporting::term::termcolor::NoColor::new(&mut out);
+                term::emit_to_write_style(&mut w, &config, &file, &cd).map_err(|_| ())
+            }
         };
         if result.is_err() {
-            out.extend_from_slice(
-                format!(
-                    "{path}: {}[{}]: {}\n",
-                    d.severity.as_str(),
-                    d.code.as_str(),
-                    d.message
-                )
-                .as_bytes(),
+            let lc = lines.line_col(text, d.span.start);
+            let mut line = format!(
+                "{}[{}]: {}\n  --> {path}:{}:{}\n",
+                d.severity.as_str(),
+                d.code.as_str(),
+                d.message,
+                lc.line,
+                lc.column
             );
+            for n in &d.notes {
+                line.push_str(&format!("  = note: {n}\n"));
+            }
+            if let Some(h) = &d.help {
+                line.push_str(&format!("  = help: {h}\n"));
+            }
+            line.push('\n');
+            out.extend_from_slice(line.as_bytes());
         }
+    }
+    if diagnostics.len() > MAX_HUMAN_DIAGNOSTICS {
+        let rest = diagnostics.len() - MAX_HUMAN_DIAGNOSTICS;
+        out.extend_from_slice(
+            format!(
+                "... and {rest} more diagnostics in {path} (`--format json` lists them all)\n\n"
+            )
+            .as_bytes(),
+        );
     }
     String::from_utf8_lossy(&out).into_owned()
 }
