@@ -126,6 +126,19 @@ fn encode_header(h: &Header) -> Vec<u8> {
     serde_json::to_vec(h).expect("invariant: run headers always serialize")
 }
 
+/// The changed step rows of a run, encoded for the store.
+fn dirty_rows(run: &Run) -> Vec<(u32, Vec<u8>)> {
+    run.dirty
+        .iter()
+        .map(|&k| {
+            (
+                k,
+                encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
+            )
+        })
+        .collect()
+}
+
 fn encode_row(s: &StepState) -> Vec<u8> {
     serde_json::to_vec(s).expect("invariant: step states always serialize")
 }
@@ -254,16 +267,7 @@ impl Engine {
             workspace,
             host,
         )?;
-        let rows: Vec<(u32, Vec<u8>)> = run
-            .dirty
-            .iter()
-            .map(|&k| {
-                (
-                    k,
-                    encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
-                )
-            })
-            .collect();
+        let rows = dirty_rows(&run);
         let now = host.now_ms();
         self.store.create(
             &Self::meta(&run, &plan.plan, now),
@@ -287,16 +291,7 @@ impl Engine {
         for _ in 0..MAX_RETRIES {
             let (mut run, plan) = self.load(run_id)?;
             let out = op(&plan.plan, &plan.index, &mut run, host)?;
-            let rows: Vec<(u32, Vec<u8>)> = run
-                .dirty
-                .iter()
-                .map(|&k| {
-                    (
-                        k,
-                        encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
-                    )
-                })
-                .collect();
+            let rows = dirty_rows(&run);
             let now = host.now_ms();
             let meta = Self::meta(&run, &plan.plan, now);
             let header = encode_header(&run.header);

@@ -15,20 +15,8 @@ use crate::source::Span;
 use crate::types::Type;
 use crate::yaml::{OffsetMap, Str};
 
-/// The builtin functions and their arities.
-pub const BUILTINS: &[(&str, usize)] = &[
-    ("len", 1),
-    ("any", 1),
-    ("all", 1),
-    ("max", 1),
-    ("min", 1),
-    ("str", 1),
-    ("int", 1),
-    ("bool", 1),
-    ("matches", 2),
-    ("file_exists", 1),
-    ("file_contains", 2),
-];
+/// The builtin functions and their arities: the VM's table, the one source of truth.
+pub use stratum_vm::plan::op::BUILTINS;
 
 /// Tallest expression tree the (recursive) checker walks; the grammar's own
 /// limits bound nesting to 128, but left-associative chains (`a + b + …`) can
@@ -561,7 +549,11 @@ impl Walk<'_, '_, '_> {
     ) -> Type {
         let arg_types: Vec<Type> = args.iter().map(|a| self.ty(a)).collect();
         let raw_span = callee_span;
-        let Some(&(_, arity)) = BUILTINS.iter().find(|(n, _)| *n == callee) else {
+        let Some(arity) = BUILTINS
+            .iter()
+            .find(|(n, _)| *n == callee)
+            .map(|&(_, a)| usize::from(a))
+        else {
             let help = did_you_mean(callee, BUILTINS.iter().map(|(n, _)| *n));
             self.push(
                 Diagnostic::new(

@@ -16,6 +16,7 @@ use super::state::*;
 use super::{Host, Outcome, Report, VmError};
 use crate::eval::contract::{check_record, check_record_at};
 use crate::eval::template::{RefValues, render};
+use crate::eval::value::type_name;
 use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, eval};
 use crate::plan::*;
 
@@ -1298,17 +1299,6 @@ enum ResultSel<'v> {
     Value(&'v Value),
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Follows a path into a value.
 fn walk<'v>(base: &'v Value, path: &[Seg], plan: &Plan) -> Option<&'v Value> {
     let mut cur = base;
@@ -2042,7 +2032,11 @@ impl<'a> M<'a> {
                 }
                 fields.insert(
                     self.plan.str(fd.name).to_string(),
-                    Value::from(type_string(self.plan, &fd.ty, fd.optional)),
+                    Value::from(crate::plan::disasm::type_string(
+                        self.plan,
+                        &fd.ty,
+                        fd.optional,
+                    )),
                 );
             }
             contracts.insert(name, Value::Object(fields));
@@ -2164,39 +2158,6 @@ fn agent_name(a: Agent) -> &'static str {
         Agent::Claude => "claude",
         Agent::Codex => "codex",
     }
-}
-
-/// A contract type as written in specs.
-pub fn type_string(plan: &Plan, t: &TypeDef, optional: bool) -> String {
-    let base = match &t.base {
-        BaseType::String => "string".to_string(),
-        BaseType::Integer => "integer".into(),
-        BaseType::Number => "number".into(),
-        BaseType::Boolean => "boolean".into(),
-        BaseType::Object => "object".into(),
-        BaseType::Array => "array".into(),
-        BaseType::Enum(vals) => {
-            let joined = vals
-                .iter()
-                .map(|x| plan.str(*x))
-                .collect::<Vec<_>>()
-                .join("|");
-            if t.list_depth > 0 {
-                format!("({joined})")
-            } else {
-                joined
-            }
-        }
-        BaseType::Record(r) => plan
-            .records
-            .get(v(*r))
-            .map_or("?".into(), |r| plan.str(r.name).to_string()),
-    };
-    format!(
-        "{base}{}{}",
-        "[]".repeat(t.list_depth as usize),
-        if optional { "?" } else { "" }
-    )
 }
 
 // ----- public API ----------------------------------------------------------------

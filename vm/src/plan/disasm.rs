@@ -42,6 +42,15 @@ pub fn listing(plan: &Plan) -> String {
     out
 }
 
+/// A contract type as written in specs (`string[]`, `(a|b)[]`, `Review?`).
+pub fn type_string(plan: &Plan, t: &TypeDef, optional: bool) -> String {
+    let mut s = type_text(plan, t);
+    if optional {
+        s.push('?');
+    }
+    s
+}
+
 fn type_text(plan: &Plan, t: &TypeDef) -> String {
     let base = match &t.base {
         BaseType::String => "string".to_string(),
