@@ -391,6 +391,11 @@ impl Engine {
         Ok((outcome, plan))
     }
 
+    /// The workspace root a run was started with.
+    pub fn workspace_of(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
+        Ok(self.load(run_id)?.0.header.workspace)
+    }
+
     /// The current outcome without recording anything (polling).
     pub fn poll(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
         let (mut run, plan) = self.load(run_id)?;

@@ -192,10 +192,16 @@ pub fn run(args: &Args<'_>) -> Exit {
         }
     };
     let mut engine = Engine::new(Box::new(store));
-    let workspace_dir: PathBuf = args.workspace.map_or_else(
-        || std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-        Path::to_path_buf,
-    );
+    // a resumed run keeps the workspace it was started with, unless told otherwise
+    let recorded = match (args.resume, args.workspace) {
+        (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
+        _ => None,
+    };
+    let workspace_dir: PathBuf = match (args.workspace, recorded) {
+        (Some(w), _) => w.to_path_buf(),
+        (None, Some(r)) => r,
+        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
     let workspace = match Workspace::new(&workspace_dir) {
         Ok(w) => w,
         Err(e) => {

@@ -2112,6 +2112,7 @@ impl<'a> M<'a> {
                 "item": it.value,
                 "itemIndex": k,
                 "stage": it.stage,
+                "prev": if it.stage > 0 { it.output.clone() } else { None },
             }))
         }
     }
