@@ -116,6 +116,10 @@ pub struct LoadedPlan {
 pub struct Engine {
     store: Box<dyn RunStore>,
     plans: HashMap<String, LoadedPlan>,
+    /// The run this engine touched last, as committed; reused while the
+    /// store's version matches, so a transition costs what it changes, not
+    /// the size of the run.
+    cached: Option<Run>,
 }
 
 /// How many times a conflicting commit is retried before giving up.
@@ -149,6 +153,7 @@ impl Engine {
         Engine {
             store,
             plans: HashMap::new(),
+            cached: None,
         }
     }
 
@@ -194,6 +199,13 @@ impl Engine {
 
     /// Loads a run's state.
     pub fn load(&mut self, run_id: &str) -> Result<(Run, LoadedPlan), EngineError> {
+        if let Some(c) = self.cached.take()
+            && c.header.id == run_id
+            && self.store.version(run_id)? == c.version
+        {
+            let plan = self.plan(&c.header.plan_hash)?;
+            return Ok((c, plan));
+        }
         let snap = self.store.load(run_id)?;
         let header: Header = serde_json::from_slice(&snap.header)
             .map_err(|e| EngineError::Corrupt(e.to_string()))?;
@@ -277,6 +289,8 @@ impl Engine {
         )?;
         run.dirty.clear();
         run.events.clear();
+        run.version = self.store.version(&id)?;
+        self.cached = Some(run);
         Ok((id, outcome))
     }
 
@@ -305,7 +319,13 @@ impl Engine {
                 events: &events,
             };
             match self.store.commit(&delta) {
-                Ok(_) => return Ok(out),
+                Ok(version) => {
+                    run.version = version;
+                    run.dirty.clear();
+                    run.events.clear();
+                    self.cached = Some(run);
+                    return Ok(out);
+                }
                 Err(StoreError::Conflict { .. }) => {
                     last = Some(StoreError::Conflict {
                         expected: run.version,
@@ -399,7 +419,9 @@ impl Engine {
     /// The current outcome without recording anything (polling).
     pub fn poll(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
         let (mut run, plan) = self.load(run_id)?;
-        Ok(interp::view(&plan.plan, &plan.index, &mut run, host))
+        let outcome = interp::view(&plan.plan, &plan.index, &mut run, host);
+        self.cached = Some(run);
+        Ok(outcome)
     }
 
     /// Refuses checkpoints while fanout items are out (their results would be lost).

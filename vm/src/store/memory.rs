@@ -78,6 +78,10 @@ impl RunStore for MemoryStore {
         Ok(())
     }
 
+    fn version(&self, run_id: &str) -> Result<u64, StoreError> {
+        Ok(self.run(run_id)?.version)
+    }
+
     fn load(&self, run_id: &str) -> Result<Snapshot, StoreError> {
         let run = self.run(run_id)?;
         Ok(Snapshot {

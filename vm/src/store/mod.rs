@@ -125,6 +125,12 @@ pub trait RunStore: Send {
     /// The current state of a run; [`StoreError::NotFound`] when absent.
     fn load(&self, run_id: &str) -> Result<Snapshot, StoreError>;
 
+    /// The current version of a run (cheap: lets an engine that holds a run
+    /// in memory skip reloading it when nobody else committed).
+    fn version(&self, run_id: &str) -> Result<u64, StoreError> {
+        self.load(run_id).map(|s| s.version)
+    }
+
     /// Atomically: checks that the stored version equals
     /// `delta.expected_version` (else [`StoreError::Conflict`] and nothing
     /// changes), writes meta and header, upserts rows, appends events, and

@@ -370,6 +370,19 @@ impl RunStore for SqliteStore {
         tx.commit().map_err(map_err)
     }
 
+    fn version(&self, run_id: &str) -> Result<u64, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT version FROM runs WHERE run_id = ?1")
+            .map_err(map_err)?;
+        let v: Option<i64> = stmt
+            .query_row([run_id], |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
+        v.map(|v| v as u64)
+            .ok_or_else(|| StoreError::NotFound(run_id.to_owned()))
+    }
+
     fn load(&self, run_id: &str) -> Result<Snapshot, StoreError> {
         // One read transaction, so the run row and its rows are consistent.
         let tx = self.conn.unchecked_transaction().map_err(map_err)?;
