@@ -117,6 +117,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Serve the MCP tools over stdio for coding agents (Claude Code, Codex, any MCP host).
+    Mcp,
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain {
         /// The code (`S0305`), or `--list` to list every code.
@@ -194,6 +196,19 @@ fn main() -> ExitCode {
             format,
         }),
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
+        Command::Mcp => {
+            match tokio::runtime::Runtime::new().map(|rt| rt.block_on(stratum_mcp::serve_stdio())) {
+                Ok(Ok(())) => Exit::Ok,
+                Ok(Err(e)) => {
+                    eprintln!("error: mcp: {e}");
+                    Exit::Usage
+                }
+                Err(e) => {
+                    eprintln!("error: mcp: {e}");
+                    Exit::Usage
+                }
+            }
+        }
     };
     ExitCode::from(exit as u8)
 }

@@ -119,7 +119,14 @@ fn json_snapshot_with_inputs_and_without() {
 
 #[test]
 fn human_output_names_steps_totals_and_the_budget_verdict() {
-    let (code, stdout, _) = cost(&["examples/iterate.stratum.yaml"]);
+    // the iterate example with a budget below its worst case (15 × $0.30)
+    let dir = scratch("human");
+    let text = std::fs::read_to_string(root().join("examples/iterate.stratum.yaml"))
+        .unwrap()
+        .replace("      usd: 6\n", "      usd: 4\n");
+    assert!(text.contains("usd: 4\n"));
+    std::fs::write(dir.join("tight.stratum.yaml"), text).unwrap();
+    let (code, stdout, _) = cost_in(&dir, &["tight.stratum.yaml"]);
     assert_eq!(code, 0, "a budget exceeded is reported, not an error");
     assert!(stdout.contains("improve  "), "{stdout}");
     assert!(
@@ -127,6 +134,8 @@ fn human_output_names_steps_totals_and_the_budget_verdict() {
             .contains("exceeded: flow budget usd: worst 4.5 > 4; step `improve` contributes 100%"),
         "{stdout}"
     );
+    let (_, stdout, _) = cost(&["examples/iterate.stratum.yaml"]);
+    assert!(stdout.contains("within: the worst case fits"), "{stdout}");
     let (_, stdout, _) = cost(&["examples/code-review.stratum.yaml"]);
     assert!(stdout.contains("12 * len(pending)"), "{stdout}");
     assert!(stdout.contains("not checked: flow budget usd"), "{stdout}");

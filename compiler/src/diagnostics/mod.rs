@@ -171,7 +171,10 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         }
         let distance = edit_distance(&name.to_lowercase(), &candidate.to_lowercase());
         let limit = (name.chars().count().max(candidate.chars().count()) / 3).max(1);
-        if distance <= limit && best.is_none_or(|(d, _)| distance < d) {
+        // ties go to the smaller name, so the suggestion never depends on map order
+        if distance <= limit
+            && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c))
+        {
             best = Some((distance, candidate));
         }
     }

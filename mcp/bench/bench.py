@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark of `stratumc mcp` through the official Python MCP SDK.
+
+Usage: python3 mcp/bench/bench.py [path/to/stratumc] [--sizes 10,100,1000] [--starts 20]
+(default binary: target/release/stratumc; build it with `cargo build --release -p stratumc`).
+
+For each N it plans an N-step linear flow (each step after the previous one)
+and reports every step with stratum_step_done, timing each round trip as the
+client sees it (request written → result parsed), on the durable SQLite store
+in a temporary STRATUM_HOME. Cold start is the time from spawning the process
+to the `tools/list` answer (initialize + initialized + tools/list), p50 over
+several starts. Prints one table; numbers are milliseconds. Not a test.
+"""
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def linear_spec(n):
+    lines = ["version: 1", "contracts:", "  R: {value: string}", "flows:", "  entry: main",
+             "  main:", "    input: {}", f'    output: {{from: "${{s{n - 1}.output}}", contract: R}}',
+             "    steps:"]
+    for i in range(n):
+        lines.append(f"      - id: s{i}")
+        if i:
+            lines.append(f"        after: [s{i - 1}]")
+        lines.append(f'        do: "step {i}"')
+        lines.append("        out: R")
+    return "\n".join(lines) + "\n"
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def params(binary, home):
+    return StdioServerParameters(command=str(binary), args=["mcp"],
+                                 env=dict(os.environ, STRATUM_HOME=str(home)))
+
+
+async def run_flow(binary, home, n):
+    async with stdio_client(params(binary, home)) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            t0 = time.perf_counter()
+            res = await s.call_tool("stratum_plan", {"spec": linear_spec(n)})
+            plan_ms = (time.perf_counter() - t0) * 1000
+            env = res.structured_content
+            times = []
+            while env["status"] == "ready":
+                e = env["ready"][0]
+                t0 = time.perf_counter()
+                res = await s.call_tool("stratum_step_done", {
+                    "runId": env["runId"], "stepId": e["id"], "dispatchToken": e["dispatchToken"],
+                    "result": {"value": e["id"]}})
+                times.append((time.perf_counter() - t0) * 1000)
+                assert not res.is_error, res.content[0].text
+                env = res.structured_content
+            assert env["status"] == "completed" and len(times) == n, env["status"]
+            # the client + transport floor: a request refused before any engine work
+            floor = []
+            for _ in range(200):
+                t0 = time.perf_counter()
+                res = await s.call_tool("stratum_audit", {"runId": "x", "unknown": 1})
+                floor.append((time.perf_counter() - t0) * 1000)
+                assert res.is_error
+            return plan_ms, times, floor
+
+
+async def cold_start(binary, home):
+    t0 = time.perf_counter()
+    async with stdio_client(params(binary, home)) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            tools = await s.list_tools()
+            ms = (time.perf_counter() - t0) * 1000
+            assert len(tools.tools) == 10
+    return ms
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary", nargs="?", default=str(REPO / "target" / "release" / "stratumc"))
+    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--starts", type=int, default=20)
+    a = ap.parse_args()
+    binary = Path(a.binary).resolve()
+    home = Path(tempfile.mkdtemp(prefix="stratum-mcp-bench-"))
+    try:
+        await cold_start(binary, home)  # creates the store; page cache warm
+        starts = [await cold_start(binary, home) for _ in range(a.starts)]
+        print(f"binary: {binary}")
+        print(f"cold start to tools/list: p50 {pct(starts, 50):.1f} ms, p95 {pct(starts, 95):.1f} ms "
+              f"({a.starts} starts)")
+        print(f"{'N':>6}  {'plan ms':>8}  {'step_done p50':>13}  {'p95':>7}  {'max':>7}  {'floor p50':>9}")
+        for n in [int(x) for x in a.sizes.split(",")]:
+            plan_ms, times, floor = await run_flow(binary, home, n)
+            print(f"{n:>6}  {plan_ms:>8.2f}  {pct(times, 50):>13.3f}  {pct(times, 95):>7.3f}  "
+                  f"{max(times):>7.3f}  {pct(floor, 50):>9.3f}")
+        print("floor: round trip of a request refused before any engine work (client + transport + rmcp)")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

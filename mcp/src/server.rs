@@ -1,0 +1,173 @@
+//! The rmcp server: one `#[tool]` per MCP tool, each a thin wrapper that
+//! validates the raw arguments against the tool's field list, runs the tool
+//! module under the state lock, and returns structured content plus text.
+//!
+//! Owns: the tool router, the server identity (`stratumc` and its version,
+//! passed to `#[tool_handler]`), the instructions sent at `initialize`, the
+//! lock around the synchronous engine, and turning a panic inside a tool
+//! into an error result instead of a lost request.
+//! Must never: print (stdout is the protocol), or hold the state lock across
+//! an `.await`.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use stratum_vm::engine::Engine;
+
+use crate::args::{self, Field};
+use crate::reply::Reply;
+use crate::state::State;
+use crate::tools::{self, Call};
+
+/// The MCP server. Cloning shares the state.
+#[derive(Clone)]
+pub struct StratumServer {
+    state: Arc<Mutex<State>>,
+}
+
+impl StratumServer {
+    /// A server around an engine (normally on `SqliteStore::open_default()`).
+    pub fn new(engine: Engine) -> StratumServer {
+        StratumServer {
+            state: Arc::new(Mutex::new(State::new(engine))),
+        }
+    }
+
+    /// Validates `raw` and runs `call` under the lock (without awaiting).
+    pub fn dispatch(&self, tool: &str, fields: &[Field], raw: JsonObject, call: Call) -> Reply {
+        let parsed = match args::parse(tool, fields, &raw) {
+            Ok(a) => a,
+            Err(m) => return Reply::bad_request(m),
+        };
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        catch_unwind(AssertUnwindSafe(|| call(&mut state, &parsed))).unwrap_or_else(|_| {
+            Reply::error(
+                "internal_error",
+                format!(
+                    "{tool} failed inside the server (a bug); the run was not changed by this call"
+                ),
+            )
+        })
+    }
+
+    fn run(&self, tool: &str, fields: &[Field], raw: JsonObject, call: Call) -> CallToolResult {
+        self.dispatch(tool, fields, raw, call).into_result()
+    }
+}
+
+#[tool_router]
+impl StratumServer {
+    #[tool(name = "stratum_validate", description = tools::validate::DESCRIPTION, input_schema = args::schema(tools::validate::FIELDS))]
+    async fn stratum_validate(&self, raw: JsonObject) -> CallToolResult {
+        use tools::validate as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_plan", description = tools::plan::DESCRIPTION, input_schema = args::schema(tools::plan::FIELDS))]
+    async fn stratum_plan(&self, raw: JsonObject) -> CallToolResult {
+        use tools::plan as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_step_done", description = tools::step_done::DESCRIPTION, input_schema = args::schema(tools::step_done::FIELDS))]
+    async fn stratum_step_done(&self, raw: JsonObject) -> CallToolResult {
+        use tools::step_done as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_gate_resolve", description = tools::gate_resolve::DESCRIPTION, input_schema = args::schema(tools::gate_resolve::FIELDS))]
+    async fn stratum_gate_resolve(&self, raw: JsonObject) -> CallToolResult {
+        use tools::gate_resolve as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_audit", description = tools::audit::DESCRIPTION, input_schema = args::schema(tools::audit::FIELDS))]
+    async fn stratum_audit(&self, raw: JsonObject) -> CallToolResult {
+        use tools::audit as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_commit", description = tools::commit::DESCRIPTION, input_schema = args::schema(tools::commit::FIELDS))]
+    async fn stratum_commit(&self, raw: JsonObject) -> CallToolResult {
+        use tools::commit as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_revert", description = tools::revert::DESCRIPTION, input_schema = args::schema(tools::revert::FIELDS))]
+    async fn stratum_revert(&self, raw: JsonObject) -> CallToolResult {
+        use tools::revert as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_resume", description = tools::resume::DESCRIPTION, input_schema = args::schema(tools::resume::FIELDS))]
+    async fn stratum_resume(&self, raw: JsonObject) -> CallToolResult {
+        use tools::resume as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_flow_cancel", description = tools::flow_cancel::DESCRIPTION, input_schema = args::schema(tools::flow_cancel::FIELDS))]
+    async fn stratum_flow_cancel(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_cancel as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_cost", description = tools::cost::DESCRIPTION, input_schema = args::schema(tools::cost::FIELDS))]
+    async fn stratum_cost(&self, raw: JsonObject) -> CallToolResult {
+        use tools::cost as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+}
+
+#[tool_handler(
+    name = "stratumc",
+    version = "0.1.0",
+    instructions = "Stratum runs workflow specs (.stratum.yaml) step by step while you do the work. Loop: stratum_validate the spec; \
+stratum_plan it (returns runId, ready entries and gates); for every ready entry, do its `do` task yourself and return JSON matching its \
+`contract` and `ensure` with stratum_step_done (echo `id` and `dispatchToken`); on a retry read previousFailure.violations and fix them; \
+for every waiting gate ask the human and call stratum_gate_resolve with its gateToken; stop at completed, failed, killed, budget_exhausted \
+or cancelled. After a restart, stratum_resume the runId."
+)]
+impl ServerHandler for StratumServer {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_follows_the_crate_version() {
+        let server =
+            StratumServer::new(Engine::new(Box::new(stratum_vm::store::MemoryStore::new())));
+        let info = server.get_info();
+        assert_eq!(info.server_info.name, "stratumc");
+        // `#[tool_handler]` takes a literal: keep it equal to the workspace version
+        assert_eq!(info.server_info.version, env!("CARGO_PKG_VERSION"));
+        assert!(info.capabilities.tools.is_some());
+    }
+
+    #[test]
+    fn every_tool_is_listed_with_a_closed_schema() {
+        let tools = StratumServer::tool_router().list_all();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "stratum_audit",
+                "stratum_commit",
+                "stratum_cost",
+                "stratum_flow_cancel",
+                "stratum_gate_resolve",
+                "stratum_plan",
+                "stratum_resume",
+                "stratum_revert",
+                "stratum_step_done",
+                "stratum_validate"
+            ]
+        );
+        for t in &tools {
+            assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
+            assert!(t.description.as_deref().is_some_and(|d| d.len() > 80));
+        }
+    }
+}

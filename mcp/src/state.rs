@@ -1,0 +1,119 @@
+//! The server's state: one engine on one run store for the whole process,
+//! and the host (workspace jail + judge) of every run this process touched.
+//!
+//! Owns: choosing a run's host (the workspace root recorded in the run, the
+//! judge of `stratum.toml` in that root or in the server's directory),
+//! turning a `spec` argument (YAML text or an object) into source text.
+//! Must never: open a second store connection, or cache run state (every
+//! engine call loads the run from the store, so another server process
+//! that advanced the run is always seen).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use stratum_vm::engine::{Engine, StdHost};
+use stratum_vm::host::{JudgeConfig, Workspace, judge_config_from_toml};
+
+use crate::reply::{Reply, engine_error};
+
+/// Everything a tool call may touch.
+pub struct State {
+    /// The engine (and through it the one store connection).
+    pub engine: Engine,
+    runs: HashMap<String, RunCtx>,
+}
+
+/// What this process keeps about a run besides its state: its host and the
+/// hash of its plan (both fixed for the run's life).
+struct RunCtx {
+    host: StdHost,
+    plan_hash: String,
+}
+
+/// The engine, a run's host and its plan hash, borrowed together.
+pub struct RunAccess<'a> {
+    /// The engine.
+    pub engine: &'a mut Engine,
+    /// The run's host.
+    pub host: &'a mut StdHost,
+    /// The run's plan hash.
+    pub plan_hash: String,
+}
+
+/// The judge configured in `stratum.toml` beside `root`, else in the current directory.
+fn judge_near(root: Option<&Path>) -> Result<Option<JudgeConfig>, String> {
+    let candidates = root
+        .map(|r| r.join("stratum.toml"))
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from("stratum.toml")));
+    for p in candidates {
+        if p.is_file() {
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            return judge_config_from_toml(&text);
+        }
+    }
+    Ok(None)
+}
+
+/// A host for a workspace root (`None`: file predicates are refused).
+pub fn host_for_root(root: Option<&Path>) -> Result<StdHost, String> {
+    let workspace = root
+        .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
+        .transpose()?;
+    Ok(StdHost {
+        workspace,
+        judge: judge_near(root)?,
+    })
+}
+
+/// Source text of a `spec` argument: YAML as given, or an object as JSON
+/// (JSON is YAML, so the same front end reads it; positions then refer to
+/// this pretty-printed text).
+pub fn spec_text(spec: &Value) -> String {
+    match spec {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+impl State {
+    /// A state around an engine.
+    pub fn new(engine: Engine) -> State {
+        State {
+            engine,
+            runs: HashMap::new(),
+        }
+    }
+
+    /// Remembers the host of a run this process just started.
+    pub fn remember(&mut self, run_id: &str, host: StdHost, plan_hash: &str) {
+        self.runs.insert(
+            run_id.to_string(),
+            RunCtx {
+                host,
+                plan_hash: plan_hash.to_string(),
+            },
+        );
+    }
+
+    /// The engine with the host and plan hash of a stored run (built from the
+    /// run's recorded workspace the first time this process sees the run).
+    pub fn run(&mut self, run_id: &str) -> Result<RunAccess<'_>, Reply> {
+        if !self.runs.contains_key(run_id) {
+            let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
+            let root = run.header.workspace.as_deref().map(Path::new);
+            let host = host_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
+            self.remember(run_id, host, &run.header.plan_hash);
+        }
+        let ctx = self
+            .runs
+            .get_mut(run_id)
+            .ok_or_else(|| Reply::error("host_unavailable", "no host for the run"))?;
+        Ok(RunAccess {
+            engine: &mut self.engine,
+            host: &mut ctx.host,
+            plan_hash: ctx.plan_hash.clone(),
+        })
+    }
+}

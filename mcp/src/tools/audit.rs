@@ -1,0 +1,51 @@
+//! `stratum_audit {runId}`: a run's audit trail and where it stands now.
+//!
+//! Owns: combining the stored event log (`Engine::audit`), the current
+//! outcome (`Engine::poll`, which records nothing) and the checkpoint labels.
+//! Must never: change the run (no event, no token, no commit).
+
+use serde_json::Value;
+
+use super::{RUN_ID, envelope};
+use crate::args::{Args, Field};
+use crate::reply::{Reply, engine_error};
+use crate::state::State;
+
+/// Tool name.
+pub const NAME: &str = "stratum_audit";
+
+/// What an agent reads in `tools/list`.
+pub const DESCRIPTION: &str = "Read a run's audit trail without changing it: {runId, planHash, status, events: [{at, type, stepId?, detail}], \
+ready, gates, ledger, output?, failure?, checkpoints}. Use it to explain what happened (attempts, violations, gate decisions, \
+routes, budget) or to recover the outstanding ready entries and gate tokens.";
+
+/// Request fields.
+pub const FIELDS: &[Field] = &[RUN_ID];
+
+/// Runs the tool.
+pub fn call(state: &mut State, args: &Args) -> Reply {
+    let run = args.req_str("runId");
+    let access = match state.run(run) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let outcome = match access.engine.poll(run, access.host) {
+        Ok(o) => o,
+        Err(e) => return engine_error(&e),
+    };
+    let events = match access.engine.audit(run) {
+        Ok(e) => e,
+        Err(e) => return engine_error(&e),
+    };
+    let checkpoints = access
+        .engine
+        .store()
+        .checkpoint_labels(run)
+        .unwrap_or_default();
+    let mut v = envelope(&outcome, run, &access.plan_hash);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("events".into(), Value::Array(events));
+        m.insert("checkpoints".into(), checkpoints.into());
+    }
+    Reply::Ok(v)
+}

@@ -1,0 +1,27 @@
+//! `stratum_flow_cancel {runId}`: cancel a run.
+//!
+//! Owns: calling `Engine::cancel`; a finished run is left as it is and its
+//! real status is returned.
+//! Must never: resurrect a cancelled run: later reports, gate decisions,
+//! resumes and checkpoints on it are refused by the engine.
+
+use super::{RUN_ID, on_run};
+use crate::args::{Args, Field};
+use crate::reply::Reply;
+use crate::state::State;
+
+/// Tool name.
+pub const NAME: &str = "stratum_flow_cancel";
+
+/// What an agent reads in `tools/list`.
+pub const DESCRIPTION: &str = "Cancel a run: outstanding entries and gates can no longer be reported or decided, and the run cannot be resumed. \
+Stop any work you started for it. Returns the envelope with status `cancelled` (or the run's final status if it had already finished).";
+
+/// Request fields.
+pub const FIELDS: &[Field] = &[RUN_ID];
+
+/// Runs the tool.
+pub fn call(state: &mut State, args: &Args) -> Reply {
+    let run = args.req_str("runId");
+    on_run(state, run, |engine, host| engine.cancel(run, host))
+}

@@ -1,0 +1,50 @@
+//! `stratum_gate_resolve {runId, stepId, gateToken, decision, rationale?,
+//! resolved_by?}`: decide a waiting gate.
+//!
+//! Owns: mapping the request onto `Engine::resolve_gate` (`rationale` is the
+//! decision's note, `resolved_by` who decided, default `agent`).
+//! Must never: decide for the human; it applies the decision it was sent,
+//! and the engine refuses stale gate tokens and unknown decisions.
+
+use super::{RUN_ID, STEP_ID, on_run};
+use crate::args::{Args, Field, Kind};
+use crate::reply::Reply;
+use crate::state::State;
+
+/// Tool name.
+pub const NAME: &str = "stratum_gate_resolve";
+
+/// What an agent reads in `tools/list`.
+pub const DESCRIPTION: &str = "Decide a gate listed in an envelope's `gates` ({stepId, gateToken, round, maxRounds, routes}). Gates are human \
+review points: ask the user, then send their decision: `approve` (continue to routes.approve), `revise` (reset and redo the steps \
+up to routes.revise; uses a round) or `kill` (routes.kill, or end the run). Echo the gate's `gateToken`; add the user's words as \
+`rationale`. Returns the engine envelope. A stale token (an older round, or after a revert) is refused and nothing changes.";
+
+/// Request fields.
+pub const FIELDS: &[Field] = &[
+    RUN_ID,
+    STEP_ID,
+    Field::req(
+        "gateToken",
+        Kind::Str,
+        "The `gateToken` of the waiting gate, unchanged.",
+    ),
+    Field::req("decision", Kind::Str, "approve, revise or kill.").or("outcome"),
+    Field::opt("rationale", Kind::Str, "Why (recorded in the audit trail).").or("note"),
+    Field::opt("resolved_by", Kind::Str, "Who decided (default `agent`).").or("user_id"),
+];
+
+/// Runs the tool.
+pub fn call(state: &mut State, args: &Args) -> Reply {
+    let (run, step, token, decision) = (
+        args.req_str("runId"),
+        args.req_str("stepId"),
+        args.req_str("gateToken"),
+        args.req_str("decision"),
+    );
+    let note = args.str("rationale");
+    let by = args.str("resolved_by").unwrap_or("agent");
+    on_run(state, run, |engine, host| {
+        engine.resolve_gate(run, step, Some(token), decision, note, by, host)
+    })
+}

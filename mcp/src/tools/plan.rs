@@ -1,0 +1,118 @@
+//! `stratum_plan {spec, flow?, input, workspaceRoot?}`: compile a spec and
+//! start a run.
+//!
+//! Owns: the pipeline spec text → analysis → plan → plan file → stored plan
+//! → started run, and the run's workspace root (given, else the server's
+//! directory), recorded in the run so any later server uses the same root.
+//! Must never: start a run from a spec with errors (the reply then carries
+//! the diagnostics), or hand out anything before the run is committed to
+//! the store (the engine commits in `start`).
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::build::build_plan;
+use stratum_compiler::diagnostics::render;
+
+use super::{FLOW, SPEC, envelope};
+use crate::args::{Args, Field, Kind};
+use crate::reply::{Reply, engine_error};
+use crate::state::{State, host_for_root, spec_text};
+
+/// Tool name.
+pub const NAME: &str = "stratum_plan";
+
+/// What an agent reads in `tools/list`.
+pub const DESCRIPTION: &str = "Start a run of a Stratum v1 spec: call this first. The server compiles the spec and returns the engine envelope \
+{status, runId, planHash, ready: [...], gates: [...], ledger, output?, failure?}. \
+Do each entry of `ready` yourself: carry out its `do` task (agent, attempt, attemptsLeft are given), produce JSON matching its `contract` \
+(fields and types) that satisfies its `ensure` predicates, then report it with stratum_step_done echoing the entry's `id` and `dispatchToken`. \
+Entries are independent: report them in any order. When `gates` is non-empty, a human decision is needed: stratum_gate_resolve with the gate's `gateToken`. \
+The run ends at status completed (read `output`), failed, killed, budget_exhausted or cancelled (read `failure`). \
+An invalid spec is refused with its diagnostics; an input that does not match the flow's `input` is refused with the reason.";
+
+/// Request fields.
+pub const FIELDS: &[Field] = &[
+    SPEC,
+    FLOW,
+    Field::opt(
+        "input",
+        Kind::Obj,
+        "The flow's input object, matching its `input:` declaration (default {}).",
+    )
+    .or("inputs"),
+    Field::opt(
+        "workspaceRoot",
+        Kind::Str,
+        "Directory that file_exists/file_contains predicates are confined to (default: the server's working directory).",
+    ),
+];
+
+/// Runs the tool.
+pub fn call(state: &mut State, args: &Args) -> Reply {
+    let text = spec_text(args.get("spec").unwrap_or(&Value::Null));
+    let analysis = analyze_bytes(text.as_bytes());
+    let errors = analysis.error_count();
+    if errors > 0 {
+        let diagnostics: Vec<_> = analysis
+            .diagnostics
+            .iter()
+            .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
+            .collect();
+        let first = analysis
+            .diagnostics
+            .iter()
+            .find(|d| d.is_error())
+            .map(|d| format!(" (first: {} {})", d.code.as_str(), d.message))
+            .unwrap_or_default();
+        return Reply::error_with(
+            "spec_validation_failed",
+            format!(
+                "the spec has {errors} error{}{first}; nothing was started. Fix them and call stratum_plan again",
+                if errors == 1 { "" } else { "s" }
+            ),
+            json!({"diagnostics": diagnostics}),
+        );
+    }
+    let Some(plan) = build_plan(&analysis) else {
+        return Reply::error("spec_validation_failed", "the spec could not be built");
+    };
+    let (bytes, _) = stratum_vm::plan::file::encode(&plan);
+    let loaded = match state.engine.add_plan(&bytes) {
+        Ok(p) => p,
+        Err(e) => return engine_error(&e),
+    };
+    let root = match args.str("workspaceRoot") {
+        Some(r) => PathBuf::from(r),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    let root = match root.canonicalize() {
+        Ok(r) => r,
+        Err(e) => {
+            return Reply::error(
+                "invalid_request",
+                format!("workspaceRoot {}: {e}", root.display()),
+            );
+        }
+    };
+    let mut host = match host_for_root(Some(&root)) {
+        Ok(h) => h,
+        Err(e) => return Reply::error("host_unavailable", e),
+    };
+    let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
+    match state.engine.start(
+        &loaded,
+        args.str("flow"),
+        input,
+        &mut host,
+        Some(root.display().to_string()),
+    ) {
+        Ok((run_id, outcome)) => {
+            let reply = envelope(&outcome, &run_id, &loaded.hash);
+            state.remember(&run_id, host, &loaded.hash);
+            Reply::Ok(reply)
+        }
+        Err(e) => engine_error(&e),
+    }
+}

@@ -1,0 +1,45 @@
+//! `stratum_validate {spec}`: the front end's diagnostics for a spec.
+//!
+//! Owns: running `analyze_bytes` on the spec text and rendering each
+//! diagnostic with `render::json_diagnostic`, exactly as
+//! `stratumc check --format json` does.
+//! Must never: add, drop or reword a diagnostic: the CLI, the LSP and this
+//! tool report the same diagnostics for the same text.
+
+use serde_json::json;
+use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::diagnostics::render;
+
+use super::SPEC;
+use crate::args::{Args, Field};
+use crate::reply::Reply;
+use crate::state::{State, spec_text};
+
+/// Tool name.
+pub const NAME: &str = "stratum_validate";
+
+/// What an agent reads in `tools/list`.
+pub const DESCRIPTION: &str = "Check a Stratum v1 spec (.stratum.yaml text or the same document as an object) without running it. \
+Returns {status: \"valid\"|\"invalid\", errors, warnings, diagnostics: [{code, severity, message, line, column, end_line, end_column, labels, notes, help}]} \
+— the same diagnostics as `stratumc check --format json`. Fix every error (read `help`) before calling stratum_plan; warnings are allowed.";
+
+/// Request fields.
+pub const FIELDS: &[Field] = &[SPEC];
+
+/// Runs the tool.
+pub fn call(_: &mut State, args: &Args) -> Reply {
+    let text = spec_text(args.get("spec").unwrap_or(&serde_json::Value::Null));
+    let analysis = analyze_bytes(text.as_bytes());
+    let diagnostics: Vec<_> = analysis
+        .diagnostics
+        .iter()
+        .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
+        .collect();
+    let errors = analysis.error_count();
+    Reply::Ok(json!({
+        "status": if errors == 0 { "valid" } else { "invalid" },
+        "errors": errors,
+        "warnings": analysis.warning_count(),
+        "diagnostics": diagnostics,
+    }))
+}

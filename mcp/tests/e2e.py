@@ -1,0 +1,755 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `stratumc mcp` with the official Python MCP SDK.
+
+Usage: python3 mcp/tests/e2e.py [path/to/stratumc]   (default: target/debug/stratumc)
+
+Every test starts real `stratumc mcp` processes over stdio (with a temporary
+STRATUM_HOME) and drives complete flows with real tool calls, the way a coding
+agent does. Run from `cli/tests/mcp.rs` (`cargo test -p stratumc`), which passes
+the binary cargo built. Exit status 0 when every test passed; prints one line per
+test and a summary `e2e: N passed, M failed`.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+try:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+except ImportError:  # the Rust driver turns this exit code into a clear failure
+    print("e2e: the Python MCP SDK is missing: run `python3 -m pip install mcp`", file=sys.stderr)
+    sys.exit(3)
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "target" / "debug" / "stratumc").resolve()
+HOME = Path(tempfile.mkdtemp(prefix="stratum-mcp-e2e-"))
+TIMEOUT = 60
+
+# ----- specs -------------------------------------------------------------------------
+
+LINEAR = """version: 1
+contracts:
+  Draft: {title: string, words: integer}
+  Final: {message: string}
+flows:
+  entry: main
+  main:
+    input: {topic: string}
+    output: {from: "${publish.output}", contract: Final}
+    steps:
+      - id: draft
+        do: "Draft a post about ${input.topic}."
+        out: Draft
+        ensure:
+          - expr: "result.words > 10"
+      - id: measure
+        after: [draft]
+        set: {title: "result.draft.title", words: "result.draft.words"}
+        out: Draft
+      - id: publish
+        after: [measure]
+        do: "Publish ${measure.output.title} (${measure.output.words} words)."
+        out: Final
+"""
+
+ITERATE = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${work.output}", contract: R}
+    steps:
+      - id: work
+        do: "improve the text until it says ok"
+        out: R
+        iterate: {max: 3, until: "result.value == 'ok'"}
+"""
+
+GATE = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${finish.output}", contract: R}
+    max_rounds: 2
+    steps:
+      - id: build
+        do: "build it"
+        out: R
+      - id: review
+        after: [build]
+        gate: {on_approve: null, on_revise: build, on_kill: null}
+      - id: finish
+        after: [review]
+        do: "finish"
+        out: R
+"""
+
+ON_FAIL = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${finish.output}", contract: R}
+    steps:
+      - id: primary
+        do: "primary"
+        out: R
+        attempts: 1
+        on_fail: fallback
+      - id: fallback
+        do: "fallback"
+        out: R
+      - id: finish
+        after: [fallback]
+        do: "finish"
+        out: R
+"""
+
+FANOUT = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {items: "string[]"}
+    output: {from: "${sum.output}", contract: R}
+    steps:
+      - id: fan
+        attempts: 2
+        fanout:
+          over: "${input.items}"
+          concurrency: 2
+          isolation: none
+          require: all
+          merge: sequential
+          dispatch: consumer
+          steps:
+            - do: "inspect ${item}"
+              out: R
+              ensure:
+                - expr: "result.value == item"
+      - id: sum
+        after: [fan]
+        do: "summarise ${fan.output}"
+        out: R
+"""
+
+SUBFLOW = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {name: string}
+    output: {from: "${finish.output}", contract: R}
+    steps:
+      - id: wrap
+        run: summarize
+        with: {name: "hello ${input.name}"}
+      - id: finish
+        after: [wrap]
+        do: "publish ${wrap.output.value}"
+        out: R
+  summarize:
+    input: {name: string}
+    output: {from: "${digest.output}", contract: R}
+    steps:
+      - id: digest
+        do: "digest ${input.name}"
+        out: R
+"""
+
+TWO_STEPS = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${second.output}", contract: R}
+    steps:
+      - id: first
+        do: "first"
+        out: R
+      - id: second
+        after: [first]
+        do: "second"
+        out: R
+"""
+
+THREE_STEPS = TWO_STEPS.replace('${second.output}', '${third.output}') + """      - id: third
+        after: [second]
+        do: "third"
+        out: R
+"""
+
+BUDGET = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${work.output}", contract: R}
+    budget: {tokens: 100}
+    steps:
+      - id: work
+        do: "work"
+        out: R
+"""
+
+FILES = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${write.output}", contract: R}
+    steps:
+      - id: write
+        do: "write notes.md containing the word owl"
+        out: R
+        ensure:
+          - file_contains: {path: "notes.md", text: "owl"}
+"""
+
+BAD_SPECS = {
+    "unknown-field": "version: 1\nflows:\n  entry: main\n  main:\n    input: {}\n    stepz: []\n",
+    "bad-ref": LINEAR.replace("${measure.output.title}", "${nosuch.output.title}"),
+    "bad-yaml": "version: 1\nflows: [\n",
+    "bad-expr": LINEAR.replace("result.words > 10", "result.words >> 10"),
+}
+
+# ----- harness -----------------------------------------------------------------------
+
+
+class ToolError(AssertionError):
+    pass
+
+
+class Client:
+    """One `stratumc mcp` process and an initialized client session."""
+
+    def __init__(self, session, pidfile):
+        self.s = session
+        self.pidfile = pidfile
+
+    @property
+    def pid(self):
+        return int(Path(self.pidfile).read_text().strip())
+
+    async def call(self, tool, args):
+        r = await asyncio.wait_for(self.s.call_tool(tool, args), TIMEOUT)
+        text = r.content[0].text if r.content else ""
+        return bool(r.is_error), r.structured_content, text
+
+    async def ok(self, tool, args):
+        is_error, data, text = await self.call(tool, args)
+        if is_error:
+            raise ToolError(f"{tool} failed: {text}")
+        assert json.loads(text) == data, f"{tool}: text and structured content differ"
+        return data
+
+    async def err(self, tool, args, error_type=None, contains=None):
+        is_error, data, text = await self.call(tool, args)
+        assert is_error, f"{tool} should fail but returned {json.dumps(data)[:400]}"
+        assert text.startswith("error: "), text
+        assert data["status"] == "error", data
+        if error_type:
+            assert data["error_type"] == error_type, f"expected {error_type}, got {data}"
+        if contains:
+            assert contains in data["message"], f"{contains!r} not in {data['message']!r}"
+        return data
+
+    async def done(self, env, step, result, token=None):
+        entry = ready_entry(env, step)
+        return await self.ok("stratum_step_done", {
+            "runId": env["runId"], "stepId": step,
+            "dispatchToken": token or entry["dispatchToken"], "result": result})
+
+    async def gate(self, env, step, decision, **extra):
+        g = next(g for g in env["gates"] if g["stepId"] == step)
+        return await self.ok("stratum_gate_resolve", {
+            "runId": env["runId"], "stepId": step, "gateToken": g["gateToken"],
+            "decision": decision, **extra})
+
+
+def ready_entry(env, step):
+    for e in env["ready"]:
+        if e["id"] == step:
+            return e
+    raise AssertionError(f"{step} is not ready: {[e['id'] for e in env['ready']]} ({env['status']})")
+
+
+def ready_ids(env):
+    return sorted(e["id"] for e in env["ready"])
+
+
+@contextlib.asynccontextmanager
+async def server(home=None):
+    """Starts `stratumc mcp` (through sh so the test knows its pid) and initializes a session."""
+    pidfile = tempfile.mktemp(prefix="pid-", dir=HOME)
+    env = dict(os.environ, STRATUM_HOME=str(home or HOME / "store"))
+    params = StdioServerParameters(
+        command="sh", args=["-c", f'echo $$ > "{pidfile}"; exec "{BINARY}" mcp'], env=env,
+        cwd=str(REPO))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await asyncio.wait_for(session.initialize(), TIMEOUT)
+            yield Client(session, pidfile)
+
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+# ----- tests -------------------------------------------------------------------------
+
+
+@test
+async def tools_are_listed_and_teach_the_protocol():
+    async with server() as c:
+        tools = {t.name: t for t in (await c.s.list_tools()).tools}
+        assert sorted(tools) == sorted([
+            "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
+            "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
+            "stratum_flow_cancel", "stratum_cost"]), sorted(tools)
+        assert "call this first" in tools["stratum_plan"].description
+        assert "dispatchToken" in tools["stratum_step_done"].description
+        assert "violations" in tools["stratum_step_done"].description
+        assert "gateToken" in tools["stratum_gate_resolve"].description
+        props = tools["stratum_step_done"].input_schema["properties"]
+        assert {"runId", "flow_id", "stepId", "step_id", "dispatchToken", "result"} <= set(props)
+
+
+@test
+async def linear_flow_completes():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": LINEAR, "input": {"topic": "owls"}})
+        assert env["status"] == "ready" and env["runId"] and len(env["planHash"]) == 64
+        e = ready_entry(env, "draft")
+        assert e["do"] == "Draft a post about owls."
+        assert e["contract"]["root"] == "Draft" and e["ensure"] == [{"expr": "result.words > 10"}]
+        assert e["attempt"] == 1 and e["dispatch"] == "step"
+        env = await c.done(env, "draft", {"output": {"title": "Owls", "words": 120}})
+        e = ready_entry(env, "publish")
+        assert e["do"] == "Publish Owls (120 words).", e["do"]
+        env = await c.done(env, "publish", {"message": "posted"})
+        assert env["status"] == "completed" and env["output"] == {"message": "posted"}, env
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        kinds = [ev["type"] for ev in audit["events"]]
+        assert kinds[0] == "planned" and kinds[-1] == "completed", kinds
+        assert audit["status"] == "completed"
+
+
+@test
+async def spec_as_object_and_older_field_names():
+    spec = {"version": 1, "contracts": {"R": {"value": "string"}},
+            "flows": {"entry": "main", "main": {
+                "input": {"who": "string"}, "output": {"from": "${a.output}", "contract": "R"},
+                "steps": [{"id": "a", "do": "greet ${input.who}", "out": "R"}]}}}
+    async with server() as c:
+        v = await c.ok("stratum_validate", {"spec": spec})
+        assert v["status"] == "valid", v
+        env = await c.ok("stratum_plan", {"spec": spec, "inputs": {"who": "Ada"}})
+        e = ready_entry(env, "a")
+        assert e["do"] == "greet Ada"
+        env = await c.ok("stratum_step_done", {"flow_id": env["runId"], "step_id": "a",
+                                               "dispatchToken": e["dispatchToken"],
+                                               "result": {"value": "hi"}})
+        assert env["status"] == "completed" and env["output"] == {"value": "hi"}
+
+
+@test
+async def retry_reports_violations():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": LINEAR, "input": {"topic": "owls"}})
+        # contract violation: a field missing and one of the wrong type
+        env = await c.done(env, "draft", {"output": {"title": 3}})
+        e = ready_entry(env, "draft")
+        assert e["attempt"] == 2 and e["attemptsLeft"] == 0, e
+        pf = e["previousFailure"]
+        assert pf["attempt"] == 1 and pf["violations"], pf
+        # the retry satisfies the contract but not the ensure: out of attempts, the run fails
+        env = await c.done(env, "draft", {"output": {"title": "Owls", "words": 3}})
+        assert env["status"] == "failed", env
+        assert "result.words > 10" in env["failure"]["reason"], env["failure"]
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": LINEAR, "input": {"topic": "owls"}})
+        env = await c.done(env, "draft", {"output": {"title": "Owls", "words": 3}})
+        e = ready_entry(env, "draft")
+        v = e["previousFailure"]["violations"]
+        assert v and v[0]["kind"] == "ensure" and v[0]["expr"] == "result.words > 10", v
+        env = await c.done(env, "draft", {"title": "Owls", "words": 30})
+        assert ready_ids(env) == ["publish"]
+
+
+@test
+async def iterate_feeds_back_until():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ITERATE})
+        env = await c.done(env, "work", {"value": "draft 1"})
+        e = ready_entry(env, "work")
+        assert "iterate until" in e["previousFailure"]["reason"], e
+        env = await c.done(env, "work", {"value": "ok"})
+        assert env["status"] == "completed" and env["output"] == {"value": "ok"}
+
+
+@test
+async def gate_approve_revise_kill():
+    async with server() as c:
+        # approve
+        env = await c.ok("stratum_plan", {"spec": GATE})
+        env = await c.done(env, "build", {"value": "v1"})
+        assert env["status"] == "running" and env["ready"] == [], env
+        g = env["gates"][0]
+        assert g["stepId"] == "review" and g["gateToken"] and "round" in g and "maxRounds" in g, g
+        env = await c.gate(env, "review", "approve", rationale="looks good", resolved_by="ada")
+        env = await c.done(env, "finish", {"value": "shipped"})
+        assert env["status"] == "completed"
+        # revise, then approve (older names: outcome, note, user_id)
+        env = await c.ok("stratum_plan", {"spec": GATE})
+        env = await c.done(env, "build", {"value": "v1"})
+        old_token = env["gates"][0]["gateToken"]
+        env = await c.gate(env, "review", "revise")
+        e = ready_entry(env, "build")
+        env = await c.done(env, "build", {"value": "v2"})
+        g = env["gates"][0]
+        assert g["gateToken"] != old_token and g["round"] >= 1, g
+        await c.err("stratum_gate_resolve", {"runId": env["runId"], "stepId": "review",
+                                             "gateToken": old_token, "decision": "approve"},
+                    "stale_token")
+        env = await c.ok("stratum_gate_resolve", {"flow_id": env["runId"], "step_id": "review",
+                                                  "gateToken": g["gateToken"], "outcome": "approve",
+                                                  "note": "better", "user_id": "ada"})
+        assert ready_ids(env) == ["finish"]
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert [ev["type"] for ev in audit["events"]].count("gate_resolved") == 2
+        # kill (on_kill: null ends the run `killed`)
+        env = await c.ok("stratum_plan", {"spec": GATE})
+        env = await c.done(env, "build", {"value": "v1"})
+        env = await c.gate(env, "review", "kill")
+        assert env["status"] == "killed", env
+
+
+@test
+async def on_fail_routes_to_fallback():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ON_FAIL})
+        env = await c.done(env, "primary", {"failure": "the API is down"})
+        e = ready_entry(env, "fallback")
+        assert e["previousFailure"]["reason"] == "the API is down", e
+        env = await c.done(env, "fallback", {"value": "cached"})
+        env = await c.done(env, "finish", {"value": "end"})
+        assert env["status"] == "completed" and env["output"] == {"value": "end"}
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert any(ev["type"] == "routed" for ev in audit["events"])
+
+
+@test
+async def consumer_fanout():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": FANOUT, "input": {"items": ["a", "b", "c"]}})
+        assert ready_ids(env) == ["fan/0", "fan/1"], ready_ids(env)  # concurrency 2
+        e = ready_entry(env, "fan/0")
+        assert e["item"] == "a" and e["itemIndex"] == 0 and e["dispatch"] == "consumer", e
+        env = await c.done(env, "fan/1", {"value": "wrong"})  # ensure fails: retried
+        e1 = ready_entry(env, "fan/1")
+        assert e1["attempt"] == 2 and e1["previousFailure"]["violations"], e1
+        env = await c.done(env, "fan/0", {"value": "a"})
+        env = await c.done(env, "fan/1", {"value": "b"})
+        env = await c.done(env, "fan/2", {"value": "c"})
+        e = ready_entry(env, "sum")
+        assert "a" in e["do"] and "c" in e["do"], e["do"]
+        env = await c.done(env, "sum", {"value": "3 items"})
+        assert env["status"] == "completed"
+
+
+@test
+async def sub_flow():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": SUBFLOW, "input": {"name": "Ada"}})
+        e = ready_entry(env, "wrap/digest")
+        assert e["do"] == "digest hello Ada", e
+        env = await c.done(env, "wrap/digest", {"value": "digested"})
+        e = ready_entry(env, "finish")
+        assert e["do"] == "publish digested", e
+        env = await c.done(env, "finish", {"value": "published"})
+        assert env["status"] == "completed"
+
+
+@test
+async def commit_and_revert():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": THREE_STEPS})
+        run = env["runId"]
+        env = await c.done(env, "first", {"value": "1"})
+        r = await c.ok("stratum_commit", {"runId": run, "label": "after-first"})
+        assert r["status"] == "committed" and r["flow_id"] == run and r["checkpoints"] == ["after-first"], r
+        old = ready_entry(env, "second")["dispatchToken"]
+        env = await c.done(env, "second", {"value": "2"})
+        assert ready_ids(env) == ["third"]
+        env = await c.ok("stratum_revert", {"flow_id": run, "label": "after-first"})
+        assert env["reverted_to"] == "after-first" and ready_ids(env) == ["second"], env
+        new = ready_entry(env, "second")["dispatchToken"]
+        assert new != old
+        await c.err("stratum_step_done", {"runId": run, "stepId": "second", "dispatchToken": old,
+                                          "result": {"value": "x"}}, "stale_token")
+        d = await c.err("stratum_revert", {"runId": run, "label": "nope"}, "checkpoint_not_found")
+        assert "after-first" in d["message"], d
+        await c.err("stratum_commit", {"runId": run, "label": "  "}, "invalid_label")
+        env = await c.done(env, "second", {"value": "2b"})
+        env = await c.done(env, "third", {"value": "3"})
+        assert env["status"] == "completed"
+        audit = await c.ok("stratum_audit", {"runId": run})
+        assert "checkpoint_reverted" in [ev["type"] for ev in audit["events"]]
+
+
+@test
+async def budget_exhaustion():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": BUDGET})
+        assert env["ledger"]["budget"], env["ledger"]
+        env = await c.done(env, "work", {"output": {"value": "x"}, "usage": {"tokens": 500}})
+        assert env["status"] == "budget_exhausted", env
+        assert "budget" in env["failure"]["reason"], env["failure"]
+        assert env["ledger"]["spent"]["tokens"] == 500, env["ledger"]
+
+
+@test
+async def cancellation():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": TWO_STEPS})
+        run, e = env["runId"], ready_entry(env, "first")
+        out = await c.ok("stratum_flow_cancel", {"runId": run})
+        assert out["status"] == "cancelled", out
+        await c.err("stratum_step_done", {"runId": run, "stepId": "first",
+                                          "dispatchToken": e["dispatchToken"],
+                                          "result": {"value": "late"}}, "flow_cancelled")
+        await c.err("stratum_resume", {"runId": run}, "flow_cancelled")
+        await c.err("stratum_commit", {"runId": run, "label": "x"}, "flow_cancelled")
+        audit = await c.ok("stratum_audit", {"runId": run})
+        assert audit["status"] == "cancelled"
+        # cancelling a finished run leaves it as it is
+        env = await c.ok("stratum_plan", {"spec": ITERATE})
+        env = await c.done(env, "work", {"value": "ok"})
+        out = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
+        assert out["status"] == "completed", out
+
+
+@test
+async def stale_tokens_change_nothing():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": TWO_STEPS})
+        run, e = env["runId"], ready_entry(env, "first")
+        before = await c.ok("stratum_audit", {"runId": run})
+        d = await c.err("stratum_step_done", {"runId": run, "stepId": "first",
+                                              "dispatchToken": "d9-bogus", "result": {"value": "x"}},
+                        "stale_token")
+        assert d["message"], d
+        await c.err("stratum_step_done", {"runId": run, "stepId": "second",
+                                          "dispatchToken": e["dispatchToken"],
+                                          "result": {"value": "x"}}, "not_awaiting")
+        after = await c.ok("stratum_audit", {"runId": run})
+        assert after == before, "a refused report changed the run"
+        env2 = await c.done(env, "first", {"value": "1"})
+        # the same report again: the step is no longer awaiting
+        await c.err("stratum_step_done", {"runId": run, "stepId": "first",
+                                          "dispatchToken": e["dispatchToken"],
+                                          "result": {"value": "1"}}, "not_awaiting")
+        assert ready_ids(env2) == ["second"]
+
+
+@test
+async def malformed_requests_are_refused_clearly():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": TWO_STEPS})
+        run, e = env["runId"], ready_entry(env, "first")
+        base = {"runId": run, "stepId": "first", "dispatchToken": e["dispatchToken"],
+                "result": {"value": "x"}}
+        d = await c.err("stratum_step_done", {**base, "epoch": 0}, "invalid_request",
+                        "unknown field `epoch`")
+        assert "`runId` (or `flow_id`)" in d["message"] and "`dispatchToken`" in d["message"], d
+        d = await c.err("stratum_step_done", {k: v for k, v in base.items() if k != "dispatchToken"},
+                        "invalid_request", "missing required field `dispatchToken`")
+        await c.err("stratum_step_done", {**base, "stepId": 7}, "invalid_request", "must be a string")
+        await c.err("stratum_step_done", {**base, "flow_id": "other"}, "invalid_request",
+                    "different values")
+        await c.err("stratum_step_done", {**base, "result": "done"}, "invalid_report")
+        await c.err("stratum_step_done", {**base, "result": {"output": {"value": "x"}, "extra": 1}},
+                    "invalid_report", "unknown field `extra`")
+        await c.err("stratum_step_done", {**base, "runId": "run-nosuch"}, "flow_not_found")
+        await c.err("stratum_gate_resolve", {"runId": run, "stepId": "first", "gateToken": "g",
+                                             "decision": "maybe"})
+        await c.err("stratum_plan", {"spec": TWO_STEPS, "input": []}, "invalid_request",
+                    "must be an object")
+        await c.err("stratum_plan", {}, "invalid_request", "missing required field `spec`")
+        await c.err("stratum_audit", {"runId": run, "verbose": True}, "invalid_request",
+                    "accepted fields: `runId` (or `flow_id`)")
+        d = await c.err("stratum_plan", {"spec": BAD_SPECS["bad-ref"]}, "spec_validation_failed")
+        assert d["diagnostics"] and d["diagnostics"][0]["code"].startswith("S"), d
+        d = await c.err("stratum_plan", {"spec": LINEAR, "input": {"topic": 5}},
+                        "input_validation_failed")
+        d = await c.err("stratum_plan", {"spec": LINEAR, "input": {"topic": "x"}, "flow": "nope"},
+                        "unknown_flow")
+        # none of that touched the run
+        env2 = await c.done(env, "first", {"value": "ok"})
+        assert ready_ids(env2) == ["second"]
+
+
+@test
+async def restart_mid_flow():
+    home = HOME / "restart"
+    crashed = False
+    try:
+        async with server(home) as c1:
+            env = await c1.ok("stratum_plan", {"spec": THREE_STEPS})
+            run = env["runId"]
+            env = await c1.done(env, "first", {"value": "1"})
+            token = ready_entry(env, "second")["dispatchToken"]
+            os.kill(c1.pid, signal.SIGKILL)  # a crash: no clean shutdown
+            crashed = True
+            await c1.call("stratum_audit", {"runId": run})  # the server is gone
+    except Exception:  # noqa: BLE001 — the client notices the dead server in its own way
+        pass
+    assert crashed
+    async with server(home) as c2:
+        env = await c2.ok("stratum_resume", {"runId": run})
+        assert ready_ids(env) == ["second"], env
+        assert ready_entry(env, "second")["dispatchToken"] == token  # tokens survive
+        env = await c2.done(env, "second", {"value": "2"})
+        env = await c2.done(env, "third", {"value": "3"})
+        assert env["status"] == "completed" and env["output"] == {"value": "3"}
+        audit = await c2.ok("stratum_audit", {"runId": run})
+        assert "resumed" in [ev["type"] for ev in audit["events"]]
+
+
+@test
+async def two_servers_share_one_store():
+    home = HOME / "shared"
+    async with server(home) as a, server(home) as b:
+        env = await a.ok("stratum_plan", {"spec": TWO_STEPS})
+        run, token = env["runId"], ready_entry(env, "first")["dispatchToken"]
+        env_b = await b.ok("stratum_resume", {"runId": run})
+        assert ready_entry(env_b, "first")["dispatchToken"] == token
+        env = await a.done(env, "first", {"value": "from a"})
+        # b reports the same issuance: exactly one report wins
+        await b.err("stratum_step_done", {"runId": run, "stepId": "first", "dispatchToken": token,
+                                          "result": {"value": "from b"}}, "not_awaiting")
+        env = await b.done(env, "second", {"value": "2"})
+        assert env["status"] == "completed"
+        # a second run on b does not disturb a
+        other = await b.ok("stratum_plan", {"spec": ITERATE})
+        assert other["runId"] != run
+
+
+@test
+async def file_predicates_use_the_workspace_root():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": FILES, "workspaceRoot": str(ws)})
+        env = await c.done(env, "write", {"value": "not written yet"})
+        e = ready_entry(env, "write")
+        assert e["previousFailure"]["violations"], e
+        (ws / "notes.md").write_text("an owl\n")
+        env = await c.done(env, "write", {"value": "written"})
+        assert env["status"] == "completed", env
+        await c.err("stratum_plan", {"spec": FILES, "workspaceRoot": str(ws / "missing")},
+                    "invalid_request")
+
+
+@test
+async def validate_matches_check_on_the_conformance_corpus():
+    corpus = REPO / "tests" / "conformance"
+    out = subprocess.run([str(BINARY), "check", "--format", "json", str(corpus)],
+                         capture_output=True, text=True, cwd=REPO)
+    files = json.loads(out.stdout)["files"]
+    assert len(files) > 100, len(files)
+    async with server() as c:
+        compared = 0
+        for f in files:
+            try:
+                text = Path(f["path"]).read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue  # JSON strings cannot carry bytes that are not UTF-8
+            compared += 1
+            v = await c.ok("stratum_validate", {"spec": text})
+            assert v["diagnostics"] == f["diagnostics"], f"{f['path']}: diagnostics differ"
+            assert v["status"] == ("invalid" if f["errors"] else "valid"), f["path"]
+        assert compared > 100, compared
+        # and a few bad specs written here
+        for name, text in BAD_SPECS.items():
+            p = HOME / f"{name}.stratum.yaml"
+            p.write_text(text)
+            out = subprocess.run([str(BINARY), "check", "--format", "json", str(p)],
+                                 capture_output=True, text=True)
+            want = json.loads(out.stdout)["files"][0]["diagnostics"]
+            v = await c.ok("stratum_validate", {"spec": text})
+            assert v["status"] == "invalid" and want and v["diagnostics"] == want, name
+
+
+@test
+async def cost_matches_the_cli():
+    async with server() as c:
+        for spec, inputs in [(REPO / "examples" / "five-constructs.stratum.yaml",
+                              {"topic": "t", "items": ["a", "b", "c"]}),
+                             (REPO / "examples" / "iterate.stratum.yaml", None)]:
+            args = [str(BINARY), "cost", "--format", "json", str(spec)]
+            req = {"spec": spec.read_text()}
+            if inputs is not None:
+                args += ["--inputs", json.dumps(inputs)]
+                req["input"] = inputs
+            want = json.loads(subprocess.run(args, capture_output=True, text=True, cwd=REPO).stdout)
+            got = await c.ok("stratum_cost", req)
+            assert got == want, f"{spec.name}: {json.dumps(got)[:300]} != {json.dumps(want)[:300]}"
+        await c.err("stratum_cost", {"spec": BAD_SPECS["bad-ref"]}, "spec_validation_failed")
+
+# ----- main --------------------------------------------------------------------------
+
+
+async def main():
+    assert BINARY.is_file(), f"no binary at {BINARY}"
+    passed, failed = 0, []
+    for t in TESTS:
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(t(), 300)
+            passed += 1
+            print(f"ok   {t.__name__} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+        except BaseException as e:  # noqa: BLE001 — report every failure, then exit 1
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            failed.append(t.__name__)
+            print(f"FAIL {t.__name__}: {e!r}")
+            traceback.print_exc()
+    print(f"e2e: {passed} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        code = asyncio.run(main())
+    finally:
+        shutil.rmtree(HOME, ignore_errors=True)
+    sys.exit(code)
