@@ -26,16 +26,20 @@ pub fn build_plan(analysis: &Analysis) -> Option<Plan> {
     let mut flow_bounds = Vec::with_capacity(ir.flows.len());
     for (fi, flow) in ir.flows.iter().enumerate() {
         let cost = analyze_cost(ir, fi, None, &config);
+        // the cost analysis lists the flow's steps in IR order
         let per_step = flow
             .steps
             .iter()
-            .map(|s| match cost.steps.iter().find(|c| c.id == s.id) {
-                Some(c) => (
-                    u32::try_from(c.entries).unwrap_or(u32::MAX),
-                    bound(&c.dispatches),
-                ),
-                None => (1, CostBound::Finite(0)),
-            })
+            .enumerate()
+            .map(
+                |(si, s)| match cost.steps.get(si).filter(|c| c.id == s.id) {
+                    Some(c) => (
+                        u32::try_from(c.entries).unwrap_or(u32::MAX),
+                        bound(&c.dispatches),
+                    ),
+                    None => (1, CostBound::Finite(0)),
+                },
+            )
             .collect();
         bounds.push(per_step);
         flow_bounds.push(bound(&cost.dispatches));
