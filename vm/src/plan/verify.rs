@@ -20,7 +20,8 @@ pub struct VerifyError {
 
 struct V<'p> {
     plan: &'p Plan,
-    at: String,
+    /// Where we are, formatted only when something fails: (what, flow, index).
+    at: (&'static str, usize, usize),
 }
 
 type R = Result<(), VerifyError>;
@@ -31,7 +32,7 @@ pub const MAX_WITH_DEPTH: u32 = 64;
 impl V<'_> {
     fn fail(&self, what: impl Into<String>) -> R {
         Err(VerifyError {
-            where_: self.at.clone(),
+            where_: where_text(self.at),
             what: what.into(),
         })
     }
@@ -72,11 +73,11 @@ impl V<'_> {
 pub fn verify(plan: &Plan) -> R {
     let mut v = V {
         plan,
-        at: "plan".into(),
+        at: ("plan", 0, 0),
     };
     v.idx(plan.entry, plan.flows.len(), "entry flow")?;
     for (ri, r) in plan.records.iter().enumerate() {
-        v.at = format!("record {ri}");
+        v.at = ("record", 0, ri);
         v.s(r.name)?;
         for f in &r.fields {
             v.s(f.name)?;
@@ -84,7 +85,7 @@ pub fn verify(plan: &Plan) -> R {
         }
     }
     for (fi, flow) in plan.flows.iter().enumerate() {
-        v.at = format!("flow {fi}");
+        v.at = ("flow", fi, 0);
         verify_flow(&mut v, flow, fi)?;
     }
     Ok(())
@@ -110,7 +111,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         }
     }
     for (ci, c) in flow.closures.iter().enumerate() {
-        v.at = format!("flow {fi} closure {ci}");
+        v.at = ("closure", fi, ci);
         v.idx(c.gate, n, "gate")?;
         v.idx(c.target, n, "revise target")?;
         if c.steps.len() != n.div_ceil(64) {
@@ -124,7 +125,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         }
     }
     for (ti, t) in flow.templates.iter().enumerate() {
-        v.at = format!("flow {fi} template {ti}");
+        v.at = ("template", fi, ti);
         for p in &t.pieces {
             match p {
                 PieceDef::Text(s) => v.s(*s)?,
@@ -138,7 +139,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
     }
     let mut depth = vec![0u32; flow.with_nodes.len()];
     for (wi, w) in flow.with_nodes.iter().enumerate() {
-        v.at = format!("flow {fi} with node {wi}");
+        v.at = ("with node", fi, wi);
         let children: Vec<u32> = match w {
             WithNode::Template(t) => {
                 v.idx(*t, flow.templates.len(), "template")?;
@@ -166,7 +167,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         depth[wi] = d;
     }
     for (ci, c) in flow.carry.iter().enumerate() {
-        v.at = format!("flow {fi} carry {ci}");
+        v.at = ("carry", fi, ci);
         v.s(c.name)?;
         reference(v, &c.initial, flow)?;
         for (g, r) in &c.on_revise {
@@ -175,13 +176,13 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         }
     }
     for (ci, c) in flow.chunks.iter().enumerate() {
-        v.at = format!("flow {fi} chunk {ci}");
+        v.at = ("chunk", fi, ci);
         chunk(v, c)?;
     }
     let chunk_ok = |v: &V<'_>, c: u32| v.idx(c, flow.chunks.len(), "chunk");
     let template_ok = |v: &V<'_>, t: u32| v.idx(t, flow.templates.len(), "template");
     for (si, s) in flow.steps.iter().enumerate() {
-        v.at = format!("flow {fi} step {si}");
+        v.at = ("step", fi, si);
         v.s(s.id)?;
         if let Some(c) = s.when {
             chunk_ok(v, c)?;
@@ -303,7 +304,7 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     while pc < c.code.len() {
         starts.insert(pc);
         let i = op::decode(&c.code, pc).map_err(|e| VerifyError {
-            where_: v.at.clone(),
+            where_: where_text(v.at),
             what: format!("{e:?}"),
         })?;
         if let Some(&d) = targets.get(&pc) {
@@ -394,4 +395,14 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
         }
     }
     Ok(())
+}
+
+/// Formats a location of the verifier.
+fn where_text((what, flow, index): (&'static str, usize, usize)) -> String {
+    match what {
+        "plan" => "plan".to_string(),
+        "record" => format!("record {index}"),
+        "flow" => format!("flow {flow}"),
+        other => format!("flow {flow} {other} {index}"),
+    }
 }
