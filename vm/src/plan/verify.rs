@@ -295,19 +295,20 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
         return v.fail("empty bytecode");
     }
     // depth expected at each pc reached by a jump
-    let mut targets: std::collections::BTreeMap<usize, u32> = std::collections::BTreeMap::new();
+    // expected stack depth at each jump target (u32::MAX: none), and instruction starts
+    let mut targets: Vec<u32> = vec![u32::MAX; c.code.len() + 1];
     let mut depth: Option<u32> = Some(0);
     let mut max = 0u32;
     let mut pc = 0usize;
     let mut returned = false;
-    let mut starts = std::collections::BTreeSet::new();
+    let mut starts = vec![false; c.code.len() + 1];
     while pc < c.code.len() {
-        starts.insert(pc);
+        starts[pc] = true;
         let i = op::decode(&c.code, pc).map_err(|e| VerifyError {
             where_: where_text(v.at),
             what: format!("{e:?}"),
         })?;
-        if let Some(&d) = targets.get(&pc) {
+        if let Some(&d) = targets.get(pc).filter(|&&d| d != u32::MAX) {
             match depth {
                 Some(cur) if cur != d => {
                     return v.fail(format!(
@@ -351,9 +352,8 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
                     return v.fail(format!("jump at pc {pc} to {target} is out of bounds"));
                 }
                 // the kept value stays on the stack at the target
-                if let Some(prev) = targets.insert(target, d)
-                    && prev != d
-                {
+                let prev = std::mem::replace(&mut targets[target], d);
+                if prev != u32::MAX && prev != d {
                     return v.fail(format!("inconsistent stack depth at jump target {target}"));
                 }
             }
@@ -378,7 +378,7 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     if !returned {
         return v.fail("bytecode does not end with `Return`");
     }
-    if let Some(t) = targets.keys().find(|t| !starts.contains(t)) {
+    if let Some(t) = (0..targets.len()).find(|&t| targets[t] != u32::MAX && !starts[t]) {
         return v.fail(format!(
             "a jump lands at {t}, which is not the start of an instruction"
         ));
