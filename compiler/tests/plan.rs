@@ -284,3 +284,67 @@ fn reset_closures_by_hand() {
         ["done", "inner", "join", "rescue", "review"]
     );
 }
+
+struct NoHost;
+
+impl stratum_vm::interp::Host for NoHost {
+    fn now_ms(&mut self) -> i64 {
+        0
+    }
+    fn file_exists(&mut self, _: &str) -> Result<(bool, serde_json::Value), String> {
+        Err("none".into())
+    }
+    fn file_contains(&mut self, _: &str, _: &str) -> Result<(bool, serde_json::Value), String> {
+        Err("none".into())
+    }
+    fn judge(
+        &mut self,
+        _: &str,
+        _: &str,
+        _: &serde_json::Value,
+    ) -> Result<stratum_vm::interp::Verdict, String> {
+        Err("none".into())
+    }
+}
+
+#[test]
+fn engine_worktree_fanouts_are_refused_clearly() {
+    let spec = r#"
+version: 1
+contracts:
+  Out: {text: string}
+flows:
+  entry: main
+  main:
+    input: {items: "string[]"}
+    output: {from: "${fan.output[0]}", contract: Out}
+    steps:
+      - id: fan
+        fanout:
+          over: "${input.items}"
+          concurrency: 1
+          isolation: worktree
+          require: all
+          merge: sequential
+          steps:
+            - {do: "edit ${item}", out: Out}
+"#;
+    let plan = plan_of(spec);
+    let index = stratum_vm::interp::PlanIndex::new(&plan);
+    let err = stratum_vm::interp::start(
+        &plan,
+        &index,
+        "h",
+        "r",
+        None,
+        serde_json::json!({"items": ["a"]}),
+        None,
+        &mut NoHost,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`isolation: worktree` with `dispatch: engine` is not supported yet"),
+        "{err}"
+    );
+}

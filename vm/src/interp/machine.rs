@@ -2183,6 +2183,20 @@ pub fn start(
             .ok_or_else(|| VmError::UnknownFlow(name.to_string()))?,
     };
     let fd = &plan.flows[v(flow_i)];
+    // engine-run git worktrees per item are not implemented: refuse clearly rather than run unisolated
+    for s in &fd.steps {
+        if let StepKindDef::Fanout {
+            worktree: true,
+            consumer: false,
+            ..
+        } = s.kind
+        {
+            return Err(VmError::Limit(format!(
+                "step `{}`: `isolation: worktree` with `dispatch: engine` is not supported yet by stratumc; use `isolation: none`, or `dispatch: consumer` (the client isolates each item)",
+                plan.str(s.id)
+            )));
+        }
+    }
     if fd.steps.len() > MAX_STEPS {
         return Err(VmError::Limit(format!(
             "flow has {} steps; a run supports at most {MAX_STEPS}",
