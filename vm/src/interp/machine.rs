@@ -365,11 +365,7 @@ impl<'a> M<'a> {
             Breach::Root => {
                 self.end_run(
                     RunStatus::BudgetExhausted,
-                    Some(Failure {
-                        attempt: 0,
-                        reason: format!("flow budget exhausted{what}"),
-                        violations: vec![],
-                    }),
+                    Some(Failure::new(0, format!("flow budget exhausted{what}"))),
                 );
                 false
             }
@@ -415,11 +411,7 @@ impl<'a> M<'a> {
             if live > 0 {
                 self.end_run(
                     RunStatus::Failed,
-                    Some(Failure {
-                        attempt: 0,
-                        reason: "no runnable steps remain".into(),
-                        violations: vec![],
-                    }),
+                    Some(Failure::new(0, "no runnable steps remain")),
                 );
             }
         }
@@ -445,14 +437,7 @@ impl<'a> M<'a> {
                         self.event("completed", None, json!({"output": out}));
                         self.burn_tokens();
                     }
-                    Err(reason) => self.end_run(
-                        RunStatus::Failed,
-                        Some(Failure {
-                            attempt: 0,
-                            reason,
-                            violations: vec![],
-                        }),
-                    ),
+                    Err(reason) => self.end_run(RunStatus::Failed, Some(Failure::new(0, reason))),
                 },
                 Some((pf, ps)) => match result {
                     Ok(out) => self.succeed(pf, ps, out),
@@ -571,17 +556,7 @@ impl<'a> M<'a> {
         let attempt = self.st(f, i).attempts + 1;
         if let Err(reason) = self.render(f, task, None, None) {
             self.st_mut(f, i).attempts = attempt;
-            self.fail_attempt(
-                f,
-                i,
-                Failure {
-                    attempt,
-                    reason,
-                    violations: vec![],
-                },
-                None,
-                false,
-            );
+            self.fail_attempt(f, i, Failure::new(attempt, reason), None, false);
             return;
         }
         match self.reserve(f, i) {
@@ -592,11 +567,7 @@ impl<'a> M<'a> {
                     self.fail_attempt(
                         f,
                         i,
-                        Failure {
-                            attempt,
-                            reason: "task budget exhausted".into(),
-                            violations: vec![],
-                        },
+                        Failure::new(attempt, "task budget exhausted"),
                         None,
                         true,
                     );
@@ -636,17 +607,7 @@ impl<'a> M<'a> {
     /// A failure that is never retried (set, run, fanout settlement, when errors, iterate exhaustion).
     fn fail_forced(&mut self, f: u32, i: u32, reason: String) {
         let attempt = self.st(f, i).attempts.max(1);
-        self.fail_attempt(
-            f,
-            i,
-            Failure {
-                attempt,
-                reason,
-                violations: vec![],
-            },
-            None,
-            true,
-        );
+        self.fail_attempt(f, i, Failure::new(attempt, reason), None, true);
     }
 
     /// Records a failed attempt; retries while attempts remain, else exhausts the step.
@@ -951,17 +912,7 @@ impl<'a> M<'a> {
                 return;
             }
             Err(reason) => {
-                self.fail_attempt(
-                    f,
-                    i,
-                    Failure {
-                        attempt,
-                        reason,
-                        violations: vec![],
-                    },
-                    None,
-                    false,
-                );
+                self.fail_attempt(f, i, Failure::new(attempt, reason), None, false);
                 return;
             }
         };
@@ -1057,11 +1008,7 @@ impl<'a> M<'a> {
                 let it = &mut self.st_mut(f, i).items[v(k)];
                 it.attempts += 1;
                 it.status = StepStatus::Failed;
-                it.failure = Some(Failure {
-                    attempt: it.attempts,
-                    reason,
-                    violations: vec![],
-                });
+                it.failure = Some(Failure::new(it.attempts, reason));
                 return;
             }
             match self.reserve(f, i) {
@@ -1071,11 +1018,7 @@ impl<'a> M<'a> {
                         let it = &mut self.st_mut(f, i).items[v(k)];
                         it.attempts += 1;
                         it.status = StepStatus::Failed;
-                        it.failure = Some(Failure {
-                            attempt: it.attempts,
-                            reason: "task budget exhausted".into(),
-                            violations: vec![],
-                        });
+                        it.failure = Some(Failure::new(it.attempts, "task budget exhausted"));
                     }
                     return;
                 }
@@ -1266,11 +1209,10 @@ impl<'a> M<'a> {
                 None => {
                     self.end_run(
                         RunStatus::Failed,
-                        Some(Failure {
-                            attempt: 0,
-                            reason: format!("carry_initial_unresolved: `{name}`"),
-                            violations: vec![],
-                        }),
+                        Some(Failure::new(
+                            0,
+                            format!("carry_initial_unresolved: `{name}`"),
+                        )),
                     );
                     return;
                 }
@@ -1538,11 +1480,7 @@ impl<'a> M<'a> {
                 self.fail_attempt(
                     f,
                     i,
-                    Failure {
-                        attempt,
-                        reason: "task budget exhausted".into(),
-                        violations: vec![],
-                    },
+                    Failure::new(attempt, "task budget exhausted"),
                     report.output.clone(),
                     false,
                 );
@@ -1553,17 +1491,7 @@ impl<'a> M<'a> {
             }
         }
         if let Some(reason) = &report.failure {
-            self.fail_attempt(
-                f,
-                i,
-                Failure {
-                    attempt,
-                    reason: reason.clone(),
-                    violations: vec![],
-                },
-                None,
-                false,
-            );
+            self.fail_attempt(f, i, Failure::new(attempt, reason.clone()), None, false);
             return;
         }
         let output = report.output.clone().unwrap_or(Value::Null);
@@ -1580,11 +1508,7 @@ impl<'a> M<'a> {
             self.fail_attempt(
                 f,
                 i,
-                Failure {
-                    attempt,
-                    reason: "task budget exhausted (judged predicate)".into(),
-                    violations: vec![],
-                },
+                Failure::new(attempt, "task budget exhausted (judged predicate)"),
                 Some(output),
                 false,
             );
@@ -1702,14 +1626,7 @@ impl<'a> M<'a> {
         let output = report.output.clone().unwrap_or(Value::Null);
         if failure.is_none() {
             if let Some(reason) = &report.failure {
-                failure = Some((
-                    Failure {
-                        attempt,
-                        reason: reason.clone(),
-                        violations: vec![],
-                    },
-                    None,
-                ));
+                failure = Some((Failure::new(attempt, reason.clone()), None));
             } else {
                 let checked = self.check_output(
                     f,
@@ -1878,11 +1795,7 @@ impl<'a> M<'a> {
             self.set_status(f, i, StepStatus::Succeeded);
             let d = detail(target, self);
             self.event("gate_resolved", Some(id.to_string()), d);
-            let failure = Failure {
-                attempt: 0,
-                reason: format!("gate `{id}`: gate revision rounds exhausted"),
-                violations: vec![],
-            };
+            let failure = Failure::new(0, format!("gate `{id}`: gate revision rounds exhausted"));
             self.scope_failure(f, failure, RunStatus::Failed);
             return Ok(());
         }
@@ -1893,20 +1806,12 @@ impl<'a> M<'a> {
         self.event("gate_resolved", Some(id.to_string()), d);
         match target {
             Some(t) => {
-                self.st_mut(f, t).routed = Some(Failure {
-                    attempt: 0,
-                    reason: format!("gate {decision}"),
-                    violations: vec![],
-                });
+                self.st_mut(f, t).routed = Some(Failure::new(0, format!("gate {decision}")));
                 self.queue.push_back((f, t));
                 self.enqueue_succ(f, i);
             }
             None if decision == "kill" => {
-                let failure = Failure {
-                    attempt: 0,
-                    reason: format!("gate `{id}` killed the flow"),
-                    violations: vec![],
-                };
+                let failure = Failure::new(0, format!("gate `{id}` killed the flow"));
                 self.scope_failure(f, failure, RunStatus::Killed);
             }
             // E3: approve with no target completes the gate; its successors go on

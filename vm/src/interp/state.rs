@@ -104,6 +104,17 @@ pub struct Failure {
     pub violations: Vec<Value>,
 }
 
+impl Failure {
+    /// A failure without structured violations.
+    pub fn new(attempt: u32, reason: impl Into<String>) -> Failure {
+        Failure {
+            attempt,
+            reason: reason.into(),
+            violations: Vec::new(),
+        }
+    }
+}
+
 /// Spend on one ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Spend {
