@@ -769,23 +769,9 @@ fn check_events(want: &[Value], got: &[Value], exact: bool, problems: &mut Vec<S
 }
 
 fn scenario_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "yaml" || x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    stratum_conformance::files_below(dir, |p| {
+        p.extension().is_some_and(|x| x == "yaml" || x == "json")
+    })
 }
 
 #[test]

@@ -148,6 +148,11 @@ pub fn run_file(path: &Path) -> Outcome {
 
 /// Every `*.stratum.yaml` below `dir`, sorted.
 pub fn corpus(dir: &Path) -> Vec<PathBuf> {
+    files_below(dir, |p| p.to_string_lossy().ends_with(".stratum.yaml"))
+}
+
+/// Every file below `dir` that `keep` accepts, sorted.
+pub fn files_below(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -158,7 +163,7 @@ pub fn corpus(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.to_string_lossy().ends_with(".stratum.yaml") {
+            } else if keep(&p) {
                 out.push(p);
             }
         }

@@ -151,20 +151,39 @@ impl<'a> M<'a> {
 
     /// Drops every live token (terminal runs hand nothing out).
     fn burn_tokens(&mut self) {
-        let ready: Vec<(u32, u32, u32)> = self.run.header.ready.iter().copied().collect();
+        self.burn_where(|_| true);
+    }
+
+    /// Drops the live tokens of frames that `frame` selects (steps, fanout items and gates).
+    fn burn_where(&mut self, frame: impl Fn(u32) -> bool) {
+        let ready: Vec<(u32, u32, u32)> = self
+            .run
+            .header
+            .ready
+            .iter()
+            .copied()
+            .filter(|k| frame(k.0))
+            .collect();
         for (f, i, item) in ready {
+            self.run.header.ready.remove(&(f, i, item));
             if item == 0 {
                 self.st_mut(f, i).token = None;
             } else if let Some(it) = self.st_mut(f, i).items.get_mut(v(item - 1)) {
                 it.token = None;
             }
         }
-        let gates: Vec<(u32, u32)> = self.run.header.gates.iter().copied().collect();
+        let gates: Vec<(u32, u32)> = self
+            .run
+            .header
+            .gates
+            .iter()
+            .copied()
+            .filter(|k| frame(k.0))
+            .collect();
         for (f, i) in gates {
+            self.run.header.gates.remove(&(f, i));
             self.st_mut(f, i).token = None;
         }
-        self.run.header.ready.clear();
-        self.run.header.gates.clear();
     }
 
     // ----- values -----------------------------------------------------------
@@ -689,30 +708,7 @@ impl<'a> M<'a> {
     }
 
     fn burn_frame(&mut self, f: u32) {
-        let ready: Vec<(u32, u32, u32)> = self
-            .run
-            .header
-            .ready
-            .iter()
-            .copied()
-            .filter(|k| k.0 == f)
-            .collect();
-        for k in ready {
-            self.run.header.ready.remove(&k);
-            self.st_mut(k.0, k.1).token = None;
-        }
-        let gates: Vec<(u32, u32)> = self
-            .run
-            .header
-            .gates
-            .iter()
-            .copied()
-            .filter(|k| k.0 == f)
-            .collect();
-        for k in gates {
-            self.run.header.gates.remove(&k);
-            self.st_mut(k.0, k.1).token = None;
-        }
+        self.burn_where(|fr| fr == f);
     }
 
     // ----- checks of an output ---------------------------------------------
