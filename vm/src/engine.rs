@@ -459,13 +459,15 @@ impl Engine {
                 "invalid_label: a checkpoint label must not be empty".into(),
             ));
         }
-        let (run, _) = self.load(run_id)?;
-        if run.header.status == interp::RunStatus::Cancelled {
+        // one read: the stored rows are the checkpoint, the header says whether it may be taken
+        let snap = self.store.load(run_id)?;
+        let header: Header = serde_json::from_slice(&snap.header)
+            .map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        if header.status == interp::RunStatus::Cancelled {
             return Err(EngineError::Checkpoint(format!(
                 "flow_cancelled: run {run_id} is cancelled"
             )));
         }
-        let snap = self.store.load(run_id)?;
         let blob = serde_json::to_vec(&json!({"header": String::from_utf8_lossy(&snap.header), "rows": snap.rows.iter().map(|(k, b)| json!([k, String::from_utf8_lossy(b)])).collect::<Vec<_>>()})).map_err(|e| EngineError::Corrupt(e.to_string()))?;
         self.store.put_checkpoint(run_id, label, &blob)?;
         Ok(json!({"label": label, "checkpoints": self.store.checkpoint_labels(run_id)?}))
