@@ -13,7 +13,7 @@ use saphyr::{LoadableYamlNode, Scalar, Yaml};
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, LoadedPlan};
 use stratum_vm::host::Workspace;
-use stratum_vm::interp::{Host, Outcome, Report, Verdict};
+use stratum_vm::interp::{Host, Outcome, Receipt, Report, Verdict};
 use stratum_vm::store::SqliteStore;
 
 // ----- YAML → JSON ---------------------------------------------------------------
@@ -321,6 +321,18 @@ impl Ctx {
                     .revert(&run, label, &mut self.host)
                     .map_err(|e| e.to_string())?
             }
+            "receipt" => {
+                let receipt = Receipt::from_json(arg).map_err(|e| e.to_string())?;
+                let (r, outcome) = self
+                    .engine
+                    .usage_report(&run, &receipt, &mut self.host)
+                    .map_err(|e| e.to_string())?;
+                self.remember(&outcome);
+                return Ok(Observed {
+                    outcome: Some(outcome),
+                    extra: json!({"duplicate": r.duplicate, "seq": r.seq, "budget": r.budget}),
+                });
+            }
             "resume" => {
                 self.fresh_engine()?;
                 let hash = match arg.get("plan").and_then(Value::as_str) {
@@ -572,7 +584,9 @@ impl Ctx {
     }
 }
 
-const ACTIONS: [&str; 6] = ["report", "gate", "cancel", "commit", "revert", "resume"];
+const ACTIONS: [&str; 7] = [
+    "report", "gate", "cancel", "commit", "revert", "resume", "receipt",
+];
 
 /// Runs one scenario; the list of problems is empty when it passes.
 fn run_scenario(path: &Path) -> Vec<String> {

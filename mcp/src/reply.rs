@@ -75,6 +75,8 @@ pub fn error_type(e: &EngineError) -> &'static str {
             VmError::UnknownFlow(_) => "unknown_flow",
             VmError::CarryUnresolved(_) => "carry_revise_unresolved",
             VmError::Limit(_) => "limit_exceeded",
+            VmError::InvalidStep(_) => "invalid_step",
+            VmError::InvalidReceipt(_) => "invalid_receipt",
         },
         EngineError::Store(StoreError::NotFound(_)) => "flow_not_found",
         EngineError::Store(_) => "store_error",

@@ -113,6 +113,12 @@ impl StratumServer {
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
 
+    #[tool(name = "stratum_usage_report", description = tools::usage_report::DESCRIPTION, input_schema = args::schema(tools::usage_report::FIELDS))]
+    async fn stratum_usage_report(&self, raw: JsonObject) -> CallToolResult {
+        use tools::usage_report as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_cost", description = tools::cost::DESCRIPTION, input_schema = args::schema(tools::cost::FIELDS))]
     async fn stratum_cost(&self, raw: JsonObject) -> CallToolResult {
         use tools::cost as t;
@@ -162,6 +168,7 @@ mod tests {
                 "stratum_resume",
                 "stratum_revert",
                 "stratum_step_done",
+                "stratum_usage_report",
                 "stratum_validate"
             ]
         );

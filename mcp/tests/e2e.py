@@ -334,7 +334,7 @@ async def tools_are_listed_and_teach_the_protocol():
         assert sorted(tools) == sorted([
             "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
-            "stratum_flow_cancel", "stratum_cost"]), sorted(tools)
+            "stratum_flow_cancel", "stratum_cost", "stratum_usage_report"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -535,6 +535,33 @@ async def budget_exhaustion():
         assert env["status"] == "budget_exhausted", env
         assert "budget" in env["failure"]["reason"], env["failure"]
         assert env["ledger"]["spent"]["tokens"] == 500, env["ledger"]
+
+
+@test
+async def usage_receipts():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": BUDGET})
+        run = env["runId"]
+        receipt = {"dispatchId": "sub-1", "stepId": "work", "source": "e2e",
+                   "usage": {"tokens": 10}}
+        out = await c.ok("stratum_usage_report", {"runId": run, "receipt": receipt})
+        assert out["status"] == "ok" and out["seq"] == 1, out
+        assert out["ledger"]["spent"]["tokens"] == 10, out
+        again = await c.ok("stratum_usage_report", {"flow_id": run, "receipt": receipt})
+        assert again["status"] == "duplicate" and again["seq"] == 1, again
+        assert again["ledger"] == out["ledger"], (again, out)
+        await c.err("stratum_usage_report", {"runId": run, "receipt": {
+            "dispatchId": "x", "source": "e2e", "usage": {"usd": 1}}}, "invalid_receipt", "usdSource")
+        await c.err("stratum_usage_report", {"runId": run, "receipt": {
+            "dispatchId": "y", "stepId": "nope", "source": "e2e", "usage": {"tokens": 1}}},
+            "invalid_step")
+        # over the flow budget: the run ends budget_exhausted
+        out = await c.ok("stratum_usage_report", {"runId": run, "receipt": {
+            "dispatchId": "sub-2", "source": "e2e", "usage": {"tokens": 1000}}})
+        assert out["budget"] == "flow_exhausted" and out["runStatus"] == "budget_exhausted", out
+        audit = await c.ok("stratum_audit", {"runId": run})
+        debits = [ev for ev in audit["events"] if ev["type"] == "usage_debit"]
+        assert [d["detail"]["dispatchId"] for d in debits] == ["sub-1", "sub-2"], debits
 
 
 @test

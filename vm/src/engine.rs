@@ -372,6 +372,31 @@ impl Engine {
         })
     }
 
+    /// Settles a usage receipt (`stratum_usage_report`). A duplicate
+    /// `dispatchId` returns the original sequence number and commits nothing.
+    pub fn usage_report(
+        &mut self,
+        run_id: &str,
+        receipt: &interp::Receipt,
+        host: &mut dyn Host,
+    ) -> Result<(interp::ReceiptOutcome, Outcome), EngineError> {
+        let (mut run, plan) = self.load(run_id)?;
+        if let Some(&seq) = run.header.receipts.get(&receipt.dispatch_id) {
+            let outcome = interp::view(&plan.plan, &plan.index, &mut run, host);
+            self.cached = Some(run);
+            let dup = interp::ReceiptOutcome {
+                duplicate: true,
+                seq,
+                budget: None,
+            };
+            return Ok((dup, outcome));
+        }
+        self.cached = Some(run);
+        self.transition(run_id, host, |p, i, r, h| {
+            interp::usage_report(p, i, r, receipt, h)
+        })
+    }
+
     /// Cancels a run (no-op on a finished run).
     pub fn cancel(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
         self.transition(run_id, host, |p, i, r, h| Ok(interp::cancel(p, i, r, h)))
@@ -509,6 +534,9 @@ impl Engine {
         self.transition(run_id, host, |p, i, r, h| {
             let mut restored = header.clone();
             restored.issued = restored.issued.max(r.header.issued);
+            // receipts are append-only: their ids and sequence survive a revert
+            restored.receipts = r.header.receipts.clone();
+            restored.receipt_seq = r.header.receipt_seq;
             // money is never given back: every ledger keeps the larger of the live and the saved spend
             for (fi, frame) in restored.frames.iter_mut().enumerate() {
                 if let Some(live) = r.header.frames.get(fi) {

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod resume;
 pub mod revert;
 pub mod step_done;
+pub mod usage_report;
 pub mod validate;
 
 use serde_json::Value;

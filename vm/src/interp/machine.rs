@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::index::PlanIndex;
 use super::state::*;
-use super::{Host, Outcome, Report, VmError};
+use super::{Host, Outcome, Receipt, ReceiptOutcome, Report, VmError};
 use crate::eval::contract::{check_record, check_record_at};
 use crate::eval::template::{RefValues, render};
 use crate::eval::value::type_name;
@@ -1420,6 +1420,81 @@ impl<'a> M<'a> {
         Ok(s)
     }
 
+    /// Settles a usage receipt (reference v1-runtime §4.13): idempotent by
+    /// `dispatchId`; recorded in every ledger it touches even over the limit;
+    /// a flow breach ends a running run, other breaches are only reported.
+    fn usage_report(&mut self, r: &Receipt) -> Result<ReceiptOutcome, VmError> {
+        if self.run.header.status == RunStatus::Cancelled {
+            return Err(VmError::Cancelled(self.run.header.id.clone()));
+        }
+        if let Some(&seq) = self.run.header.receipts.get(&r.dispatch_id) {
+            return Ok(ReceiptOutcome {
+                duplicate: true,
+                seq,
+                budget: None,
+            });
+        }
+        let amount = Self::parse_usage(Some(&r.usage)).map_err(|e| match e {
+            VmError::InvalidReport(m) => VmError::InvalidReceipt(m),
+            other => other,
+        })?;
+        // where it settles: a task's ledgers, or (gate, run step, no step) the flows only
+        let (f, task) = match r.step_id.as_deref() {
+            None => (0, None),
+            Some(id) => match self.locate(id) {
+                None => {
+                    return Err(VmError::InvalidStep(format!(
+                        "the run has no step `{id}`; use a step id of this run (`step`, `parent/child` or `fanout/3`), or leave `stepId` out to charge the flow"
+                    )));
+                }
+                Some(Target::Item(f, i, _)) => (f, Some(i)),
+                Some(Target::Step(f, i)) => match self.def(f, i).kind {
+                    StepKindDef::Do { .. } | StepKindDef::Fanout { .. } => (f, Some(i)),
+                    _ => (f, None),
+                },
+            },
+        };
+        let was_terminal = self.run.header.status.is_terminal();
+        for (_, at) in self.ledgers(f, task) {
+            self.add_spent(at, &amount);
+        }
+        self.run.header.receipt_seq += 1;
+        let seq = self.run.header.receipt_seq;
+        self.run.header.receipts.insert(r.dispatch_id.clone(), seq);
+        let mut detail = json!({
+            "dispatchId": r.dispatch_id,
+            "source": r.source,
+            "seq": seq,
+            "amount": amount.to_json(),
+            "usdSource": r.usd_source,
+        });
+        if let Some(obj) = detail.as_object_mut() {
+            obj.extend(r.extra.clone());
+        }
+        self.event("usage_debit", r.step_id.clone(), detail);
+        let budget = match self.breach(f, task, &amount, true) {
+            None => None,
+            Some(Breach::Root) if was_terminal => Some("flow_exhausted_after_terminal"),
+            Some(Breach::Root) => {
+                self.end_run(
+                    RunStatus::BudgetExhausted,
+                    Some(Failure::new(
+                        0,
+                        format!("flow budget exhausted by usage receipt `{}`", r.dispatch_id),
+                    )),
+                );
+                Some("flow_exhausted")
+            }
+            Some(Breach::Sub(_)) => Some("subflow_exhausted"),
+            Some(Breach::Task) => Some("task_exhausted"),
+        };
+        Ok(ReceiptOutcome {
+            duplicate: false,
+            seq,
+            budget,
+        })
+    }
+
     fn report(&mut self, id: &str, token: Option<&str>, report: &Report) -> Result<(), VmError> {
         if self.run.header.status == RunStatus::Cancelled {
             return Err(VmError::Cancelled(self.run.header.id.clone()));
@@ -2129,6 +2204,8 @@ pub fn start(
         created_ms: now,
         ready: Default::default(),
         gates: Default::default(),
+        receipts: Default::default(),
+        receipt_seq: 0,
     };
     let mut run = Run {
         header,
@@ -2201,6 +2278,19 @@ pub fn rotate_tokens(
     let mut m = M::new(plan, index, run, host);
     m.rotate();
     m.outcome()
+}
+
+/// Settles a usage receipt; see [`Receipt`].
+pub fn usage_report(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    receipt: &Receipt,
+    host: &mut dyn Host,
+) -> Result<(ReceiptOutcome, Outcome), VmError> {
+    let mut m = M::new(plan, index, run, host);
+    let r = m.usage_report(receipt)?;
+    Ok((r, m.outcome()))
 }
 
 /// The current outcome without changing anything (resume, poll).

@@ -15,7 +15,7 @@ pub mod state;
 use serde_json::Value;
 
 pub use index::PlanIndex;
-pub use machine::{cancel, report, resolve_gate, rotate_tokens, start, view};
+pub use machine::{cancel, report, resolve_gate, rotate_tokens, start, usage_report, view};
 pub use state::*;
 
 /// What the interpreter asks of its environment.
@@ -75,6 +75,12 @@ pub enum VmError {
     /// The plan is too large for a run.
     #[error("{0}")]
     Limit(String),
+    /// A receipt names a step that the run does not have.
+    #[error("invalid_step: {0}")]
+    InvalidStep(String),
+    /// A usage receipt that is malformed.
+    #[error("invalid receipt: {0}")]
+    InvalidReceipt(String),
 }
 
 /// A step report: `{output?, failure?, usage?}`.
@@ -138,6 +144,125 @@ impl Report {
             usage: obj.get("usage").cloned(),
         })
     }
+}
+
+/// A usage receipt (`stratum_usage_report`): usage spent outside a step
+/// report (a sub-agent, a tool call, a judge run by the client), settled into
+/// the ledgers after the fact. Idempotent by `dispatch_id`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Receipt {
+    /// Client-chosen identity of the spending; a second receipt with the same id is a duplicate.
+    pub dispatch_id: String,
+    /// The step (or `parent/child`, `fanout/3`) whose ledgers it settles into; none = the flow only.
+    pub step_id: Option<String>,
+    /// Who reports it (free text, e.g. `claude-code`).
+    pub source: String,
+    /// `{tokens?, usd?, ms?}`.
+    pub usage: Value,
+    /// `reported` or `estimated`; required when `usage.usd` is given.
+    pub usd_source: Option<String>,
+    /// Opaque extras kept in the audit (`telemetry`, `split`, `at`).
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// Fields a receipt may carry.
+pub const RECEIPT_FIELDS: [&str; 8] = [
+    "dispatchId",
+    "stepId",
+    "source",
+    "usage",
+    "telemetry",
+    "split",
+    "usdSource",
+    "at",
+];
+
+impl Receipt {
+    /// Reads and validates a receipt object (reference v1-runtime §4.13).
+    pub fn from_json(v: &Value) -> Result<Receipt, VmError> {
+        let bad = |m: String| VmError::InvalidReceipt(m);
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("expected an object `{dispatchId, source, usage, ...}`".into()))?;
+        if let Some(k) = obj.keys().find(|k| !RECEIPT_FIELDS.contains(&k.as_str())) {
+            return Err(bad(format!(
+                "unknown field `{k}`; a receipt has {}",
+                RECEIPT_FIELDS.join(", ")
+            )));
+        }
+        let text = |k: &str, required: bool| -> Result<Option<String>, VmError> {
+            match obj.get(k) {
+                None | Some(Value::Null) if !required => Ok(None),
+                Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Ok(Some(s.clone())),
+                None | Some(Value::Null) => Err(bad(format!("`{k}` is required"))),
+                Some(_) => Err(bad(format!(
+                    "`{k}` must be a non-empty string of at most 256 bytes"
+                ))),
+            }
+        };
+        let dispatch_id = text("dispatchId", true)?.unwrap_or_default();
+        if dispatch_id.starts_with("legacy:") || dispatch_id.starts_with("engine:") {
+            return Err(bad(format!(
+                "`dispatchId` `{dispatch_id}`: the prefixes `legacy:` and `engine:` are reserved for the engine; choose another id"
+            )));
+        }
+        let source = text("source", true)?.unwrap_or_default();
+        let step_id = text("stepId", false)?;
+        let usd_source = text("usdSource", false)?;
+        let usage = obj
+            .get("usage")
+            .cloned()
+            .ok_or_else(|| bad("`usage` is required: `{tokens?, usd?, ms?}`".into()))?;
+        let has_usd = usage.get("usd").is_some_and(|u| !u.is_null());
+        match usd_source.as_deref() {
+            None if has_usd => {
+                return Err(bad(
+                    "`usage.usd` needs `usdSource`: `reported` (the provider's bill) or `estimated`"
+                        .into(),
+                ));
+            }
+            None | Some("reported" | "estimated") => {}
+            Some("legacy") => {
+                return Err(bad("`usdSource: legacy` is reserved for the engine".into()));
+            }
+            Some(other) => {
+                return Err(bad(format!(
+                    "`usdSource` `{other}`: expected `reported` or `estimated`"
+                )));
+            }
+        }
+        let extra = obj
+            .iter()
+            .filter(|(k, _)| ["telemetry", "split", "at"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+        if size > 64 * 1024 {
+            return Err(bad(format!(
+                "the receipt is {size} bytes; the limit is 65536"
+            )));
+        }
+        Ok(Receipt {
+            dispatch_id,
+            step_id,
+            source,
+            usage,
+            usd_source,
+            extra,
+        })
+    }
+}
+
+/// The answer to a usage receipt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiptOutcome {
+    /// True when this `dispatchId` was settled before (nothing changed).
+    pub duplicate: bool,
+    /// The receipt's sequence number (the original one for a duplicate).
+    pub seq: u64,
+    /// A breach it caused: `flow_exhausted`, `flow_exhausted_after_terminal`,
+    /// `subflow_exhausted` or `task_exhausted`.
+    pub budget: Option<&'static str>,
 }
 
 /// What happens next, after an operation.

@@ -275,6 +275,13 @@ pub struct Header {
     pub gates: BTreeSet<(u32, u32)>,
     /// Milliseconds since the epoch when created.
     pub created_ms: i64,
+    /// Usage receipts settled so far: `dispatchId` → sequence number
+    /// (idempotency of `stratum_usage_report`; survives checkpoint reverts).
+    #[serde(default)]
+    pub receipts: BTreeMap<String, u64>,
+    /// Last receipt sequence number (monotonic, never rolled back).
+    #[serde(default)]
+    pub receipt_seq: u64,
 }
 
 /// A whole run in memory.
