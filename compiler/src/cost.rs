@@ -166,6 +166,8 @@ impl Default for CostConfig {
 
 /// Keys of an `[agents.NAME]` or `[judge]` table.
 const PROFILE_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
+/// Keys of `[judge]` that configure the judge runner (read by the VM's host).
+const JUDGE_RUNNER_KEYS: [&str; 5] = ["url", "model", "api_key_env", "timeout_ms", "stakes"];
 /// Agent names that specs may use.
 const AGENT_NAMES: [&str; 2] = ["claude", "codex"];
 
@@ -266,6 +268,10 @@ fn read_profile(
         .as_table()
         .ok_or_else(|| format!("`{path}` must be a table, found {}", kind(value)))?;
     for (key, v) in table {
+        if !agent && JUDGE_RUNNER_KEYS.contains(&key.as_str()) {
+            // the judge runner's settings (the VM reads them): not cost figures
+            continue;
+        }
         if agent && key == "command" {
             // the runner's agent command (LANGUAGE.md E8): not a cost figure
             if !v.is_str() {
@@ -285,6 +291,8 @@ fn read_profile(
                 let mut keys: Vec<&str> = PROFILE_KEYS.to_vec();
                 if agent {
                     keys.push("command");
+                } else {
+                    keys.extend(JUDGE_RUNNER_KEYS);
                 }
                 return Err(unknown("key", &format!("{path}.{other}"), other, &keys));
             }
@@ -1548,6 +1556,12 @@ mod tests {
         assert!(e.contains("between 0 and 1"), "{e}");
         let e = CostConfig::from_toml("[judge]\ntokens = \"many\"\n").unwrap_err();
         assert!(e.contains("must be a number"), "{e}");
+        // one stratum.toml serves the cost model and the judge runner
+        let c = CostConfig::from_toml(
+            "[judge]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"m\"\ntimeout_ms = 5\nusd = 0.5\n[judge.stakes.paranoid]\nmodel = \"big\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.judge.usd, 0.5);
         let e = CostConfig::from_toml("[judge]\ncommand = \"x\"\n").unwrap_err();
         assert!(e.contains("unknown key `judge.command`"), "{e}");
         assert!(

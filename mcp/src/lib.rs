@@ -13,6 +13,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod args;
+pub mod driver;
 pub mod reply;
 pub mod server;
 pub mod state;

@@ -2,16 +2,18 @@
 //! and the host (workspace jail + judge) of every run this process touched.
 //!
 //! Owns: choosing a run's host (the workspace root recorded in the run, the
-//! judge of `stratum.toml` in that root or in the server's directory),
+//! judge and agent commands of `stratum.toml` in that root or in the
+//! server's directory),
 //! turning a `spec` argument (YAML text or an object) into source text.
 //! Must never: open a second store connection, or cache run state (every
 //! engine call loads the run from the store, so another server process
 //! that advanced the run is always seen).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use stratum_vm::agent::commands_from_toml;
 use stratum_vm::engine::{Engine, StdHost};
 use stratum_vm::host::{JudgeConfig, Workspace, judge_config_from_toml};
 
@@ -29,6 +31,17 @@ pub struct State {
 struct RunCtx {
     host: StdHost,
     plan_hash: String,
+    agents: Agents,
+}
+
+/// Who runs engine-dispatched entries of a run (LANGUAGE.md E8): the agent
+/// commands of `stratum.toml` and the directory they run in.
+#[derive(Debug, Clone, Default)]
+pub struct Agents {
+    /// Agent name → command line (`[agents.NAME] command`).
+    pub commands: BTreeMap<String, String>,
+    /// The workspace root (the commands' working directory).
+    pub root: PathBuf,
 }
 
 /// The engine, a run's host and its plan hash, borrowed together.
@@ -39,10 +52,12 @@ pub struct RunAccess<'a> {
     pub host: &'a mut StdHost,
     /// The run's plan hash.
     pub plan_hash: String,
+    /// Who runs the run's engine-dispatched entries.
+    pub agents: &'a Agents,
 }
 
-/// The judge configured in `stratum.toml` beside `root`, else in the current directory.
-fn judge_near(root: Option<&Path>) -> Result<Option<JudgeConfig>, String> {
+/// The text of `stratum.toml` beside `root`, else in the current directory.
+fn config_near(root: Option<&Path>) -> Result<Option<String>, String> {
     let candidates = root
         .map(|r| r.join("stratum.toml"))
         .into_iter()
@@ -50,10 +65,31 @@ fn judge_near(root: Option<&Path>) -> Result<Option<JudgeConfig>, String> {
     for p in candidates {
         if p.is_file() {
             let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            return judge_config_from_toml(&text);
+            return Ok(Some(text));
         }
     }
     Ok(None)
+}
+
+/// The judge configured in `stratum.toml` beside `root`, else in the current directory.
+fn judge_near(root: Option<&Path>) -> Result<Option<JudgeConfig>, String> {
+    match config_near(root)? {
+        Some(text) => judge_config_from_toml(&text),
+        None => Ok(None),
+    }
+}
+
+/// The agent commands of `stratum.toml` beside `root` (else in the current directory).
+pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
+    let commands = match config_near(root)? {
+        Some(text) => commands_from_toml(&text)?,
+        None => BTreeMap::new(),
+    };
+    let root = match root {
+        Some(r) => r.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
+    };
+    Ok(Agents { commands, root })
 }
 
 /// A host for a workspace root (`None`: file predicates are refused).
@@ -87,12 +123,13 @@ impl State {
     }
 
     /// Remembers the host of a run this process just started.
-    pub fn remember(&mut self, run_id: &str, host: StdHost, plan_hash: &str) {
+    pub fn remember(&mut self, run_id: &str, host: StdHost, plan_hash: &str, agents: Agents) {
         self.runs.insert(
             run_id.to_string(),
             RunCtx {
                 host,
                 plan_hash: plan_hash.to_string(),
+                agents,
             },
         );
     }
@@ -104,7 +141,8 @@ impl State {
             let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
             let root = run.header.workspace.as_deref().map(Path::new);
             let host = host_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
-            self.remember(run_id, host, &run.header.plan_hash);
+            let agents = agents_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
+            self.remember(run_id, host, &run.header.plan_hash, agents);
         }
         let ctx = self
             .runs
@@ -114,6 +152,7 @@ impl State {
             engine: &mut self.engine,
             host: &mut ctx.host,
             plan_hash: ctx.plan_hash.clone(),
+            agents: &ctx.agents,
         })
     }
 }

@@ -337,18 +337,30 @@ pub struct JudgeOutcome {
     pub tokens: Option<u64>,
 }
 
+/// Keys of `[judge]` that belong to the cost model, not to the runner.
+const JUDGE_COST_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
+
 /// Reads the `[judge]` table from the text of `stratum.toml`. `Ok(None)` when
 /// there is no such table (the caller then fails judged predicates closed
 /// with [`NO_JUDGE_REASON`]). Other tables are ignored.
 pub fn judge_config_from_toml(text: &str) -> Result<Option<JudgeConfig>, String> {
-    #[derive(Deserialize)]
-    struct Root {
-        judge: Option<JudgeConfig>,
-    }
-    let root: Root = toml::from_str(text).map_err(|e| format!("stratum.toml: {e}"))?;
-    let Some(cfg) = root.judge else {
+    let mut root: toml::Table = text.parse().map_err(|e| format!("stratum.toml: {e}"))?;
+    let Some(judge) = root.remove("judge") else {
         return Ok(None);
     };
+    let toml::Value::Table(mut judge) = judge else {
+        return Err("stratum.toml: `judge` must be a table".into());
+    };
+    // the cost model's figures for one judge call share the table (`stratumc cost` reads them)
+    for k in JUDGE_COST_KEYS {
+        judge.remove(k);
+    }
+    if judge.is_empty() {
+        return Ok(None);
+    }
+    let cfg: JudgeConfig = toml::Value::Table(judge)
+        .try_into()
+        .map_err(|e| format!("stratum.toml: [judge]: {e}"))?;
     validate_judge_config(&cfg).map_err(|e| format!("stratum.toml: [judge]: {e}"))?;
     Ok(Some(cfg))
 }
@@ -537,5 +549,27 @@ fn excerpt(text: &str) -> String {
     match text.char_indices().nth(200) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_judge_table_is_shared_with_the_cost_model() {
+        let j = judge_config_from_toml(
+            "[judge]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"m\"\nusd = 0.01\ntokens = 900\n[agents.claude]\ncommand = \"x\"\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(j.model, "m");
+        // cost figures only: no runner configured (judged predicates fail closed)
+        assert_eq!(judge_config_from_toml("[judge]\nusd = 0\n").unwrap(), None);
+        assert_eq!(judge_config_from_toml("").unwrap(), None);
+        let e = judge_config_from_toml("[judge]\nurl = \"http://x\"\nmodel = \"m\"\nmodle = 1\n")
+            .unwrap_err();
+        assert!(e.contains("modle"), "{e}");
+        assert!(judge_config_from_toml("judge = 3").is_err());
     }
 }

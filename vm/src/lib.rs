@@ -9,6 +9,7 @@
 //! Must never: depend on the compiler or the grammar (a prebuilt plan runs
 //! without the front end), or panic on a hostile plan file.
 
+pub mod agent;
 pub mod engine;
 pub mod eval;
 pub mod host;

@@ -7,14 +7,13 @@
 //! Must never: apply an execution rule itself — every decision is the
 //! engine's; this only moves JSON between the engine and the agent.
 
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError, StdHost};
 use stratum_vm::host::{Workspace, judge_config_from_toml};
-use stratum_vm::interp::{Outcome, Report, RunStatus};
+use stratum_vm::interp::{Outcome, RunStatus};
 use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
@@ -79,73 +78,6 @@ fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
     let plan = stratum_compiler::build::build_plan(&analysis)
         .ok_or((Exit::Usage, "the spec could not be built".to_string()))?;
     Ok(stratum_vm::plan::file::encode(&plan).0)
-}
-
-/// The result of one agent process.
-fn dispatch(agent: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
-    let step = entry["id"].as_str().unwrap_or("");
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(agent)
-        .current_dir(cwd)
-        .env("STRATUM_RUN_ID", run_id)
-        .env("STRATUM_STEP_ID", step)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return Report {
-                failure: Some(format!("cannot start the agent command: {e}")),
-                ..Report::default()
-            };
-        }
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(entry.to_string().as_bytes());
-    }
-    let mut out = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        let _ = stdout.take(8 * 1024 * 1024).read_to_string(&mut out);
-    }
-    let mut err = String::new();
-    if let Some(stderr) = child.stderr.take() {
-        let _ = stderr.take(64 * 1024).read_to_string(&mut err);
-    }
-    let status = child.wait();
-    match status {
-        Ok(s) if s.success() => match serde_json::from_str::<Value>(out.trim()) {
-            Ok(v) => Report::from_json(&v).unwrap_or_else(|e| Report {
-                failure: Some(format!("the agent's result is malformed: {e}")),
-                ..Report::default()
-            }),
-            Err(e) => Report {
-                failure: Some(format!("the agent printed no valid JSON: {e}")),
-                ..Report::default()
-            },
-        },
-        Ok(s) => {
-            let tail: String = err
-                .lines()
-                .rev()
-                .take(5)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
-            Report {
-                failure: Some(format!("the agent command exited with {s}: {tail}")),
-                ..Report::default()
-            }
-        }
-        Err(e) => Report {
-            failure: Some(format!("the agent command failed: {e}")),
-            ..Report::default()
-        },
-    }
 }
 
 fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
@@ -287,24 +219,12 @@ pub fn run(args: &Args<'_>) -> Exit {
         }
         if !outcome.ready.is_empty() {
             // every ready dispatch runs at once (the VM already bounds fanout concurrency)
-            let handles: Vec<_> = outcome
+            let jobs = outcome
                 .ready
                 .iter()
-                .cloned()
-                .map(|entry| {
-                    let (agent, rid, cwd) = (
-                        args.agent.to_string(),
-                        run_id.clone(),
-                        workspace_dir.clone(),
-                    );
-                    std::thread::spawn(move || {
-                        let r = dispatch(&agent, &entry, &rid, &cwd);
-                        (entry, r)
-                    })
-                })
+                .map(|entry| (args.agent.to_string(), entry.clone()))
                 .collect();
-            let results: Vec<(Value, Report)> =
-                handles.into_iter().filter_map(|h| h.join().ok()).collect();
+            let results = stratum_vm::agent::run_batch(jobs, &run_id, &workspace_dir);
             for (entry, report) in results {
                 let id = entry["id"].as_str().unwrap_or("");
                 let token = entry["dispatchToken"].as_str();

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod commit;
+pub mod compile_speckit;
 pub mod cost;
 pub mod flow_cancel;
 pub mod gate_resolve;
@@ -56,8 +57,18 @@ pub const FLOW: Field = Field::opt(
 pub type Call = fn(&mut State, &Args) -> Reply;
 
 /// The engine response envelope (`status`, `runId`, `planHash`, `ready`, `gates`, `ledger`, `output`, `failure`).
+///
+/// Engine-dispatched entries still in the outcome have no command to run
+/// them (the [`crate::driver`] ran the others): they go to the client as
+/// `"dispatch": "engine-fallback"` (LANGUAGE.md E8).
 pub fn envelope(outcome: &Outcome, run_id: &str, plan_hash: &str) -> Value {
-    outcome.to_json(run_id, plan_hash)
+    let mut v = outcome.to_json(run_id, plan_hash);
+    if let Some(ready) = v.get_mut("ready").and_then(Value::as_array_mut) {
+        for e in ready.iter_mut().filter(|e| e["dispatch"] == "engine") {
+            e["dispatch"] = Value::from("engine-fallback");
+        }
+    }
+    v
 }
 
 /// An engine call on a stored run, answered with the envelope.
@@ -73,7 +84,9 @@ pub fn on_run(
         Ok(a) => a,
         Err(r) => return r,
     };
-    match op(access.engine, access.host) {
+    let done = op(access.engine, access.host)
+        .and_then(|o| crate::driver::drive(access.engine, access.host, access.agents, run_id, o));
+    match done {
         Ok(o) => Reply::Ok(envelope(&o, run_id, &access.plan_hash)),
         Err(e) => engine_error(&e),
     }

@@ -18,7 +18,7 @@ use stratum_compiler::diagnostics::render;
 use super::{FLOW, SPEC, envelope};
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
-use crate::state::{State, host_for_root, spec_text};
+use crate::state::{State, agents_for_root, host_for_root, spec_text};
 
 /// Tool name.
 pub const NAME: &str = "stratum_plan";
@@ -100,6 +100,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(h) => h,
         Err(e) => return Reply::error("host_unavailable", e),
     };
+    let agents = match agents_for_root(Some(&root)) {
+        Ok(a) => a,
+        Err(e) => return Reply::error("host_unavailable", e),
+    };
     let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
     match state.engine.start(
         &loaded,
@@ -109,9 +113,13 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Some(root.display().to_string()),
     ) {
         Ok((run_id, outcome)) => {
-            let reply = envelope(&outcome, &run_id, &loaded.hash);
-            state.remember(&run_id, host, &loaded.hash);
-            Reply::Ok(reply)
+            let driven =
+                crate::driver::drive(&mut state.engine, &mut host, &agents, &run_id, outcome);
+            state.remember(&run_id, host, &loaded.hash, agents);
+            match driven {
+                Ok(outcome) => Reply::Ok(envelope(&outcome, &run_id, &loaded.hash)),
+                Err(e) => engine_error(&e),
+            }
         }
         Err(e) => engine_error(&e),
     }

@@ -28,7 +28,14 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(a) => a,
         Err(r) => return r,
     };
-    match access.engine.resume(run, None, access.host) {
+    let done = access
+        .engine
+        .resume(run, None, access.host)
+        .and_then(|(o, plan)| {
+            let o = crate::driver::drive(access.engine, access.host, access.agents, run, o)?;
+            Ok((o, plan))
+        });
+    match done {
         Ok((o, plan)) => Reply::Ok(envelope(&o, run, &plan.hash)),
         Err(e) => engine_error(&e),
     }

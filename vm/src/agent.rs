@@ -1,0 +1,194 @@
+//! Agent commands: who runs a dispatch when the host runs it itself
+//! (LANGUAGE.md E8).
+//!
+//! Owns: reading `[agents.NAME] command = "..."` from `stratum.toml`, and
+//! running one command for one ready entry: `sh -c CMD` in the workspace
+//! root, the entry as one JSON object on stdin, `STRATUM_RUN_ID` and
+//! `STRATUM_STEP_ID` in the environment, the result JSON (`{"output": ..}` or
+//! `{"failure": ".."}`) on stdout. Every way a command can go wrong becomes a
+//! failure report, so the run's retry rules apply.
+//! Must never: touch run state (the caller reports the result through the
+//! engine), or wait on a command's output without a size bound.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::interp::Report;
+
+/// Largest result read from a command's stdout.
+const MAX_STDOUT: u64 = 8 * 1024 * 1024;
+/// How much of a command's stderr is kept for a failure message.
+const MAX_STDERR: u64 = 64 * 1024;
+
+/// The agent commands of `stratum.toml`: agent name → command line.
+/// Tables and keys other than `[agents.NAME] command` are ignored here (the
+/// cost model and the judge read their own parts of the file).
+pub fn commands_from_toml(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let table: toml::Table = text.parse().map_err(|e| format!("stratum.toml: {e}"))?;
+    let mut out = BTreeMap::new();
+    let Some(agents) = table.get("agents") else {
+        return Ok(out);
+    };
+    let agents = agents
+        .as_table()
+        .ok_or("stratum.toml: `agents` must be a table of `[agents.NAME]` tables")?;
+    for (name, body) in agents {
+        match body.as_table().and_then(|t| t.get("command")) {
+            None => {}
+            Some(toml::Value::String(cmd)) if !cmd.trim().is_empty() => {
+                out.insert(name.clone(), cmd.clone());
+            }
+            Some(_) => {
+                return Err(format!(
+                    "stratum.toml: `agents.{name}.command` must be a non-empty string"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `command` for one ready entry and reads its result.
+pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
+    let failure = |text: String| Report {
+        failure: Some(text),
+        ..Report::default()
+    };
+    let step = entry["id"].as_str().unwrap_or("");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env("STRATUM_RUN_ID", run_id)
+        .env("STRATUM_STEP_ID", step)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return failure(format!("cannot start the agent command: {e}")),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // a command that does not read its input closes the pipe early: not an error
+        let _ = stdin.write_all(entry.to_string().as_bytes());
+    }
+    // stderr is drained on its own thread so a chatty command cannot block on a full pipe
+    let stderr = child.stderr.take().map(|s| {
+        std::thread::spawn(move || {
+            let mut err = String::new();
+            let _ = s.take(MAX_STDERR).read_to_string(&mut err);
+            err
+        })
+    });
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = stdout.take(MAX_STDOUT).read_to_string(&mut out);
+    }
+    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    match child.wait() {
+        Ok(s) if s.success() => match serde_json::from_str::<Value>(out.trim()) {
+            Ok(v) => Report::from_json(&v)
+                .unwrap_or_else(|e| failure(format!("the agent's result is malformed: {e}"))),
+            Err(e) => failure(format!("the agent printed no valid JSON: {e}")),
+        },
+        Ok(s) => {
+            let lines: Vec<&str> = err.lines().collect();
+            let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+            failure(format!("the agent command exited with {s}: {tail}"))
+        }
+        Err(e) => failure(format!("the agent command failed: {e}")),
+    }
+}
+
+/// Runs several (command, entry) pairs at once, one thread each; results in
+/// the order given.
+pub fn run_batch(jobs: Vec<(String, Value)>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|(cmd, entry)| {
+                s.spawn(move || {
+                    let r = run_command(&cmd, &entry, run_id, cwd);
+                    (entry, r)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn commands_are_read_per_agent_and_other_tables_ignored() {
+        let c = commands_from_toml(
+            "[agents.codex]\ncommand = \"codex exec\"\ntokens = 5\n[agents.claude]\ntokens = 1\n[judge]\nurl = \"http://x\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c["codex"], "codex exec");
+        let e = commands_from_toml("[agents.codex]\ncommand = 3\n").unwrap_err();
+        assert!(e.contains("agents.codex.command"), "{e}");
+        assert!(commands_from_toml("agents = 1").is_err());
+        assert!(commands_from_toml("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_command_gets_the_entry_and_its_result_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = json!({"id": "fan/2", "do": "x"});
+        let r = run_command(
+            r#"read line; printf '{"output": {"step": "%s", "run": "%s", "len": %d}}' "$STRATUM_STEP_ID" "$STRATUM_RUN_ID" ${#line}"#,
+            &entry,
+            "run-1",
+            dir.path(),
+        );
+        let len = entry.to_string().len();
+        assert_eq!(
+            r.output,
+            Some(json!({"step": "fan/2", "run": "run-1", "len": len}))
+        );
+    }
+
+    #[test]
+    fn every_failure_of_a_command_is_a_failure_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = json!({"id": "a"});
+        let cases = [
+            ("echo oops >&2; exit 3", "exited with"),
+            ("echo not json", "no valid JSON"),
+            ("echo '{\"output\": 1, \"extra\": 2}'", "malformed"),
+        ];
+        for (cmd, want) in cases {
+            let r = run_command(cmd, &e, "r", dir.path());
+            let f = r.failure.unwrap_or_default();
+            assert!(f.contains(want), "{cmd}: {f}");
+        }
+        let r = run_command("echo oops >&2; exit 3", &e, "r", dir.path());
+        assert!(r.failure.unwrap().contains("oops"));
+    }
+
+    #[test]
+    fn a_batch_keeps_the_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = (0..4)
+            .map(|k| {
+                (
+                    format!("sleep 0.0{}; echo '{{\"output\": {k}}}'", 4 - k),
+                    json!({"id": format!("f/{k}")}),
+                )
+            })
+            .collect();
+        let out = run_batch(jobs, "r", dir.path());
+        let got: Vec<Value> = out.into_iter().map(|(_, r)| r.output.unwrap()).collect();
+        assert_eq!(got, vec![json!(0), json!(1), json!(2), json!(3)]);
+    }
+}
