@@ -42,7 +42,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_module_has_a_doc_and_no_test_is_ignored() {
     let mut files = Vec::new();
-    for krate in ["grammar", "compiler", "vm", "mcp", "cli", "tests", "fuzz"] {
+    for krate in [
+        "grammar", "compiler", "vm", "mcp", "cli", "tests", "fuzz", "lsp",
+    ] {
         rust_files(&root().join(krate), &mut files);
     }
     assert!(files.len() > 20);
@@ -102,6 +104,31 @@ fn grammar_depends_on_no_workspace_crate() {
         assert!(
             !manifest.contains(other),
             "grammar/Cargo.toml must not depend on {other}"
+        );
+    }
+}
+
+#[test]
+fn lsp_depends_only_on_the_compiler() {
+    let manifest = std::fs::read_to_string(root().join("lsp/Cargo.toml")).unwrap();
+    // only the `[dependencies]` table: tests may use the conformance corpus
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("lsp/Cargo.toml has a [dependencies] table");
+    assert!(deps.contains("stratum-compiler"));
+    for other in [
+        "stratum-vm",
+        "stratum-grammar",
+        "stratum-mcp",
+        "stratumc",
+        "tokio",
+        "rmcp",
+    ] {
+        assert!(
+            !deps.contains(other),
+            "lsp/Cargo.toml must not depend on {other}: the language server sees only the compiler"
         );
     }
 }

@@ -119,6 +119,83 @@ enum Command {
     },
     /// Serve the MCP tools over stdio for coding agents (Claude Code, Codex, any MCP host).
     Mcp,
+    /// Serve the language server over stdio for editors (VS Code, Neovim, Helix, any LSP client).
+    Lsp,
+    /// Draw a flow as a picture: Graphviz DOT, Mermaid, or SVG (needs Graphviz); `--run` colours steps by their status in a run (exit 0: drawn; 1: spec errors; 2: usage or I/O error).
+    Graph {
+        /// The spec file.
+        spec: std::path::PathBuf,
+        /// The flow to draw (default: the run's flow with `--run`, else the entry flow).
+        #[arg(long)]
+        flow: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = commands::graph::GraphFormat::Dot)]
+        format: commands::graph::GraphFormat,
+        /// A run in the store ($STRATUM_HOME) whose step statuses colour the nodes.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Classify a v0.x (Python-era) spec: which constructs carry over to v1 and how (report only; exit 0: reported, 2: usage or I/O error).
+    Migrate {
+        /// Report only (required: nothing is ever translated).
+        #[arg(long)]
+        check: bool,
+        /// The legacy spec file.
+        file: std::path::PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Inspect the run store ($STRATUM_HOME): `flows`, `flow RUN`, `gates` (exit 0: listed; 2: unknown run, bad filter or store error).
+    Query {
+        #[command(subcommand)]
+        what: commands::query::Cmd,
+    },
+    /// Decide a waiting gate as a human: approve, reject (= kill) or revise (exit 0: recorded; 1: the gate is not waiting, the run is over, or the token is stale; 2: unknown run, step or not a gate).
+    Gate {
+        /// approve, reject (kill) or revise.
+        #[arg(value_enum)]
+        action: commands::gate::Action,
+        /// The run id (`run-…`).
+        run: String,
+        /// The gate's step id (`review`, or `sub/review` inside a sub-flow).
+        step: String,
+        /// Why (recorded in the audit with the decision).
+        #[arg(long)]
+        note: Option<String>,
+        /// Decide only if the gate still waits with this token (as listed by `query gates`).
+        #[arg(long)]
+        token: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Operate on runs: `flow cancel RUN`.
+    Flow {
+        #[command(subcommand)]
+        what: commands::flow::Cmd,
+    },
+    /// Follow a run live until it ends (exit 0: completed; 1: ended otherwise; 2: unknown run).
+    Watch {
+        /// The run id (`run-…`).
+        run: String,
+        /// How often to look at the store, in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        interval: u64,
+    },
+    /// Compile a spec-kit tasks directory (`*.md` task files) into a v1 spec, written to stdout (exit 0: written; 1: the tasks do not compile; 2: usage or I/O error).
+    CompileSpeckit {
+        /// The tasks directory.
+        tasks_dir: std::path::PathBuf,
+        /// Name of the generated flow.
+        #[arg(long, default_value = "tasks")]
+        flow: String,
+        /// Write the spec to this file instead of stdout.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Print the JSON Schema (draft-07) of v1 specs, for yaml-language-server: `stratumc schema > stratum.schema.json`.
+    Schema,
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain {
         /// The code (`S0305`), or `--list` to list every code.
@@ -195,7 +272,48 @@ fn main() -> ExitCode {
             config: config.as_deref(),
             format,
         }),
+        Command::Graph {
+            spec,
+            flow,
+            format,
+            run,
+        } => commands::graph::run(&commands::graph::Args {
+            spec: &spec,
+            flow: flow.as_deref(),
+            format,
+            run: run.as_deref(),
+        }),
+        Command::Migrate {
+            check,
+            file,
+            format,
+        } => commands::migrate::run(check, &file, format),
+        Command::Query { what } => commands::query::run(&what),
+        Command::Gate {
+            action,
+            run,
+            step,
+            note,
+            token,
+            format,
+        } => commands::gate::run(&commands::gate::Args {
+            action,
+            run: &run,
+            step: &step,
+            note: note.as_deref(),
+            token: token.as_deref(),
+            format,
+        }),
+        Command::Flow { what } => commands::flow::run(&what),
+        Command::Watch { run, interval } => commands::watch::run(&run, interval),
+        Command::CompileSpeckit {
+            tasks_dir,
+            flow,
+            output,
+        } => commands::speckit::run(&tasks_dir, Some(&flow), output.as_deref()),
+        Command::Schema => commands::schema::run(),
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
+        Command::Lsp => commands::lsp::run(),
         Command::Mcp => {
             match tokio::runtime::Runtime::new().map(|rt| rt.block_on(stratum_mcp::serve_stdio())) {
                 Ok(Ok(())) => Exit::Ok,

@@ -17,6 +17,7 @@ fn fixtures() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file()) // subfolders hold other commands' fixtures
         .collect();
     files.sort();
     files

@@ -42,18 +42,20 @@ impl Analysis {
     }
 }
 
+/// The diagnostic for a spec over [`MAX_FILE_SIZE`] (nothing else is read).
+pub fn too_large(len: usize) -> Diagnostic {
+    Diagnostic::new(
+        Code::FileTooLarge,
+        Span::at(0),
+        format!("the file is {len} bytes; specs are limited to {MAX_FILE_SIZE} bytes"),
+    )
+}
+
 /// Analyses raw file contents (checks UTF-8 and size first).
 pub fn analyze_bytes(bytes: &[u8]) -> Analysis {
     if bytes.len() > MAX_FILE_SIZE {
         let text = String::new();
-        let d = Diagnostic::new(
-            Code::FileTooLarge,
-            Span::at(0),
-            format!(
-                "the file is {} bytes; specs are limited to {MAX_FILE_SIZE} bytes",
-                bytes.len()
-            ),
-        );
+        let d = too_large(bytes.len());
         return Analysis {
             lines: LineIndex::new(&text),
             text,

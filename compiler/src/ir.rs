@@ -26,8 +26,9 @@ pub struct Ir {
     pub types: TypeTable,
     /// Contract name → record, in declaration order.
     pub contracts: Vec<(String, RecordId)>,
-    /// Flows in document order.
-    pub flows: Vec<FlowIr>,
+    /// Flows in document order (shared: the language server's database
+    /// keeps each flow's IR and assembles the spec without copying them).
+    pub flows: Vec<std::sync::Arc<FlowIr>>,
     /// The entry flow.
     pub entry: FlowId,
 }
@@ -35,7 +36,11 @@ pub struct Ir {
 impl Ir {
     /// The flow with this name.
     pub fn flow(&self, name: &str) -> Option<(FlowId, &FlowIr)> {
-        self.flows.iter().enumerate().find(|(_, f)| f.name == name)
+        self.flows
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.name == name)
+            .map(|(i, f)| (i, &**f))
     }
 }
 

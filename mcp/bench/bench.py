@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of `stratumc mcp` through the official Python MCP SDK.
 
-Usage: python3 mcp/bench/bench.py [path/to/stratumc] [--sizes 10,100,1000] [--starts 20]
+Usage: python3 mcp/bench/bench.py [path/to/stratumc] [--sizes 10,100,1000] [--starts 20] [--home-in DIR]
 (default binary: target/release/stratumc; build it with `cargo build --release -p stratumc`).
 
 For each N it plans an N-step linear flow (each step after the previous one)
@@ -87,7 +87,7 @@ async def cold_start(binary, home):
             await s.initialize()
             tools = await s.list_tools()
             ms = (time.perf_counter() - t0) * 1000
-            assert len(tools.tools) == 10
+            assert "stratum_step_done" in {t.name for t in tools.tools}
     return ms
 
 
@@ -96,9 +96,11 @@ async def main():
     ap.add_argument("binary", nargs="?", default=str(REPO / "target" / "release" / "stratumc"))
     ap.add_argument("--sizes", default="10,100,1000")
     ap.add_argument("--starts", type=int, default=20)
+    ap.add_argument("--home-in", default=None,
+                    help="directory for the temporary STRATUM_HOME (e.g. /dev/shm to leave out disk fsync)")
     a = ap.parse_args()
     binary = Path(a.binary).resolve()
-    home = Path(tempfile.mkdtemp(prefix="stratum-mcp-bench-"))
+    home = Path(tempfile.mkdtemp(prefix="stratum-mcp-bench-", dir=a.home_in))
     try:
         await cold_start(binary, home)  # creates the store; page cache warm
         starts = [await cold_start(binary, home) for _ in range(a.starts)]

@@ -124,6 +124,12 @@ impl StratumServer {
         use tools::cost as t;
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
+
+    #[tool(name = "stratum_compile_speckit", description = tools::compile_speckit::DESCRIPTION, input_schema = args::schema(tools::compile_speckit::FIELDS))]
+    async fn stratum_compile_speckit(&self, raw: JsonObject) -> CallToolResult {
+        use tools::compile_speckit as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
 }
 
 #[tool_handler(
@@ -161,6 +167,7 @@ mod tests {
             [
                 "stratum_audit",
                 "stratum_commit",
+                "stratum_compile_speckit",
                 "stratum_cost",
                 "stratum_flow_cancel",
                 "stratum_gate_resolve",

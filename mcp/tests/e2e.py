@@ -334,7 +334,8 @@ async def tools_are_listed_and_teach_the_protocol():
         assert sorted(tools) == sorted([
             "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
-            "stratum_flow_cancel", "stratum_cost", "stratum_usage_report"]), sorted(tools)
+            "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
+            "stratum_compile_speckit"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -484,6 +485,37 @@ async def consumer_fanout():
         assert "a" in e["do"] and "c" in e["do"], e["do"]
         env = await c.done(env, "sum", {"value": "3 items"})
         assert env["status"] == "completed"
+
+
+@test
+async def engine_fanout_runs_configured_commands_or_falls_back():
+    spec = FANOUT.replace("dispatch: consumer", "dispatch: engine")
+    # no [agents.claude] command: the items go to the client, marked engine-fallback
+    bare = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": spec, "input": {"items": ["a", "b"]},
+                                          "workspaceRoot": str(bare)})
+        assert ready_ids(env) == ["fan/0", "fan/1"], ready_ids(env)
+        assert all(e["dispatch"] == "engine-fallback" for e in env["ready"]), env["ready"]
+        env = await c.done(env, "fan/0", {"value": "a"})
+        env = await c.done(env, "fan/1", {"value": "b"})
+        assert ready_ids(env) == ["sum"], ready_ids(env)
+    # a command configured in the workspace's stratum.toml: the server runs every item itself
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    (ws / "agent.py").write_text(
+        "import json, os, sys\n"
+        "e = json.load(sys.stdin)\n"
+        "open(os.environ['STRATUM_STEP_ID'].replace('/', '-') + '.done', 'w').write(e['do'])\n"
+        "print(json.dumps({'output': {'value': e['item']}}))\n")
+    (ws / "stratum.toml").write_text('[agents.claude]\ncommand = "python3 agent.py"\n')
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": spec, "input": {"items": ["a", "b", "c"]},
+                                          "workspaceRoot": str(ws)})
+        assert ready_ids(env) == ["sum"], env
+        assert sorted(p.name for p in ws.glob("*.done")) == ["fan-0.done", "fan-1.done", "fan-2.done"]
+        assert (ws / "fan-2.done").read_text() == "inspect c"
+        env = await c.done(env, "sum", {"value": "3 items"})
+        assert env["status"] == "completed", env
 
 
 @test
@@ -751,6 +783,44 @@ async def cost_matches_the_cli():
             got = await c.ok("stratum_cost", req)
             assert got == want, f"{spec.name}: {json.dumps(got)[:300]} != {json.dumps(want)[:300]}"
         await c.err("stratum_cost", {"spec": BAD_SPECS["bad-ref"]}, "spec_validation_failed")
+
+@test
+async def compile_speckit_matches_the_cli_and_plans():
+    fixtures = REPO / "cli" / "tests" / "fixtures" / "speckit"
+    async with server() as c:
+        for name, flow in [("sequential", None), ("parallel", "build"), ("criteria", None)]:
+            args = [str(BINARY), "compile-speckit", str(fixtures / name)]
+            req = {"tasks_dir": str(fixtures / name)}
+            if flow:
+                args += ["--flow", flow]
+                req["flow_name"] = flow
+            want = subprocess.run(args, capture_output=True, text=True, cwd=REPO).stdout
+            got = await c.ok("stratum_compile_speckit", req)
+            assert got["status"] == "ok" and got["yaml"] == want, name
+            assert got["flow_name"] == (flow or "tasks"), got["flow_name"]
+            v = await c.ok("stratum_validate", {"spec": got["yaml"]})
+            assert v["status"] == "valid" and v["warnings"] == 0, v
+        # the steps list says what each task became
+        got = await c.ok("stratum_compile_speckit", {"tasks_dir": str(fixtures / "parallel")})
+        steps = {s["id"]: s for s in got["steps"]}
+        assert steps["t_02_auth"]["parallel"] is True and steps["t_02_auth"]["after"] == ["t_01_schema"]
+        assert steps["t_05_integrate"]["after"] == ["t_02_auth", "t_03_billing", "t_04_search"]
+        assert 'file_contains("src/auth/middleware.ts", "verifyToken")' in steps["t_02_auth"]["ensures"]
+        crit = await c.ok("stratum_compile_speckit", {"tasks_dir": str(fixtures / "criteria")})
+        assert crit["steps"][0]["judgment"] == ["Error messages are user-friendly"], crit["steps"]
+        # the generated spec runs: plan it and see the first task
+        env = await c.ok("stratum_plan", {"spec": got["yaml"], "input": {}})
+        assert ready_ids(env) == ["t_01_schema"], env
+        # bad directories
+        await c.err("stratum_compile_speckit", {"tasks_dir": str(fixtures / "nope")},
+                    "directory_not_found", "no directory")
+        await c.err("stratum_compile_speckit", {"tasks_dir": str(fixtures / "bad-empty")}, "no_tasks")
+        bad = await c.err("stratum_compile_speckit", {"tasks_dir": str(fixtures / "bad-unparseable")},
+                          "compile_error", "02-no-heading.md")
+        assert len(bad["errors"]) == 2 and "03-bad-criteria.md" in bad["errors"][1]["message"], bad
+        await c.err("stratum_compile_speckit", {"tasks_dir": str(fixtures / "sequential"), "flow": "x"},
+                    "invalid_request", "accepted fields")
+
 
 # ----- main --------------------------------------------------------------------------
 

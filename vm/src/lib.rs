@@ -16,3 +16,4 @@ pub mod host;
 pub mod interp;
 pub mod plan;
 pub mod store;
+pub mod view;

@@ -272,14 +272,38 @@ impl Walk<'_, '_, '_> {
             ExprKind::Number(_) => Type::Number,
             ExprKind::String(_) => Type::String,
             ExprKind::Paren(inner) => self.ty(inner),
-            ExprKind::Ident(name) => self.binding(name, e),
+            ExprKind::Ident(name) => {
+                let t = self.binding(name, e);
+                let kind = super::FactKind::Binding(name.clone());
+                self.ck
+                    .fact_at(self.scalar, (e.span.start, e.span.end), kind, &t);
+                t
+            }
             ExprKind::Member {
                 object,
                 name,
                 name_span,
             } => {
                 let base = self.ty(object);
-                self.member(&base, object, name, *name_span, e)
+                let t = self.member(&base, object, name, *name_span, e);
+                let kind = match &base {
+                    _ if self.ck.facts.is_none() => None,
+                    Type::Record(r) => Some(super::FactKind::Field {
+                        record: *r,
+                        field: name.clone(),
+                    }),
+                    Type::Steps(_) => self
+                        .fc
+                        .index
+                        .get(name.as_str())
+                        .map(|&i| super::FactKind::Step(i)),
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    let at = (name_span.start, name_span.end);
+                    self.ck.fact_at(self.scalar, at, kind, &t);
+                }
+                t
             }
             ExprKind::Index {
                 object,

@@ -94,54 +94,227 @@ pub(crate) struct Checker<'a> {
     /// The offset map of the scalar mapped last (keyed by its start), so that
     /// mapping many spans of one scalar stays linear.
     pub offsets: std::cell::RefCell<(u32, Option<std::rc::Rc<crate::yaml::OffsetMap>>)>,
+    /// Resolved names, recorded only when asked for (the IDE).
+    pub facts: Option<Vec<Fact>>,
+}
+
+/// What a name in a flow resolved to, recorded for the IDE while checking.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FactKind {
+    /// A step of the flow, by index (`${id.output}` heads, `result.<id>`).
+    Step(StepId),
+    /// A field of a record (contract or flow input).
+    Field {
+        /// The record.
+        record: RecordId,
+        /// The field name.
+        field: String,
+    },
+    /// A binding or reference head: `result`, `input`, `item`, `prev`.
+    Binding(String),
+    /// A carry variable, by index.
+    Carry(usize),
+    /// A whole `${...}` reference.
+    Reference,
+}
+
+/// One resolved name with its static type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fact {
+    /// Where it is written.
+    pub span: Span,
+    /// What it is.
+    pub kind: FactKind,
+    /// Its static type.
+    pub ty: Type,
+}
+
+/// A flow as the other flows see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSig {
+    /// Its name.
+    pub name: String,
+    /// Whether it declares `input` (even an empty one).
+    pub declares_input: bool,
+}
+
+/// What checking one flow reads besides the flow itself: the contract type
+/// table and every flow's signature. It holds no spans, so moving a flow in
+/// the file leaves it equal (the incremental database relies on this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tables {
+    /// Contracts, then flow inputs.
+    pub types: TypeTable,
+    /// Contract name → record (`None` when the contract is broken), in declaration order.
+    pub contracts: Vec<(String, Option<RecordId>)>,
+    /// The `contracts` section is missing or broken (already reported).
+    pub contracts_broken: bool,
+    /// Every flow, in document order.
+    pub flows: Vec<FlowSig>,
+    /// `flows.entry`, when it is a string.
+    pub entry: Option<String>,
+    /// Each flow's input record.
+    pub flow_inputs: Vec<RecordId>,
+    /// Each flow's output type (`Any` when unknown).
+    pub flow_outputs: Vec<Type>,
+    /// Each flow's output contract.
+    pub flow_output_records: Vec<Option<RecordId>>,
 }
 
 /// Checks a decoded spec; returns the IR when the spec has no errors.
 pub fn check(spec: &Spec, source: &str, sink: &mut Sink) -> Option<Ir> {
-    let errors_before = sink.has_errors();
-    let mut ck = Checker {
-        source,
-        sink,
-        types: TypeTable::default(),
-        contracts: HashMap::new(),
-        spec,
-        flows: HashMap::new(),
-        flow_inputs: Vec::new(),
-        flow_outputs: Vec::new(),
-        flow_output_records: Vec::new(),
-        offsets: std::cell::RefCell::new((u32::MAX, None)),
-    };
+    let tables = tables(spec, source, sink);
+    let flows: Vec<Option<std::sync::Arc<FlowIr>>> = spec
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, flow)| check_flow(&tables, i, flow, source, sink).map(std::sync::Arc::new))
+        .collect();
+    subflow_recursion(spec, &tables, source, sink);
+    if sink.has_errors() {
+        return None;
+    }
+    assemble(spec, tables, flows)
+}
+
+/// Phase 1 of [`check`]: contracts (type table, cycles) and flow signatures.
+pub fn tables(spec: &Spec, source: &str, sink: &mut Sink) -> Tables {
+    let mut ck = Checker::new(spec, source, sink);
     ck.contracts();
     ck.flow_table();
-    let mut flows = Vec::new();
-    for (i, flow) in spec.flows.iter().enumerate() {
-        flows.push(ck.flow(i, flow));
+    let contracts = spec
+        .contracts
+        .iter()
+        .map(|c| {
+            let r = ck.contracts.get(c.name.text.as_str()).copied().flatten();
+            (c.name.text.clone(), r)
+        })
+        .collect();
+    Tables {
+        types: ck.types,
+        contracts,
+        contracts_broken: spec.contracts_broken,
+        flows: spec
+            .flows
+            .iter()
+            .map(|f| FlowSig {
+                name: f.name.text.clone(),
+                declares_input: f.input.is_some(),
+            })
+            .collect(),
+        entry: spec.entry.as_ref().map(|e| e.text.clone()),
+        flow_inputs: ck.flow_inputs,
+        flow_outputs: ck.flow_outputs,
+        flow_output_records: ck.flow_output_records,
     }
+}
+
+/// Phase 2 of [`check`]: checks flow number `index` against the tables.
+///
+/// Reads nothing of the spec but `flow` and `tables`, and `source` only at
+/// the spans inside `flow`: `flow` and `source` may be shifted together (the
+/// incremental database checks a flow with spans relative to its start).
+pub fn check_flow(
+    tables: &Tables,
+    index: usize,
+    flow: &ast::Flow,
+    source: &str,
+    sink: &mut Sink,
+) -> Option<FlowIr> {
+    let stub = stub_spec(tables);
+    let mut ck = Checker::from_tables(&stub, tables, source, sink);
+    ck.flow(index, flow)
+}
+
+/// [`check_flow`], also returning the names it resolved (for the IDE).
+pub fn check_flow_facts(
+    tables: &Tables,
+    index: usize,
+    flow: &ast::Flow,
+    source: &str,
+    sink: &mut Sink,
+) -> (Option<FlowIr>, Vec<Fact>) {
+    let stub = stub_spec(tables);
+    let mut ck = Checker::from_tables(&stub, tables, source, sink);
+    ck.facts = Some(Vec::new());
+    let ir = ck.flow(index, flow);
+    (ir, ck.facts.take().unwrap_or_default())
+}
+
+/// Phase 3 of [`check`]: sub-flow recursion across flows.
+pub fn subflow_recursion(spec: &Spec, tables: &Tables, source: &str, sink: &mut Sink) {
+    let mut ck = Checker::from_tables(spec, tables, source, sink);
     ck.subflow_recursion();
+}
+
+/// Phase 4 of [`check`]: the IR from the checked flows (call only when no
+/// error was reported).
+pub fn assemble(
+    spec: &Spec,
+    tables: Tables,
+    flows: Vec<Option<std::sync::Arc<FlowIr>>>,
+) -> Option<Ir> {
     let entry = spec
         .entry
         .as_ref()
-        .and_then(|e| ck.flows.get(e.text.as_str()).copied());
-    if errors_before || ck.sink.has_errors() {
-        return None;
-    }
-    let flows: Option<Vec<FlowIr>> = flows.into_iter().collect();
+        .and_then(|e| tables.flows.iter().rposition(|f| f.name == e.text));
+    let flows: Option<Vec<std::sync::Arc<FlowIr>>> = flows.into_iter().collect();
     let contracts = spec
         .contracts
         .iter()
         .filter_map(|c| {
-            Some((
-                c.name.text.clone(),
-                ck.contracts.get(c.name.text.as_str()).copied().flatten()?,
-            ))
+            let r = tables
+                .contracts
+                .iter()
+                .rev()
+                .find(|(n, _)| *n == c.name.text)
+                .and_then(|(_, r)| *r)?;
+            Some((c.name.text.clone(), r))
         })
         .collect();
     Some(Ir {
-        types: ck.types,
+        types: tables.types,
         contracts,
         flows: flows?,
         entry: entry?,
     })
+}
+
+/// A spec holding only what a flow check reads of other parts: names,
+/// whether contracts are usable, whether flows declare inputs.
+fn stub_spec(tables: &Tables) -> Spec {
+    let name = |text: &str| ast::Name {
+        text: text.to_string(),
+        span: Span::default(),
+    };
+    Spec {
+        contracts: tables
+            .contracts
+            .iter()
+            .map(|(n, r)| ast::Contract {
+                name: name(n),
+                fields: Vec::new(),
+                ok: r.is_some(),
+            })
+            .collect(),
+        entry: tables.entry.as_deref().map(name),
+        flows: tables
+            .flows
+            .iter()
+            .map(|f| ast::Flow {
+                name: name(&f.name),
+                input: f.declares_input.then(Vec::new),
+                output: None,
+                steps: Vec::new(),
+                budget: None,
+                max_rounds: None,
+                carry: None,
+                steps_broken: false,
+            })
+            .collect(),
+        span: Span::default(),
+        contracts_broken: tables.contracts_broken,
+    }
 }
 
 /// Validates a literal `matches` pattern: the safe-shape filter of reference
@@ -151,6 +324,63 @@ pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
 }
 
 impl<'a> Checker<'a> {
+    fn new(spec: &'a Spec, source: &'a str, sink: &'a mut Sink) -> Self {
+        Checker {
+            source,
+            sink,
+            types: TypeTable::default(),
+            contracts: HashMap::new(),
+            spec,
+            flows: HashMap::new(),
+            flow_inputs: Vec::new(),
+            flow_outputs: Vec::new(),
+            flow_output_records: Vec::new(),
+            offsets: std::cell::RefCell::new((u32::MAX, None)),
+            facts: None,
+        }
+    }
+
+    /// Records a resolved name written at `start..end` of scalar `s`.
+    pub(crate) fn fact_at(
+        &mut self,
+        s: &crate::yaml::Str,
+        at: (u32, u32),
+        kind: FactKind,
+        ty: &Type,
+    ) {
+        if self.facts.is_some() {
+            let span = self.map(s, at.0, at.1);
+            self.fact(span, kind, ty);
+        }
+    }
+
+    /// Records a resolved name (when facts are being collected).
+    pub(crate) fn fact(&mut self, span: Span, kind: FactKind, ty: &Type) {
+        if let Some(facts) = &mut self.facts {
+            facts.push(Fact {
+                span,
+                kind,
+                ty: ty.clone(),
+            });
+        }
+    }
+
+    /// A checker past phase 1, rebuilt from its tables.
+    fn from_tables(spec: &'a Spec, t: &'a Tables, source: &'a str, sink: &'a mut Sink) -> Self {
+        let mut ck = Checker::new(spec, source, sink);
+        ck.types = t.types.clone();
+        for (name, r) in &t.contracts {
+            ck.contracts.insert(name.as_str(), *r);
+        }
+        for (i, f) in t.flows.iter().enumerate() {
+            ck.flows.insert(f.name.as_str(), i);
+        }
+        ck.flow_inputs = t.flow_inputs.clone();
+        ck.flow_outputs = t.flow_outputs.clone();
+        ck.flow_output_records = t.flow_output_records.clone();
+        ck
+    }
+
     // ----- contracts -------------------------------------------------------
 
     fn contracts(&mut self) {

@@ -200,7 +200,14 @@ impl<'a> Checker<'a> {
                         }
                     }
                 };
+                self.fact_at(
+                    s,
+                    (r.head_span.start, r.head_span.end),
+                    super::FactKind::Binding(word.into()),
+                    &base,
+                );
                 let ty = self.typed_path(base, &r.path, s, word)?;
+                self.fact(span, super::FactKind::Reference, &ty);
                 Some(RefIr {
                     target: if r.kind == RefKind::Item {
                         RefTarget::Item
@@ -224,7 +231,14 @@ impl<'a> Checker<'a> {
                     );
                     return None;
                 }
+                self.fact_at(
+                    s,
+                    (r.head_span.start, r.head_span.end),
+                    super::FactKind::Binding("input".into()),
+                    &Type::Record(fc.input),
+                );
                 let ty = self.typed_path(Type::Record(fc.input), &r.path, s, "input")?;
+                self.fact(span, super::FactKind::Reference, &ty);
                 Some(RefIr {
                     target: RefTarget::Input,
                     path,
@@ -234,6 +248,12 @@ impl<'a> Checker<'a> {
             }
             RefKind::StepOutput => {
                 let (src, base) = self.step_source(fc, r, span)?;
+                self.fact_at(
+                    s,
+                    (r.head_span.start, r.head_span.end),
+                    super::FactKind::Step(src),
+                    &base,
+                );
                 let name = format!("{}.output", r.head);
                 if let Type::List(_) = base
                     && leaf == Leaf::OutputFrom
@@ -253,6 +273,7 @@ impl<'a> Checker<'a> {
                     return None;
                 }
                 let ty = self.typed_path(base, &r.path, s, &name)?;
+                self.fact(span, super::FactKind::Reference, &ty);
                 if Some(src) == step {
                     // reported with the graph (self reference)
                     return None;
@@ -270,6 +291,12 @@ impl<'a> Checker<'a> {
                 }
                 match fc.carry.get(r.head.as_str()) {
                     Some(&v) if fc.is_entry => {
+                        self.fact_at(
+                            s,
+                            (r.head_span.start, r.head_span.end),
+                            super::FactKind::Carry(v),
+                            &Type::Any,
+                        );
                         if let Some(step) = step {
                             fc.carry_uses.push((v, step, span));
                         }
@@ -449,6 +476,13 @@ impl<'a> Checker<'a> {
             };
             match next {
                 Ok(n) => {
+                    if let (Type::Record(rid), SegmentKind::Field(f)) = (&t, &p.kind) {
+                        let kind = super::FactKind::Field {
+                            record: *rid,
+                            field: f.clone(),
+                        };
+                        self.fact_at(s, (p.span.start, p.span.end), kind, &n);
+                    }
                     t = n;
                     match &p.kind {
                         SegmentKind::Field(f) => shown = format!("{shown}.{f}"),

@@ -113,6 +113,15 @@ impl Diagnostic {
         self
     }
 
+    /// The name a did-you-mean help proposes (the help written by
+    /// [`did_you_mean`]), for quick fixes.
+    pub fn suggestion(&self) -> Option<&str> {
+        let help = self.help.as_deref()?;
+        let rest = help.strip_prefix("did you mean `")?;
+        let end = rest.find("`?")?;
+        Some(&rest[..end])
+    }
+
     /// Whether this is an error.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
@@ -149,6 +158,11 @@ impl Sink {
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.diagnostics.is_empty()
+    }
+
+    /// The diagnostics in the order they were recorded (not sorted).
+    pub fn into_unsorted(self) -> Vec<Diagnostic> {
+        self.diagnostics
     }
 
     /// The diagnostics, sorted by position then code, duplicates removed.

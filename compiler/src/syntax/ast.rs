@@ -27,7 +27,7 @@ pub struct Int {
 }
 
 /// A whole spec.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Spec {
     /// Declared contracts, in document order.
     pub contracts: Vec<Contract>,
@@ -43,7 +43,7 @@ pub struct Spec {
 }
 
 /// A field declaration `name: type` of a contract or flow input.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Field {
     /// Field name.
     pub name: Name,
@@ -52,7 +52,7 @@ pub struct Field {
 }
 
 /// A named contract.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Contract {
     /// The contract name.
     pub name: Name,
@@ -78,7 +78,7 @@ pub struct Budget {
 }
 
 /// `output: {from, contract}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Output {
     /// The `from` template.
     pub from: Option<Str>,
@@ -89,7 +89,7 @@ pub struct Output {
 }
 
 /// A flow.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
     /// Its name (the key under `flows`).
     pub name: Name,
@@ -110,7 +110,7 @@ pub struct Flow {
 }
 
 /// A carry block.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Carry {
     /// The `carry` key.
     pub key_span: Span,
@@ -119,7 +119,7 @@ pub struct Carry {
 }
 
 /// One carry variable.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CarryVar {
     /// Its name.
     pub name: Name,
@@ -172,7 +172,7 @@ impl Stakes {
 }
 
 /// One ensure predicate.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PredicateKind {
     /// `expr: ...`.
     Expr(Str),
@@ -195,7 +195,7 @@ pub enum PredicateKind {
 }
 
 /// An ensure entry with its span.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Predicate {
     /// What it checks; `None` when broken (already reported).
     pub kind: Option<PredicateKind>,
@@ -204,7 +204,7 @@ pub struct Predicate {
 }
 
 /// `iterate: {max, until}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Iterate {
     /// `max`.
     pub max: Option<Int>,
@@ -234,7 +234,7 @@ impl Route {
 }
 
 /// `gate: {...}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
     /// `on_approve`.
     pub on_approve: Route,
@@ -277,7 +277,7 @@ pub enum Dispatch {
 }
 
 /// A fanout stage.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Stage {
     /// The list item.
     pub span: Span,
@@ -296,7 +296,7 @@ pub struct Stage {
 }
 
 /// `fanout: {...}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fanout {
     /// `over` template.
     pub over: Option<Str>,
@@ -315,7 +315,7 @@ pub struct Fanout {
 }
 
 /// One `with` entry: key and raw YAML value (string leaves are templates).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WithEntry {
     /// The callee input name.
     pub key: Name,
@@ -324,7 +324,7 @@ pub struct WithEntry {
 }
 
 /// The construct of a step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StepKind {
     /// `do: task`.
     Do(Str),
@@ -362,7 +362,7 @@ impl StepKind {
 }
 
 /// A step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// The list item.
     pub span: Span,

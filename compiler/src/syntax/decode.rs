@@ -11,15 +11,15 @@ use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
 use crate::source::Span;
 use crate::yaml::{Entry, Node, Str, Value};
 
-const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
-const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
-const STEP_FIELDS: &[&str] = &[
+pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
+pub const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
+pub const STEP_FIELDS: &[&str] = &[
     "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
     "ensure", "attempts", "iterate", "budget", "on_fail", "with",
 ];
-const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
-const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
-const FANOUT_FIELDS: &[&str] = &[
+pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
+pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
+pub const FANOUT_FIELDS: &[&str] = &[
     "over",
     "steps",
     "concurrency",
@@ -29,13 +29,45 @@ const FANOUT_FIELDS: &[&str] = &[
     "pre_merge",
     "dispatch",
 ];
-const GATE_FIELDS: &[&str] = &["on_approve", "on_revise", "on_kill", "max_rounds"];
-const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
+pub const GATE_FIELDS: &[&str] = &["on_approve", "on_revise", "on_kill", "max_rounds"];
+pub const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
+/// Fields of `iterate`.
+pub const ITERATE_FIELDS: &[&str] = &["max", "until"];
+/// Fields of a flow's `output`.
+pub const OUTPUT_FIELDS: &[&str] = &["from", "contract"];
+/// Fields of a carry variable.
+pub const CARRY_FIELDS: &[&str] = &["initial", "on_revise"];
+/// Fields of `file_contains`.
+pub const FILE_CONTAINS_FIELDS: &[&str] = &["path", "text"];
+/// Fields of `judged`.
+pub const JUDGED_FIELDS: &[&str] = &["statement", "stakes"];
+/// The forms of an ensure predicate.
+pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
+/// Values of `agent`.
+pub const AGENTS: &[(&str, Agent)] = &[("claude", Agent::Claude), ("codex", Agent::Codex)];
+/// Values of `fanout.isolation`.
+pub const ISOLATIONS: &[(&str, Isolation)] =
+    &[("none", Isolation::None), ("worktree", Isolation::Worktree)];
+/// Word values of `fanout.require` (besides a positive integer).
+pub const REQUIRE_WORDS: &[(&str, Require)] = &[("all", Require::All), ("any", Require::Any)];
+/// Values of `fanout.merge`.
+pub const MERGES: &[(&str, ())] = &[("sequential", ())];
+/// Values of `fanout.dispatch`.
+pub const DISPATCHES: &[(&str, Dispatch)] = &[
+    ("engine", Dispatch::Engine),
+    ("consumer", Dispatch::Consumer),
+];
+/// Values of `judged.stakes`.
+pub const STAKES: &[(&str, Stakes)] = &[
+    ("cheap", Stakes::Cheap),
+    ("default", Stakes::Default),
+    ("paranoid", Stakes::Paranoid),
+];
 /// Names that may never be used as field, carry or key names.
 pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 
 /// Which step fields each construct accepts (besides `id`, `after`, `when`).
-fn allowed_for(construct: &str) -> &'static [&'static str] {
+pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
             "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail",
@@ -502,7 +534,7 @@ impl Decoder<'_> {
         if let Some(o) = self.required(&obj, "output", &what)
             && let Some(out) = self.obj(&o.value, "`output`", Some(o.key.span))
         {
-            self.strict(&out, &["from", "contract"], "`output`");
+            self.strict(&out, OUTPUT_FIELDS, "`output`");
             let from = self
                 .required(&out, "from", "`output`")
                 .and_then(|f| self.string(&f.value, "`output.from`"));
@@ -568,7 +600,7 @@ impl Decoder<'_> {
             let Some(body) = self.obj(&v.value, &what, Some(v.key.span)) else {
                 continue;
             };
-            self.strict(&body, &["initial", "on_revise"], "a carry variable");
+            self.strict(&body, CARRY_FIELDS, "a carry variable");
             let initial = self
                 .required(&body, "initial", &what)
                 .and_then(|i| self.non_empty(&i.value, "`initial`"));
@@ -615,11 +647,7 @@ impl Decoder<'_> {
     }
 
     fn agent(&mut self, node: &Node) -> Option<Agent> {
-        self.one_of(
-            node,
-            "agent",
-            &[("claude", Agent::Claude), ("codex", Agent::Codex)],
-        )
+        self.one_of(node, "agent", AGENTS)
     }
 
     fn ensure(&mut self, node: &Node) -> Vec<Predicate> {
@@ -637,7 +665,7 @@ impl Decoder<'_> {
     }
 
     fn predicate(&mut self, item: &Node) -> Option<PredicateKind> {
-        const FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
+        const FORMS: &[&str] = PREDICATE_FORMS;
         let help = "write one of `expr: \"...\"`, `file_exists: \"path\"`, `file_contains: {path, text}`, `judged: {statement, stakes}`";
         let Value::Mapping(entries) = &item.value else {
             let d = self.err(
@@ -699,7 +727,7 @@ impl Decoder<'_> {
                 .map(PredicateKind::FileExists),
             "file_contains" => {
                 let obj = self.obj(v, "`file_contains`", Some(form.key.span))?;
-                self.strict(&obj, &["path", "text"], "`file_contains`");
+                self.strict(&obj, FILE_CONTAINS_FIELDS, "`file_contains`");
                 let path = self
                     .required(&obj, "path", "`file_contains`")
                     .and_then(|p| self.non_empty(&p.value, "`file_contains.path`"));
@@ -713,21 +741,13 @@ impl Decoder<'_> {
             }
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
-                self.strict(&obj, &["statement", "stakes"], "`judged`");
+                self.strict(&obj, JUDGED_FIELDS, "`judged`");
                 let statement = self
                     .required(&obj, "statement", "`judged`")
                     .and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
-                let stakes = self.required(&obj, "stakes", "`judged`").and_then(|s| {
-                    self.one_of(
-                        &s.value,
-                        "stakes",
-                        &[
-                            ("cheap", Stakes::Cheap),
-                            ("default", Stakes::Default),
-                            ("paranoid", Stakes::Paranoid),
-                        ],
-                    )
-                });
+                let stakes = self
+                    .required(&obj, "stakes", "`judged`")
+                    .and_then(|s| self.one_of(&s.value, "stakes", STAKES));
                 Some(PredicateKind::Judged {
                     statement: statement?,
                     stakes: stakes?,
@@ -868,7 +888,7 @@ impl Decoder<'_> {
         if let Some(i) = obj.get("iterate").filter(|_| allowed("iterate"))
             && let Some(it) = self.obj(&i.value, "`iterate`", Some(i.key.span))
         {
-            self.strict(&it, &["max", "until"], "`iterate`");
+            self.strict(&it, ITERATE_FIELDS, "`iterate`");
             let max = self
                 .required(&it, "max", "`iterate`")
                 .and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
@@ -1044,12 +1064,8 @@ impl Decoder<'_> {
             .required(&obj, "concurrency", "`fanout`")
             .and_then(|c| self.positive_int(&c.value, "`fanout.concurrency`"));
         let isolation = self.required(&obj, "isolation", "`fanout`").and_then(|i| {
-            self.one_of(
-                &i.value,
-                "isolation",
-                &[("none", Isolation::None), ("worktree", Isolation::Worktree)],
-            )
-            .map(|v| (v, i.value.span))
+            self.one_of(&i.value, "isolation", ISOLATIONS)
+                .map(|v| (v, i.value.span))
         });
         let require =
             self.required(&obj, "require", "`fanout`")
@@ -1057,14 +1073,10 @@ impl Decoder<'_> {
                     Value::Number(_) => self
                         .positive_int(&r.value, "`fanout.require`")
                         .map(|n| Require::AtLeast(n.value)),
-                    _ => self.one_of(
-                        &r.value,
-                        "require",
-                        &[("all", Require::All), ("any", Require::Any)],
-                    ),
+                    _ => self.one_of(&r.value, "require", REQUIRE_WORDS),
                 });
         if let Some(m) = self.required(&obj, "merge", "`fanout`") {
-            self.one_of(&m.value, "merge", &[("sequential", ())]);
+            self.one_of(&m.value, "merge", MERGES);
         }
         let mut pre_merge = Vec::new();
         if let Some(p) = obj.get("pre_merge") {
@@ -1081,16 +1093,7 @@ impl Decoder<'_> {
         }
         let dispatch = obj
             .get("dispatch")
-            .and_then(|d| {
-                self.one_of(
-                    &d.value,
-                    "dispatch",
-                    &[
-                        ("engine", Dispatch::Engine),
-                        ("consumer", Dispatch::Consumer),
-                    ],
-                )
-            })
+            .and_then(|d| self.one_of(&d.value, "dispatch", DISPATCHES))
             .unwrap_or_default();
         Some(Fanout {
             over,

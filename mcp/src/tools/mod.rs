@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod commit;
+pub mod compile_speckit;
 pub mod cost;
 pub mod flow_cancel;
 pub mod gate_resolve;

@@ -1,0 +1,225 @@
+//! `stratumc gate approve|reject|revise RUN STEP [--note TEXT] [--token T]`:
+//! an operator decides a waiting gate from the terminal.
+//!
+//! Owns: finding the gate's live token in the store (the operator does not
+//! type it), explaining why a gate cannot be decided (unknown run, no such
+//! step, not a gate, not waiting, stale), recording the decision through
+//! `Engine::resolve_gate` with `resolved_by: "human"`, and the exit codes
+//! (0 recorded; 1 the gate cannot be decided now — not waiting, run over or
+//! cancelled, stale token; 2 unknown run, unknown step, not a gate, or store
+//! error).
+//! Must never: apply a decision itself (the engine does), or continue the
+//! run (dispatching is `stratumc run --resume`'s or the MCP client's job).
+
+use clap::ValueEnum;
+use serde_json::json;
+use stratum_vm::engine::EngineError;
+use stratum_vm::interp::{RunStatus, StepStatus, VmError};
+
+use super::query;
+use crate::{Exit, Format};
+
+/// The operator's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Action {
+    /// Continue to the gate's `on_approve` route.
+    Approve,
+    /// Kill: the gate's `on_kill` route, or end the run as killed.
+    Reject,
+    /// Send the work back to `on_revise` (uses a round).
+    Revise,
+}
+
+impl Action {
+    /// The engine's decision word.
+    fn decision(self) -> &'static str {
+        match self {
+            Action::Approve => "approve",
+            Action::Reject => "kill",
+            Action::Revise => "revise",
+        }
+    }
+
+    fn past(self) -> &'static str {
+        match self {
+            Action::Approve => "approved",
+            Action::Reject => "rejected (kill)",
+            Action::Revise => "sent back for revision",
+        }
+    }
+}
+
+/// Options of `gate`.
+pub struct Args<'a> {
+    /// The decision.
+    pub action: Action,
+    /// Run id.
+    pub run: &'a str,
+    /// Gate step id (`review`, `sub/review`).
+    pub step: &'a str,
+    /// Why (recorded in the audit).
+    pub note: Option<&'a str>,
+    /// Decide only if the gate still waits with this token.
+    pub token: Option<&'a str>,
+    /// Output format.
+    pub format: Format,
+}
+
+/// Runs the command.
+pub fn run(args: &Args<'_>) -> Exit {
+    let mut engine = match query::open() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let view = match query::load(&mut engine, args.run) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let (run, step) = (args.run, args.step);
+    let gate = match view.gate(step) {
+        Some(g) => g.clone(),
+        None => {
+            let gates: Vec<&str> = view
+                .steps
+                .iter()
+                .filter(|s| s.kind == "gate")
+                .map(|s| s.id.as_str())
+                .collect();
+            let listed = if gates.is_empty() {
+                "it has no gates".to_string()
+            } else {
+                format!("its gates: {}", gates.join(", "))
+            };
+            let Some(s) = view.step(step) else {
+                eprintln!("error: run `{run}` has no step `{step}`; {listed}");
+                return Exit::Usage;
+            };
+            if s.kind != "gate" {
+                eprintln!(
+                    "error: step `{step}` of run `{run}` is a `{}` step, not a gate; {listed}",
+                    s.kind
+                );
+                return Exit::Usage;
+            }
+            let why = match (view.status, s.status) {
+                (RunStatus::Running, StepStatus::Succeeded) => format!(
+                    "it was already decided ({})",
+                    s.decision.as_deref().unwrap_or("?")
+                ),
+                (RunStatus::Running, st) => {
+                    format!("it is {} (its predecessors are not done)", st.as_str())
+                }
+                (status, _) => format!("the run is {}", status.as_str()),
+            };
+            eprintln!(
+                "error: gate `{step}` of run `{run}` is not waiting for a decision: {why}; see `stratumc query flow {run}`"
+            );
+            return Exit::Errors;
+        }
+    };
+    if let Some(t) = args.token
+        && t != gate.token
+    {
+        eprintln!(
+            "error: stale gate token for `{step}` of run `{run}`: the gate now waits in round {} with another token; look again with `stratumc query gates`",
+            gate.round
+        );
+        return Exit::Errors;
+    }
+    // what the decision makes run next (`set` steps, their ensures) sees the run's own workspace and judge
+    let root = match engine.workspace_of(run) {
+        Ok(r) => r.map(std::path::PathBuf::from),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut host = match stratum_mcp::state::host_for_root(root.as_deref()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: run `{run}`: {e}; nothing was recorded");
+            return Exit::Usage;
+        }
+    };
+    let outcome = match engine.resolve_gate(
+        run,
+        step,
+        Some(&gate.token),
+        args.action.decision(),
+        args.note,
+        "human",
+        &mut host,
+    ) {
+        Ok(o) => o,
+        Err(EngineError::Vm(VmError::StaleToken(_) | VmError::NotAwaiting(_))) => {
+            eprintln!(
+                "error: gate `{step}` of run `{run}` changed while deciding (someone else decided it, or the run moved on); nothing was recorded; see `stratumc query flow {run}`"
+            );
+            return Exit::Errors;
+        }
+        Err(EngineError::Vm(e)) => {
+            eprintln!("error: gate `{step}` of run `{run}`: {e}");
+            return Exit::Errors;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    let ready: Vec<&str> = outcome
+        .ready
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    if args.format == Format::Json {
+        let gates: Vec<_> = outcome
+            .gates
+            .iter()
+            .map(|g| json!({"stepId": g["stepId"], "gateToken": g["gateToken"], "round": g["round"]}))
+            .collect();
+        let doc = json!({
+            "version": 1,
+            "runId": run,
+            "stepId": step,
+            "action": format!("{:?}", args.action).to_lowercase(),
+            "decision": args.action.decision(),
+            "note": args.note,
+            "resolvedBy": "human",
+            "round": gate.round,
+            "status": outcome.wire_status(),
+            "ready": ready,
+            "gates": gates,
+        });
+        super::emit(&format!("{doc}\n"));
+        return Exit::Ok;
+    }
+    let mut text = format!(
+        "gate `{step}` of run {run}: {} (decided in round {})\n",
+        args.action.past(),
+        query::rounds(gate.round, gate.max_rounds)
+    );
+    text.push_str(&match outcome.status {
+        RunStatus::Running if !ready.is_empty() => format!(
+            "run {run} is running: ready {}; continue it with `stratumc run --resume {run} --agent CMD`\n",
+            ready.join(", ")
+        ),
+        RunStatus::Running if !outcome.gates.is_empty() => {
+            let ids: Vec<&str> = outcome
+                .gates
+                .iter()
+                .filter_map(|g| g["stepId"].as_str())
+                .collect();
+            format!("run {run} is waiting at gate {}\n", ids.join(", "))
+        }
+        other => {
+            let mut t = format!("run {run} is {}", other.as_str());
+            if let Some(f) = &outcome.failure {
+                t.push_str(&format!(": {}", f.reason));
+            }
+            t.push('\n');
+            t
+        }
+    });
+    super::emit(&text);
+    Exit::Ok
+}

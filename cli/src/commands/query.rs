@@ -1,0 +1,544 @@
+//! `stratumc query flows [--status S]`, `stratumc query flow RUN`,
+//! `stratumc query gates`: read-only listings of the run store
+//! (`$STRATUM_HOME/stratum.db`), as human tables or versioned JSON.
+//!
+//! Owns: the query subcommands, their human tables and JSON documents
+//! (`"version": 1`, documented in the README), and the helpers the other
+//! operator commands share (opening the store, the unknown-run message,
+//! times, money, tables, the run summary that `watch` redraws).
+//! Must never: change a run (every read goes through `stratum_vm::view`),
+//! or apply an execution rule.
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+use stratum_vm::engine::{Engine, EngineError};
+use stratum_vm::interp::Spend;
+use stratum_vm::store::{SqliteStore, StoreError};
+use stratum_vm::view::{self, GateView, RunView, StepView};
+
+use crate::{Exit, Format};
+
+/// Run statuses `--status` accepts.
+pub const STATUSES: [&str; 6] = [
+    "running",
+    "completed",
+    "failed",
+    "killed",
+    "budget_exhausted",
+    "cancelled",
+];
+
+/// What to query.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// List runs, newest first: id, status, flow, plan hash, started, updated.
+    Flows {
+        /// Only runs with this status.
+        #[arg(long, value_parser = STATUSES)]
+        status: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Full state of one run: steps, attempts, rounds, outputs, waiting gates, spend against budget.
+    Flow {
+        /// The run id (`run-…`).
+        run: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Gates waiting for a decision, over every running run, with their tokens and rounds.
+    Gates {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+/// Opens the engine on the default store; prints the error otherwise.
+pub fn open() -> Result<Engine, Exit> {
+    match SqliteStore::open_default() {
+        Ok(s) => Ok(Engine::new(Box::new(s))),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// Whether an engine error means the run does not exist.
+pub fn is_unknown_run(e: &EngineError) -> bool {
+    matches!(e, EngineError::Store(StoreError::NotFound(_)))
+}
+
+/// The message for a run id that is not in the store.
+pub fn unknown_run(run: &str) -> String {
+    format!("error: no run `{run}` in the run store; list runs with `stratumc query flows`")
+}
+
+/// Reads a run; unknown runs and unreadable stores exit 2.
+pub fn load(engine: &mut Engine, run: &str) -> Result<RunView, Exit> {
+    view::load(engine, run).map_err(|e| {
+        if is_unknown_run(&e) {
+            eprintln!("{}", unknown_run(run));
+        } else {
+            eprintln!("error: run `{run}`: {e}");
+        }
+        Exit::Usage
+    })
+}
+
+/// Runs a query.
+pub fn run(cmd: &Cmd) -> Exit {
+    let mut engine = match open() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    match cmd {
+        Cmd::Flows { status, format } => flows(&engine, status.as_deref(), *format),
+        Cmd::Flow { run, format } => match load(&mut engine, run) {
+            Ok(v) => {
+                let text = match format {
+                    Format::Json => format!("{}\n", json!({"version": 1, "run": run_json(&v)})),
+                    Format::Human => summary(&v, true),
+                };
+                super::emit(&text);
+                Exit::Ok
+            }
+            Err(code) => code,
+        },
+        Cmd::Gates { format } => gates(&mut engine, *format),
+    }
+}
+
+fn flows(engine: &Engine, status: Option<&str>, format: Format) -> Exit {
+    let runs = match engine.store().list(status) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    if format == Format::Json {
+        let runs: Vec<Value> = runs
+            .iter()
+            .map(|m| {
+                json!({"runId": m.run_id, "flow": m.flow, "status": m.status, "planHash": m.plan_hash,
+                       "startedMs": m.created_ms, "updatedMs": m.updated_ms})
+            })
+            .collect();
+        super::emit(&format!("{}\n", json!({"version": 1, "runs": runs})));
+        return Exit::Ok;
+    }
+    if runs.is_empty() {
+        super::emit(&match status {
+            Some(s) => format!("no runs with status {s}\n"),
+            None => "no runs\n".to_string(),
+        });
+        return Exit::Ok;
+    }
+    let rows = runs
+        .iter()
+        .map(|m| {
+            vec![
+                m.run_id.clone(),
+                m.status.clone(),
+                m.flow.clone(),
+                short_hash(&m.plan_hash),
+                time(m.created_ms),
+                time(m.updated_ms),
+            ]
+        })
+        .collect();
+    super::emit(&table(
+        &["RUN", "STATUS", "FLOW", "PLAN", "STARTED", "UPDATED"],
+        rows,
+    ));
+    Exit::Ok
+}
+
+fn gates(engine: &mut Engine, format: Format) -> Exit {
+    let runs = match engine.store().list(Some("running")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut found: Vec<(&str, &str, GateView)> = Vec::new();
+    for m in runs.iter().rev() {
+        match view::load(engine, &m.run_id) {
+            Ok(v) => found.extend(
+                v.gates
+                    .into_iter()
+                    .map(|g| (m.run_id.as_str(), m.flow.as_str(), g)),
+            ),
+            // a run that is unreadable is reported, the others are still listed
+            Err(e) => eprintln!("warning: run `{}`: {e}", m.run_id),
+        }
+    }
+    if format == Format::Json {
+        let gates: Vec<Value> = found.iter().map(|(r, f, g)| gate_json(r, f, g)).collect();
+        super::emit(&format!("{}\n", json!({"version": 1, "gates": gates})));
+        return Exit::Ok;
+    }
+    if found.is_empty() {
+        super::emit("no gates waiting\n");
+        return Exit::Ok;
+    }
+    let rows = found
+        .iter()
+        .map(|(run, flow, g)| {
+            vec![
+                run.to_string(),
+                flow.to_string(),
+                g.step_id.clone(),
+                rounds(g.round, g.max_rounds),
+                rounds(g.gate_rounds, g.gate_max_rounds),
+                g.token.clone(),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &["RUN", "FLOW", "GATE", "ROUND", "GATE ROUNDS", "TOKEN"],
+        rows,
+    );
+    text.push_str("decide with: stratumc gate approve|revise|reject RUN GATE [--note TEXT]\n");
+    super::emit(&text);
+    Exit::Ok
+}
+
+// ----- JSON ------------------------------------------------------------------
+
+/// A spend as JSON with every key.
+pub fn spend_json(s: &Spend) -> Value {
+    json!({"usd": s.usd, "tokens": s.tokens, "dispatches": s.dispatches, "ms": s.ms})
+}
+
+/// A waiting gate as JSON (`query gates`, `query flow`).
+pub fn gate_json(run_id: &str, flow: &str, g: &GateView) -> Value {
+    json!({
+        "runId": run_id,
+        "flow": flow,
+        "stepId": g.step_id,
+        "gateToken": g.token,
+        "round": g.round,
+        "maxRounds": g.max_rounds,
+        "gateRounds": g.gate_rounds,
+        "gateMaxRounds": g.gate_max_rounds,
+        "routes": {"approve": g.routes[0], "revise": g.routes[1], "kill": g.routes[2]},
+    })
+}
+
+fn step_json(s: &StepView) -> Value {
+    json!({
+        "id": s.id,
+        "depth": s.depth,
+        "kind": s.kind,
+        "status": s.status.as_str(),
+        "attempts": s.attempts,
+        "iterations": s.iterations,
+        "resets": s.resets,
+        "gateRounds": s.gate_rounds.map(|g| g.0),
+        "gateMaxRounds": s.gate_rounds.and_then(|g| g.1),
+        "decision": s.decision,
+        "outputSummary": s.output.as_ref().map(|o| view::summarize(o, 200)),
+        "failure": s.failure,
+        "spent": spend_json(&s.spent),
+        "items": s.items.map(|c| json!({"total": c.total, "succeeded": c.succeeded, "failed": c.failed, "inFlight": c.in_flight})),
+    })
+}
+
+/// `{spent, budget}` of the entry flow (budget `null` without one).
+pub fn ledger_json(v: &RunView) -> Value {
+    let budget = v
+        .budget
+        .as_ref()
+        .map(|b| json!({"usd": b.usd, "tokens": b.tokens, "dispatches": b.dispatches, "ms": b.ms}));
+    json!({"spent": spend_json(&v.spent), "budget": budget})
+}
+
+/// The full state of a run (`query flow --format json`).
+pub fn run_json(v: &RunView) -> Value {
+    let (done, total) = v.progress();
+    json!({
+        "runId": v.meta.run_id,
+        "flow": v.meta.flow,
+        "planHash": v.meta.plan_hash,
+        "status": v.status.as_str(),
+        "startedMs": v.meta.created_ms,
+        "updatedMs": v.meta.updated_ms,
+        "storeVersion": v.version,
+        "round": v.round,
+        "maxRounds": v.max_rounds,
+        "progress": {"done": done, "total": total},
+        "steps": v.steps.iter().map(step_json).collect::<Vec<_>>(),
+        "gates": v.gates.iter().map(|g| gate_json(&v.meta.run_id, &v.meta.flow, g)).collect::<Vec<_>>(),
+        "ledger": ledger_json(v),
+        "output": v.output,
+        "failure": v.failure,
+    })
+}
+
+// ----- human -----------------------------------------------------------------
+
+/// `n/max`, or `n` without a cap.
+pub fn rounds(n: u32, max: Option<u32>) -> String {
+    match max {
+        Some(m) => format!("{n}/{m}"),
+        None => n.to_string(),
+    }
+}
+
+/// The first 12 hex digits of a plan hash.
+pub fn short_hash(h: &str) -> String {
+    h.chars().take(12).collect()
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC).
+pub fn time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // civil date from days since 1970-01-01 (proleptic Gregorian, era-based)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn usd(x: f64) -> String {
+    if x > 0.0 && x < 0.01 {
+        format!("${x:.4}")
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+/// `spent: $0.02 of $8.00 · dispatches 2 of 15 · tokens 1600 · time 1.8 s`.
+pub fn spend_line(v: &RunView) -> String {
+    let b = v.budget.as_ref();
+    let s = &v.spent;
+    let mut parts = Vec::new();
+    let cap = |spent: String, max: Option<String>| match max {
+        Some(m) => format!("{spent} of {m}"),
+        None => spent,
+    };
+    if s.usd > 0.0 || b.is_some_and(|b| b.usd.is_some()) {
+        parts.push(cap(usd(s.usd), b.and_then(|b| b.usd).map(usd)));
+    }
+    if s.dispatches > 0.0 || b.is_some_and(|b| b.dispatches.is_some()) {
+        parts.push(format!(
+            "dispatches {}",
+            cap(
+                format!("{}", s.dispatches),
+                b.and_then(|b| b.dispatches).map(|d| d.to_string())
+            )
+        ));
+    }
+    if s.tokens > 0.0 || b.is_some_and(|b| b.tokens.is_some()) {
+        parts.push(format!(
+            "tokens {}",
+            cap(
+                format!("{}", s.tokens),
+                b.and_then(|b| b.tokens).map(|d| d.to_string())
+            )
+        ));
+    }
+    if s.ms > 0.0 || b.is_some_and(|b| b.ms.is_some()) {
+        let secs = |ms: f64| format!("{:.1} s", ms / 1000.0);
+        parts.push(format!(
+            "time {}",
+            cap(secs(s.ms), b.and_then(|b| b.ms).map(|m| secs(m as f64)))
+        ));
+    }
+    if parts.is_empty() {
+        "spent: nothing yet".to_string()
+    } else {
+        format!("spent: {}", parts.join(" · "))
+    }
+}
+
+/// `[########------------] 2/5 steps done`.
+pub fn progress_bar(v: &RunView) -> String {
+    let (done, total) = v.progress();
+    const WIDTH: usize = 20;
+    let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH);
+    format!(
+        "[{}{}] {done}/{total} steps done",
+        "#".repeat(filled),
+        "-".repeat(WIDTH - filled)
+    )
+}
+
+/// What a step shows in the OUTPUT column: items, output, failure or decision.
+pub fn step_note(s: &StepView, width: usize) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = s.items {
+        let mut t = format!("{}/{} items done", c.succeeded, c.total);
+        if c.failed > 0 {
+            t.push_str(&format!(", {} failed", c.failed));
+        }
+        if c.in_flight > 0 {
+            t.push_str(&format!(", {} in flight", c.in_flight));
+        }
+        parts.push(t);
+    }
+    if let Some(d) = &s.decision {
+        parts.push(format!("decided {d}"));
+    }
+    if let Some(o) = &s.output {
+        parts.push(view::summarize(o, width));
+    } else if let Some(f) = &s.failure {
+        parts.push(format!(
+            "failure: {}",
+            view::summarize(&Value::from(f.as_str()), width)
+        ));
+    }
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// Attempts (and iterations) of a step; `-` for steps that make none.
+pub fn attempts(s: &StepView) -> String {
+    match (s.attempts, s.iterations) {
+        (0, _) if matches!(s.kind, "gate" | "set" | "run") => "-".to_string(),
+        (a, 0) => a.to_string(),
+        (a, i) => format!("{a} ({i} iter)"),
+    }
+}
+
+/// The step table of a run.
+pub fn step_table(v: &RunView) -> String {
+    let rows = v
+        .steps
+        .iter()
+        .map(|s| {
+            let round = match s.gate_rounds {
+                Some((n, max)) => rounds(n, max),
+                None if s.resets > 0 => format!("reset {}", s.resets),
+                None => "-".to_string(),
+            };
+            vec![
+                format!("{}{}", "  ".repeat(s.depth as usize), s.id),
+                s.kind.to_string(),
+                s.status.as_str().to_string(),
+                attempts(s),
+                round,
+                step_note(s, 60),
+            ]
+        })
+        .collect();
+    table(
+        &["STEP", "KIND", "STATUS", "ATTEMPTS", "ROUND", "OUTPUT"],
+        rows,
+    )
+}
+
+/// The human view of a run (`query flow`; `watch` redraws it without times).
+pub fn summary(v: &RunView, with_times: bool) -> String {
+    let mut out = format!(
+        "run {}  flow {}  plan {}\n",
+        v.meta.run_id,
+        v.meta.flow,
+        short_hash(&v.meta.plan_hash)
+    );
+    out.push_str(&format!(
+        "status: {}  round {}\n",
+        v.status.as_str(),
+        rounds(v.round, v.max_rounds)
+    ));
+    if with_times {
+        out.push_str(&format!(
+            "started {}  updated {}\n",
+            time(v.meta.created_ms),
+            time(v.meta.updated_ms)
+        ));
+    }
+    out.push_str(&format!("{}\n", progress_bar(v)));
+    out.push_str(&format!("{}\n", spend_line(v)));
+    if let Some(f) = &v.failure {
+        out.push_str(&format!("failure: {f}\n"));
+    }
+    out.push('\n');
+    out.push_str(&step_table(v));
+    if !v.gates.is_empty() {
+        out.push_str("\nwaiting gates:\n");
+        for g in &v.gates {
+            out.push_str(&format!(
+                "  {}  round {}  token {}\n    decide: stratumc gate approve|revise|reject {} {} [--note TEXT]\n",
+                g.step_id,
+                rounds(g.round, g.max_rounds),
+                g.token,
+                v.meta.run_id,
+                g.step_id
+            ));
+        }
+    }
+    if let Some(o) = &v.output {
+        out.push_str(&format!("\noutput: {}\n", view::summarize(o, 200)));
+    }
+    out
+}
+
+/// Left-aligned columns separated by two spaces; no trailing blanks.
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let head = std::iter::once(headers.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    for r in head.chain(rows) {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(c);
+            let pad = widths[i].saturating_sub(c.chars().count());
+            line.push_str(&" ".repeat(pad));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_utc_calendar_dates() {
+        assert_eq!(time(0), "1970-01-01 00:00:00");
+        assert_eq!(time(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(time(1_767_225_599_999), "2025-12-31 23:59:59");
+        assert_eq!(time(1_709_210_096_000), "2024-02-29 12:34:56");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(
+            &["A", "LONGER"],
+            vec![vec!["xyz".into(), "1".into()], vec!["é".into(), "".into()]],
+        );
+        assert_eq!(t, "A    LONGER\nxyz  1\né\n");
+    }
+}

@@ -1,0 +1,314 @@
+//! End-to-end tests of `stratumc graph`: golden DOT and Mermaid for every
+//! example, SVG through Graphviz (or the clear error when `dot` is missing),
+//! colours from a run driven by `stratumc run`, and the error cases (spec
+//! errors: exit 1; unknown flow, unknown run, missing file, wrong flow for
+//! the run: exit 2).
+//!
+//! Snapshots: regenerate with `INSTA_UPDATE=always cargo test -p stratumc --test graph`
+//! and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".stratum.yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_end_matches(".stratum.yaml")
+        .to_string()
+}
+
+/// Runs `stratumc ARGS` with `STRATUM_HOME=home`; returns (exit, stdout, stderr).
+fn stratumc(home: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
+        .args(args)
+        .current_dir(root())
+        .env("STRATUM_HOME", home)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh directory under the system temp dir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stratumc-graph-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn has_graphviz() -> bool {
+    Command::new("dot")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn every_example_as_dot_and_mermaid() {
+    let home = scratch("golden");
+    let files = examples();
+    assert!(files.len() >= 7);
+    for f in &files {
+        let name = name_of(f);
+        let path = f.to_string_lossy();
+        let (code, dot, stderr) = stratumc(&home, &["graph", &path]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert!(dot.contains("digraph stratum {"), "{dot}");
+        // deterministic: a second run gives the same bytes
+        assert_eq!(stratumc(&home, &["graph", &path]).1, dot);
+        insta::assert_snapshot!(format!("dot__{name}"), dot);
+        let (code, mermaid, stderr) = stratumc(&home, &["graph", &path, "--format", "mermaid"]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert!(mermaid.contains("\nflowchart TD\n"), "{mermaid}");
+        insta::assert_snapshot!(format!("mermaid__{name}"), mermaid);
+        if has_graphviz() {
+            // Graphviz accepts the DOT (an invalid file exits non-zero)
+            let (code, svg, stderr) = stratumc(&home, &["graph", &path, "--format", "svg"]);
+            assert_eq!(code, 0, "{name}: {stderr}");
+            assert!(svg.contains("<svg"), "{name}: {svg}");
+            assert!(svg.contains("</svg>"), "{name}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn every_flow_of_a_spec_can_be_drawn() {
+    let home = scratch("flows");
+    let spec = "examples/flow-composition.stratum.yaml";
+    let text = std::fs::read_to_string(root().join(spec)).unwrap();
+    let analysis = stratum_compiler::analyze(&text);
+    let ir = analysis.ir.expect("the example is valid");
+    for f in &ir.flows {
+        let (code, dot, stderr) = stratumc(&home, &["graph", spec, "--flow", &f.name]);
+        assert_eq!(code, 0, "{}: {stderr}", f.name);
+        assert!(dot.contains(&format!("label=\"flow {}\"", f.name)), "{dot}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn edges_are_drawn_by_kind() {
+    let home = scratch("kinds");
+    let (code, dot, _) = stratumc(&home, &["graph", "examples/on-fail-routing.stratum.yaml"]);
+    assert_eq!(code, 0);
+    assert!(dot.contains("label=\"on_fail\""), "{dot}");
+    assert!(dot.contains("style=dashed"), "{dot}");
+    let (_, dot, _) = stratumc(
+        &home,
+        &["graph", "examples/reviewed-work-gate.stratum.yaml"],
+    );
+    assert!(dot.contains("style=dotted"), "{dot}");
+    assert!(dot.contains("revise ↺ resets"), "{dot}");
+    let (_, dot, _) = stratumc(&home, &["graph", "examples/five-constructs.stratum.yaml"]);
+    // fanout and sub-flow boxes, entered and left at their borders
+    assert!(dot.contains("subgraph cluster_0 {"), "{dot}");
+    assert!(
+        dot.contains("label=\"run child → flow summarize\""),
+        "{dot}"
+    );
+    assert!(dot.contains("lhead=cluster_1"), "{dot}");
+    assert!(dot.contains("shape=diamond"), "{dot}");
+    assert!(dot.contains("shape=parallelogram"), "{dot}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn svg_without_graphviz_says_what_to_do() {
+    let home = scratch("nodot");
+    // an empty PATH: no `dot` can be found
+    let empty = home.join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
+        .args(["graph", "examples/iterate.stratum.yaml", "--format", "svg"])
+        .current_dir(root())
+        .env("PATH", &empty)
+        .env("STRATUM_HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("install graphviz"), "{stderr}");
+    assert!(stderr.contains("--format dot"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_run_colours_the_steps() {
+    let home = scratch("run");
+    let ws = home.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let agent = format!(
+        "python3 {}",
+        root()
+            .join("examples/agents/on-fail-routing.py")
+            .to_string_lossy()
+    );
+    let (code, _, stderr) = stratumc(
+        &home,
+        &[
+            "run",
+            "examples/on-fail-routing.stratum.yaml",
+            "--inputs",
+            "@examples/inputs/on-fail-routing.json",
+            "--agent",
+            &agent,
+            "--workspace",
+            &ws.to_string_lossy(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let run_id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .expect("`run: <id>` on stderr")
+        .trim()
+        .to_string();
+    let spec = "examples/on-fail-routing.stratum.yaml";
+    let (code, dot, stderr) = stratumc(&home, &["graph", spec, "--run", &run_id]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "same plan, no warning: {stderr}");
+    let dot = dot.replace(&run_id, "RUN");
+    insta::assert_snapshot!("dot__on-fail-routing-run", dot);
+    let (code, mermaid, _) = stratumc(
+        &home,
+        &["graph", spec, "--run", &run_id, "--format", "mermaid"],
+    );
+    assert_eq!(code, 0);
+    insta::assert_snapshot!(
+        "mermaid__on-fail-routing-run",
+        mermaid.replace(&run_id, "RUN")
+    );
+
+    // the run's flow is `build`; another flow is refused
+    let (code, _, stderr) = stratumc(&home, &["graph", spec, "--run", &run_id, "--flow", "nope"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no flow `nope`"), "{stderr}");
+    // an unknown run
+    let (code, out, stderr) = stratumc(&home, &["graph", spec, "--run", "run-0000"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(stderr.contains("no run `run-0000`"), "{stderr}");
+    // no store at all: nothing is created
+    let empty = home.join("no-store");
+    let (code, _, stderr) = stratumc(&empty, &["graph", spec, "--run", &run_id]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no run store"), "{stderr}");
+    assert!(!empty.exists());
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_run_of_another_flow_is_refused() {
+    let home = scratch("otherflow");
+    let dir = home.join("spec");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("two.stratum.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1
+contracts:
+  R: {v: string}
+flows:
+  entry: a
+  a:
+    input: {}
+    output: {from: \"${x.output}\", contract: R}
+    steps:
+      - id: x
+        do: \"x\"
+        out: R
+  b:
+    input: {}
+    output: {from: \"${y.output}\", contract: R}
+    steps:
+      - id: y
+        do: \"y\"
+        out: R
+",
+    )
+    .unwrap();
+    let spec = spec.to_string_lossy().to_string();
+    let agent = "echo '{\"output\": {\"v\": \"ok\"}}'";
+    let (code, _, stderr) = stratumc(&home, &["run", &spec, "--agent", agent]);
+    assert_eq!(code, 0, "{stderr}");
+    let run_id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let (code, _, stderr) = stratumc(&home, &["graph", &spec, "--run", &run_id, "--flow", "b"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("runs flow `a`, not `b`"), "{stderr}");
+    let (code, dot, _) = stratumc(&home, &["graph", &spec, "--run", &run_id]);
+    assert_eq!(code, 0);
+    assert!(dot.contains("● succeeded"), "{dot}");
+    assert!(dot.contains("fillcolor=\"#c8f0c8\""), "{dot}");
+    // the spec changed since the run: a warning, steps matched by id
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace("do: \"x\"", "do: \"x2\""),
+    )
+    .unwrap();
+    let (code, dot, stderr) = stratumc(&home, &["graph", &spec, "--run", &run_id]);
+    assert_eq!(code, 0);
+    assert!(stderr.contains("different plan"), "{stderr}");
+    assert!(dot.contains("● succeeded"), "{dot}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn errors_and_exit_codes() {
+    let home = scratch("errors");
+    // spec errors: diagnostics on stderr, exit 1, nothing on stdout
+    let (code, out, stderr) = stratumc(
+        &home,
+        &["graph", "cli/tests/fixtures/bad-types.stratum.yaml"],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(stderr.contains("no graph drawn"), "{stderr}");
+    // unknown flow
+    let (code, _, stderr) = stratumc(
+        &home,
+        &["graph", "examples/iterate.stratum.yaml", "--flow", "nope"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("no flow `nope`") && stderr.contains("its flows are"),
+        "{stderr}"
+    );
+    // missing file
+    let (code, _, stderr) = stratumc(&home, &["graph", "no/such.stratum.yaml"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read"), "{stderr}");
+    // unknown format
+    let (code, _, _) = stratumc(
+        &home,
+        &["graph", "examples/iterate.stratum.yaml", "--format", "png"],
+    );
+    assert_eq!(code, 2);
+    let _ = std::fs::remove_dir_all(&home);
+}

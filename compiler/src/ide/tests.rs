@@ -1,0 +1,321 @@
+//! Unit tests of the IDE API on a small two-flow spec whose first lines hold
+//! non-ASCII text (byte offsets, never chars).
+
+use super::*;
+
+const SPEC: &str = "# é 中文: a comment before every cursor
+version: 1
+contracts:
+  Draft:
+    text: string
+    score: number
+  Review:
+    drafts: Draft[]
+    ok: boolean
+flows:
+  entry: main
+  helper:
+    input:
+      topic: string
+    output:
+      from: \"${write.output}\"
+      contract: Draft
+    steps:
+      - id: write
+        do: \"Write about ${input.topic}\"
+        out: Draft
+  main:
+    input:
+      topic: string
+    output:
+      from: \"${review.output}\"
+      contract: Review
+    steps:
+      - id: draft # 中文
+        do: \"Draft ${input.topic} (é)\"
+        out: Draft
+        ensure:
+          - expr: \"result.score >= 0.5\"
+      - id: sub
+        run: helper
+        with:
+          topic: \"${input.topic}\"
+      - id: review
+        after: [draft, sub]
+        when: \"result.draft.score > 0.1\"
+        do: \"Review ${draft.output.text} and ${sub.output.text}\"
+        out: Review
+";
+
+fn open(text: &str) -> (Db, FileId) {
+    let mut db = Db::new();
+    let file = db.set_text("t.stratum.yaml", text.to_string());
+    (db, file)
+}
+
+/// Byte offset of the `nth` occurrence of `needle`, plus `delta`.
+fn at(text: &str, needle: &str, nth: usize, delta: usize) -> u32 {
+    let mut from = 0;
+    for _ in 0..nth {
+        from += text[from..].find(needle).expect("needle") + 1;
+    }
+    (from + text[from..].find(needle).expect("needle") + delta) as u32
+}
+
+fn apply(text: &str, edits: &[TextEdit]) -> String {
+    let mut edits = edits.to_vec();
+    edits.sort_by_key(|e| std::cmp::Reverse(e.span.start));
+    let mut out = text.to_string();
+    for e in edits {
+        out.replace_range(e.span.range(), &e.text);
+    }
+    out
+}
+
+fn slice(text: &str, s: Span) -> &str {
+    &text[s.range()]
+}
+
+#[test]
+fn the_fixture_is_valid() {
+    let (db, file) = open(SPEC);
+    assert_eq!(diagnostics(&db, file), Vec::new());
+    assert!(crate::db::file_analysis(&db, file).ir.is_some());
+}
+
+#[test]
+fn definition_of_step_uses() {
+    let (db, file) = open(SPEC);
+    let decl = at(SPEC, "id: draft", 0, 4);
+    for (needle, nth, delta) in [
+        ("[draft", 0, 1),
+        ("result.draft", 0, 8),
+        ("${draft.output", 0, 3),
+        ("id: draft", 0, 5),
+    ] {
+        let off = at(SPEC, needle, nth, delta);
+        let got = definition(&db, file, off).expect(needle);
+        assert_eq!(got.start, decl, "{needle}");
+        assert_eq!(slice(SPEC, got), "draft");
+    }
+}
+
+#[test]
+fn definition_of_contracts_flows_inputs_and_fields() {
+    let (db, file) = open(SPEC);
+    // `out: Draft` → the contract
+    let got = definition(&db, file, at(SPEC, "out: Draft", 0, 6)).unwrap();
+    assert_eq!(got.start, at(SPEC, "  Draft:", 0, 2));
+    // `Draft[]` inside a type string
+    let got = definition(&db, file, at(SPEC, "Draft[]", 0, 1)).unwrap();
+    assert_eq!(got.start, at(SPEC, "  Draft:", 0, 2));
+    // `run: helper` → the flow
+    let got = definition(&db, file, at(SPEC, "run: helper", 0, 6)).unwrap();
+    assert_eq!(got.start, at(SPEC, "  helper:", 0, 2));
+    // `${input.topic}` in main → main's input field
+    let got = definition(&db, file, at(SPEC, "${input.topic} (é)", 0, 9)).unwrap();
+    assert_eq!(got.start, at(SPEC, "topic: string", 1, 0));
+    // `result.score` → the contract field
+    let got = definition(&db, file, at(SPEC, "result.score", 0, 8)).unwrap();
+    assert_eq!(got.start, at(SPEC, "score: number", 0, 0));
+    // `with: topic` → the callee's input
+    let got = definition(&db, file, at(SPEC, "topic: \"${input", 0, 1)).unwrap();
+    assert_eq!(got.start, at(SPEC, "topic: string", 0, 0));
+}
+
+#[test]
+fn references_of_a_step() {
+    let (db, file) = open(SPEC);
+    let refs = references(&db, file, at(SPEC, "id: draft", 0, 5), true);
+    assert_eq!(refs.len(), 4, "{refs:?}");
+    assert!(refs.iter().all(|s| slice(SPEC, *s) == "draft"));
+    let uses = references(&db, file, at(SPEC, "id: draft", 0, 5), false);
+    assert_eq!(uses.len(), 3);
+}
+
+#[test]
+fn hover_shows_types_and_step_summaries() {
+    let (db, file) = open(SPEC);
+    let h = hover(&db, file, at(SPEC, "result.score", 0, 9)).unwrap();
+    assert!(h.markdown.contains("score: number"), "{}", h.markdown);
+    assert_eq!(slice(SPEC, h.range), "score");
+    let h = hover(&db, file, at(SPEC, "${draft.output.text}", 0, 16)).unwrap();
+    assert!(h.markdown.contains("text: string"), "{}", h.markdown);
+    let h = hover(&db, file, at(SPEC, "${sub.output.text}", 0, 0)).unwrap();
+    assert!(
+        h.markdown.contains("${sub.output.text}: string"),
+        "{}",
+        h.markdown
+    );
+    let h = hover(&db, file, at(SPEC, "result.draft", 0, 2)).unwrap();
+    assert!(
+        h.markdown.contains("result: step outputs"),
+        "{}",
+        h.markdown
+    );
+    let h = hover(&db, file, at(SPEC, "id: draft", 0, 6)).unwrap();
+    for part in [
+        "step `draft`",
+        "`do`",
+        "agent: `claude`",
+        "out: `Draft`",
+        "attempts: 2",
+        "worst-case dispatches: 2",
+    ] {
+        assert!(h.markdown.contains(part), "{part} in {}", h.markdown);
+    }
+    let h = hover(&db, file, at(SPEC, "  Draft:", 0, 3)).unwrap();
+    assert!(h.markdown.contains("text: string"), "{}", h.markdown);
+    let h = hover(&db, file, at(SPEC, "ok: boolean", 0, 0)).unwrap();
+    assert!(h.markdown.contains("ok: boolean"), "{}", h.markdown);
+}
+
+#[test]
+fn rename_steps_contracts_and_flows() {
+    let (db, file) = open(SPEC);
+    for (needle, delta, new, count) in [
+        ("[draft", 1, "first", 4),
+        ("  Draft:", 2, "Essay", 5),
+        ("run: helper", 6, "assist", 2),
+    ] {
+        let off = at(SPEC, needle, 0, delta);
+        let span = prepare_rename(&db, file, off).expect(needle);
+        assert!(span.start <= off && off <= span.end);
+        let edits = rename(&db, file, off, new).expect(needle);
+        assert_eq!(edits.len(), count, "{needle}: {edits:?}");
+        let renamed = apply(SPEC, &edits);
+        let (db2, f2) = open(&renamed);
+        assert_eq!(diagnostics(&db2, f2), Vec::new(), "{renamed}");
+        assert!(renamed.contains(new));
+    }
+}
+
+#[test]
+fn rename_refuses_bad_and_taken_names() {
+    let (db, file) = open(SPEC);
+    let step = at(SPEC, "id: draft", 0, 5);
+    assert!(
+        rename(&db, file, step, "Bad Name")
+            .unwrap_err()
+            .contains("not a valid step id")
+    );
+    assert!(
+        rename(&db, file, step, "review")
+            .unwrap_err()
+            .contains("already has a step")
+    );
+    let contract = at(SPEC, "  Draft:", 0, 2);
+    assert!(
+        rename(&db, file, contract, "Review")
+            .unwrap_err()
+            .contains("already exists")
+    );
+    assert!(
+        rename(&db, file, contract, "string")
+            .unwrap_err()
+            .contains("built-in")
+    );
+    assert!(
+        rename(&db, file, contract, "essay")
+            .unwrap_err()
+            .contains("uppercase")
+    );
+    let flow = at(SPEC, "  helper:", 0, 2);
+    assert!(
+        rename(&db, file, flow, "main")
+            .unwrap_err()
+            .contains("already exists")
+    );
+    assert!(rename(&db, file, flow, "entry").is_err());
+    assert!(rename(&db, file, at(SPEC, "version", 0, 1), "x").is_err());
+    assert_eq!(prepare_rename(&db, file, at(SPEC, "version", 0, 1)), None);
+}
+
+fn labels(items: &[CompletionItem]) -> Vec<&str> {
+    items.iter().map(|i| i.label.as_str()).collect()
+}
+
+#[test]
+fn completion_of_fields_after_a_dot() {
+    // `${draft.output.` with the cursor after the dot
+    let text = SPEC.replace("${draft.output.text}", "${draft.output.}");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "${draft.output.}", 0, 15));
+    assert_eq!(labels(&got), ["text", "score"]);
+    // `result.` in an ensure: the step's own output fields
+    let text = SPEC.replace("result.score >= 0.5", "result.");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "result.\"", 0, 7));
+    assert_eq!(labels(&got), ["text", "score"]);
+    // `result.` in a when: step ids
+    let text = SPEC.replace("result.draft.score > 0.1", "result.dr");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "result.dr", 0, 9));
+    assert!(labels(&got).contains(&"draft"), "{got:?}");
+    // `${input.`
+    let text = SPEC.replace("Draft ${input.topic}", "Draft ${input.");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "${input. (", 0, 8));
+    assert_eq!(labels(&got), ["topic"]);
+}
+
+#[test]
+fn completion_of_names_keys_and_functions() {
+    let (db, file) = open(SPEC);
+    let got = completion(&db, file, at(SPEC, "out: Review", 0, 5));
+    assert_eq!(labels(&got), ["Draft", "Review"]);
+    let got = completion(&db, file, at(SPEC, "run: helper", 0, 5));
+    assert_eq!(labels(&got), ["helper", "main"]);
+    let got = completion(&db, file, at(SPEC, "after: [draft, sub]", 0, 15));
+    assert!(labels(&got).contains(&"draft"));
+    let text = SPEC.replace("${draft.output.text}", "${}");
+    let (db2, f2) = open(&text);
+    let got = completion(&db2, f2, at(&text, "${}", 0, 2));
+    assert!(
+        labels(&got).contains(&"draft") && labels(&got).contains(&"input"),
+        "{got:?}"
+    );
+    // keys of a do step
+    let text = SPEC.replace("        out: Review\n", "        out: Review\n        \n");
+    let (db3, f3) = open(&text);
+    let got = completion(&db3, f3, at(&text, "out: Review\n", 0, 20));
+    assert!(
+        labels(&got).contains(&"ensure") && labels(&got).contains(&"agent"),
+        "{got:?}"
+    );
+    assert!(!labels(&got).contains(&"with"));
+    // expression start: bindings and builtins from the checker's table
+    let got = completion(&db, file, at(SPEC, "expr: ", 0, 6));
+    assert!(
+        labels(&got).contains(&"result") && labels(&got).contains(&"len"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn symbols_and_folding() {
+    let (db, file) = open(SPEC);
+    let syms = symbols(&db, file);
+    let names: Vec<&str> = syms.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["Draft", "Review", "helper", "main"]);
+    let main = &syms[3];
+    let kids: Vec<&str> = main.children.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(kids, ["topic", "draft", "sub", "review"]);
+    assert_eq!(slice(SPEC, main.selection), "main");
+    assert!(slice(SPEC, main.range).trim_end().ends_with("out: Review"));
+    let folds = folding(&db, file);
+    assert_eq!(folds.len(), 2 + 2 + 4);
+}
+
+#[test]
+fn code_actions_apply_did_you_mean() {
+    let text = SPEC.replace("after: [draft, sub]", "after: [drfat, sub]");
+    let (db, file) = open(&text);
+    let off = at(&text, "drfat", 0, 0);
+    let actions = code_actions(&db, file, Span::new(off, off + 5));
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert_eq!(actions[0].edits[0].text, "draft");
+    let fixed = apply(&text, &actions[0].edits);
+    assert_eq!(fixed, SPEC);
+    assert!(code_actions(&db, file, Span::at(0)).is_empty());
+}

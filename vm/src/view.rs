@@ -1,0 +1,308 @@
+//! Read-only views of stored runs for operators (`stratumc query`, `gate`,
+//! `watch`): what each step is doing, which gates wait with which token, and
+//! what the run has spent against its budget.
+//!
+//! Owns: turning a stored run (its header, step rows and plan) into plain
+//! [`RunView`] records, and the compact one-line summary of a JSON value.
+//! Must never: write to the store, change a run, or decide anything (gate
+//! decisions and cancellation go through [`Engine`]); it reads the state the
+//! interpreter wrote and interprets no execution rule.
+
+use serde_json::Value;
+
+use crate::engine::{Engine, EngineError};
+use crate::interp::{Run, RunStatus, Spend, StepStatus};
+use crate::plan::{BudgetDef, Plan, StepKindDef};
+use crate::store::RunMeta;
+
+/// A run as an operator sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunView {
+    /// Listing record (flow, status, plan hash, created and updated times).
+    pub meta: RunMeta,
+    /// Run status (from the run header, the authority).
+    pub status: RunStatus,
+    /// Store version the view was read at.
+    pub version: u64,
+    /// Gate revision rounds used by the entry flow.
+    pub round: u32,
+    /// The entry flow's `max_rounds`.
+    pub max_rounds: Option<u32>,
+    /// Every step of the entry flow in plan order, each followed by the
+    /// steps of the sub-flow it runs (if it started one).
+    pub steps: Vec<StepView>,
+    /// Gates waiting for a decision.
+    pub gates: Vec<GateView>,
+    /// The entry flow's spend.
+    pub spent: Spend,
+    /// The entry flow's budget.
+    pub budget: Option<BudgetDef>,
+    /// The flow output, when completed.
+    pub output: Option<Value>,
+    /// Why the run ended, if it did not complete.
+    pub failure: Option<String>,
+}
+
+/// One step of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepView {
+    /// The id clients see: `step`, `parent/child`.
+    pub id: String,
+    /// 0 for the entry flow, 1 for a sub-flow's steps, …
+    pub depth: u32,
+    /// `do`, `set`, `gate`, `fanout` or `run`.
+    pub kind: &'static str,
+    /// Status.
+    pub status: StepStatus,
+    /// Attempts since the last reset.
+    pub attempts: u32,
+    /// `iterate` cycles since the last reset.
+    pub iterations: u32,
+    /// Times a gate revise reset this step.
+    pub resets: u32,
+    /// For gates: revisions this gate made, and its own `max_rounds`.
+    pub gate_rounds: Option<(u32, Option<u32>)>,
+    /// The gate decision taken.
+    pub decision: Option<String>,
+    /// The output, when succeeded.
+    pub output: Option<Value>,
+    /// The latest failure reason.
+    pub failure: Option<String>,
+    /// The step's own ledger.
+    pub spent: Spend,
+    /// For fanouts: item counts.
+    pub items: Option<ItemCounts>,
+}
+
+/// Fanout items by status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ItemCounts {
+    /// All items.
+    pub total: u32,
+    /// Succeeded.
+    pub succeeded: u32,
+    /// Failed.
+    pub failed: u32,
+    /// Handed out, waiting for a result.
+    pub in_flight: u32,
+}
+
+/// A gate waiting for a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateView {
+    /// The gate's step id.
+    pub step_id: String,
+    /// The live gate token a decision must carry.
+    pub token: String,
+    /// Revision rounds used by the gate's flow.
+    pub round: u32,
+    /// That flow's `max_rounds`.
+    pub max_rounds: Option<u32>,
+    /// Revisions this gate made.
+    pub gate_rounds: u32,
+    /// This gate's own `max_rounds`.
+    pub gate_max_rounds: Option<u32>,
+    /// Targets of approve, revise, kill (`None`: continue / end the run).
+    pub routes: [Option<String>; 3],
+}
+
+impl RunView {
+    /// Steps of the entry flow that are done (succeeded, failed or skipped),
+    /// and how many steps the entry flow has.
+    pub fn progress(&self) -> (usize, usize) {
+        let top = self.steps.iter().filter(|s| s.depth == 0);
+        let total = top.clone().count();
+        (top.filter(|s| s.status.is_terminal()).count(), total)
+    }
+
+    /// A step by the id clients see.
+    pub fn step(&self, id: &str) -> Option<&StepView> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The waiting gate with this step id.
+    pub fn gate(&self, id: &str) -> Option<&GateView> {
+        self.gates.iter().find(|g| g.step_id == id)
+    }
+}
+
+/// Reads a run: [`crate::store::StoreError::NotFound`] (inside
+/// [`EngineError::Store`]) when the run does not exist.
+pub fn load(engine: &mut Engine, run_id: &str) -> Result<RunView, EngineError> {
+    let meta = engine.store().load(run_id)?.meta;
+    let (run, plan) = engine.load(run_id)?;
+    Ok(of_run(meta, &run, &plan.plan))
+}
+
+fn kind_name(kind: &StepKindDef) -> &'static str {
+    match kind {
+        StepKindDef::Do { .. } => "do",
+        StepKindDef::Set { .. } => "set",
+        StepKindDef::Gate { .. } => "gate",
+        StepKindDef::Fanout { .. } => "fanout",
+        StepKindDef::Run { .. } => "run",
+    }
+}
+
+/// The view of a decoded run and its plan.
+pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan) -> RunView {
+    let h = &run.header;
+    let flow_of = |f: usize| {
+        h.frames
+            .get(f)
+            .and_then(|fr| plan.flows.get(fr.flow as usize))
+    };
+    let mut steps = Vec::new();
+    // (frame, id prefix, depth); frames are walked depth-first without recursion
+    let mut stack: Vec<(usize, String, u32, usize)> = vec![(0, String::new(), 0, 0)];
+    while let Some((f, prefix, depth, next)) = stack.pop() {
+        let (Some(flow), Some(rows)) = (flow_of(f), run.steps.get(f)) else {
+            continue;
+        };
+        let Some((def, st)) = flow.steps.get(next).zip(rows.get(next)) else {
+            continue;
+        };
+        stack.push((f, prefix.clone(), depth, next + 1));
+        let id = format!("{prefix}{}", plan.str(def.id));
+        let gate_rounds = match def.kind {
+            StepKindDef::Gate { max_rounds, .. } => Some((st.gate_rounds, max_rounds)),
+            _ => None,
+        };
+        let items = matches!(def.kind, StepKindDef::Fanout { .. }).then(|| {
+            let mut c = ItemCounts {
+                total: st.items.len() as u32,
+                ..ItemCounts::default()
+            };
+            for it in &st.items {
+                match it.status {
+                    StepStatus::Succeeded => c.succeeded += 1,
+                    StepStatus::Failed => c.failed += 1,
+                    StepStatus::Ready | StepStatus::Running => c.in_flight += 1,
+                    _ => {}
+                }
+            }
+            c
+        });
+        steps.push(StepView {
+            id: id.clone(),
+            depth,
+            kind: kind_name(&def.kind),
+            status: st.status,
+            attempts: st.attempts,
+            iterations: st.iterations,
+            resets: st.epoch,
+            gate_rounds,
+            decision: st.decision.clone(),
+            output: st.output.clone(),
+            failure: st.failure.as_ref().map(|f| f.reason.clone()),
+            spent: st.spent,
+            items,
+        });
+        if let Some(child) = st.child
+            && (child as usize) < h.frames.len()
+        {
+            stack.push((child as usize, format!("{id}/"), depth + 1, 0));
+        }
+    }
+    let gates = h
+        .gates
+        .iter()
+        .filter_map(|&(f, i)| {
+            let flow = flow_of(f as usize)?;
+            let def = flow.steps.get(i as usize)?;
+            let st = run.steps.get(f as usize)?.get(i as usize)?;
+            let StepKindDef::Gate {
+                on_approve,
+                on_revise,
+                on_kill,
+                max_rounds,
+            } = def.kind
+            else {
+                return None;
+            };
+            let name = |t: Option<u32>| {
+                t.and_then(|t| flow.steps.get(t as usize))
+                    .map(|d| plan.str(d.id).to_string())
+            };
+            Some(GateView {
+                step_id: client_id(run, plan, f, plan.str(def.id)),
+                token: st.token.clone().unwrap_or_default(),
+                round: h.frames[f as usize].rounds,
+                max_rounds: flow.max_rounds,
+                gate_rounds: st.gate_rounds,
+                gate_max_rounds: max_rounds,
+                routes: [name(on_approve), name(on_revise), name(on_kill)],
+            })
+        })
+        .collect();
+    let entry = flow_of(0);
+    RunView {
+        status: h.status,
+        version: run.version,
+        round: h.frames.first().map_or(0, |f| f.rounds),
+        max_rounds: entry.and_then(|f| f.max_rounds),
+        steps,
+        gates,
+        spent: h.frames.first().map(|f| f.spent).unwrap_or_default(),
+        budget: entry.and_then(|f| f.budget.clone()),
+        output: h.output.clone(),
+        failure: h.failure.as_ref().map(|f| f.reason.clone()),
+        meta,
+    }
+}
+
+/// The id clients see of step `own` in frame `f` (`parent/child` for sub-flows).
+fn client_id(run: &Run, plan: &Plan, f: u32, own: &str) -> String {
+    let mut parts = vec![own.to_string()];
+    let mut frame = f as usize;
+    // parents form a chain towards frame 0; bounded by the frame count
+    for _ in 0..run.header.frames.len() {
+        let Some((pf, ps)) = run.header.frames.get(frame).and_then(|fr| fr.parent) else {
+            break;
+        };
+        let name = run
+            .header
+            .frames
+            .get(pf as usize)
+            .and_then(|fr| plan.flows.get(fr.flow as usize))
+            .and_then(|fl| fl.steps.get(ps as usize))
+            .map_or("?", |d| plan.str(d.id));
+        parts.push(name.to_string());
+        frame = pf as usize;
+    }
+    parts.reverse();
+    parts.join("/")
+}
+
+/// Compact JSON of `v` on one line, cut to at most `max` characters (with `…`).
+pub fn summarize(v: &Value, max: usize) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summaries_are_one_line_and_bounded() {
+        assert_eq!(summarize(&json!({"a": 1}), 20), r#"{"a":1}"#);
+        assert_eq!(summarize(&json!("line\nbreak"), 20), "line break");
+        let long = summarize(&json!("x".repeat(50)), 10);
+        assert_eq!(long.chars().count(), 10);
+        assert!(long.ends_with('…'));
+    }
+}
