@@ -7,36 +7,16 @@
 //! and review the diff.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn examples() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".stratum.yaml"))
-        .collect();
-    files.sort();
-    files
-}
+mod support;
+use support::{examples, root, stratumc_in};
 
 /// Runs `stratumc cost ARGS` in `dir`; returns (exit, stdout, stderr).
 fn cost_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
-        .arg("cost")
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("cost")
+        .chain(args.iter().copied())
+        .collect();
+    stratumc_in(dir, None, &args)
 }
 
 /// Runs `stratumc cost ARGS` from the repository root.

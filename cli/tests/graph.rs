@@ -10,19 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn examples() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".stratum.yaml"))
-        .collect();
-    files.sort();
-    files
-}
+mod support;
+use support::{examples, root, stratumc_in};
 
 fn name_of(p: &Path) -> String {
     p.file_name()
@@ -34,26 +23,11 @@ fn name_of(p: &Path) -> String {
 
 /// Runs `stratumc ARGS` with `STRATUM_HOME=home`; returns (exit, stdout, stderr).
 fn stratumc(home: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
-        .args(args)
-        .current_dir(root())
-        .env("STRATUM_HOME", home)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    stratumc_in(&root(), Some(home), args)
 }
 
-/// A fresh directory under the system temp dir.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratumc-graph-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch("graph", name)
 }
 
 fn has_graphviz() -> bool {

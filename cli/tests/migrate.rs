@@ -8,12 +8,10 @@
 //! and review the diff.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod support;
+use support::{root, stratumc_in};
 
 fn fixtures() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("cli/tests/fixtures/migrate"))
@@ -26,16 +24,7 @@ fn fixtures() -> Vec<PathBuf> {
 }
 
 fn stratumc(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
-        .args(args)
-        .current_dir(root().join("cli/tests/fixtures/migrate"))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    stratumc_in(&root().join("cli/tests/fixtures/migrate"), None, args)
 }
 
 #[test]

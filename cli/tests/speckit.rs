@@ -9,12 +9,10 @@
 //! Snapshots: regenerate with `INSTA_UPDATE=always cargo test -p stratumc --test speckit`
 //! and review the diff.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod support;
+use support::{root, stratumc_in};
 
 fn fixture(name: &str) -> String {
     root()
@@ -25,24 +23,11 @@ fn fixture(name: &str) -> String {
 }
 
 fn stratumc(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
-        .args(args)
-        .current_dir(root())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    stratumc_in(&root(), None, args)
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratumc-speckit-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch("speckit", name)
 }
 
 fn assert_checks_clean(name: &str, yaml: &str) {

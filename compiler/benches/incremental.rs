@@ -15,20 +15,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use stratum_compiler::analyze;
 use stratum_compiler::ide::{self, Db};
-use stratum_compiler::testgen::generate_spec;
-
-/// `flows` copies of the generated pipeline, as flows `pipeline_0`, …
-fn multi_flow(flows: usize, steps: usize) -> String {
-    let text = generate_spec(steps);
-    let (head, body) = text
-        .split_once("flows:\n  entry: pipeline\n")
-        .expect("generate_spec writes this line");
-    let mut out = format!("{head}flows:\n  entry: pipeline_0\n");
-    for j in 0..flows {
-        out.push_str(&body.replacen("  pipeline:\n", &format!("  pipeline_{j}:\n"), 1));
-    }
-    out
-}
+use stratum_compiler::testgen::generate_multi_flow_spec as multi_flow;
 
 /// The text with the first `>= 0.5` after `anchor` turned into `>= 0.6`.
 fn edited(text: &str, anchor: &str) -> String {

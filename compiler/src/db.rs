@@ -715,20 +715,7 @@ mod tests {
 #[cfg(test)]
 mod incremental_tests {
     use super::*;
-    use crate::testgen::generate_spec;
-
-    /// `flows` copies of the generated pipeline, as flows `pipeline_0`, …
-    fn multi_flow(flows: usize, steps: usize) -> String {
-        let text = generate_spec(steps);
-        let (head, body) = text
-            .split_once("flows:\n  entry: pipeline\n")
-            .expect("generate_spec writes this line");
-        let mut out = format!("{head}flows:\n  entry: pipeline_0\n");
-        for j in 0..flows {
-            out.push_str(&body.replacen("  pipeline:\n", &format!("  pipeline_{j}:\n"), 1));
-        }
-        out
-    }
+    use crate::testgen::generate_multi_flow_spec as multi_flow;
 
     /// Replaces the first `from` after the `anchor` line.
     fn edit_after(text: &str, anchor: &str, from: &str, to: &str) -> String {

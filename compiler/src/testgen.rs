@@ -48,6 +48,22 @@ struct DataStep {
     out: Out,
 }
 
+/// `flows` copies of [`generate_spec`]`(steps)`, as flows `pipeline_0`, …
+/// (`pipeline_0` is the entry): a multi-flow spec in which an edit inside one
+/// flow leaves the other flows' checks valid (language-server benchmarks and
+/// incrementality tests).
+pub fn generate_multi_flow_spec(flows: usize, steps: usize) -> String {
+    let text = generate_spec(steps);
+    let Some((head, body)) = text.split_once("flows:\n  entry: pipeline\n") else {
+        return text;
+    };
+    let mut out = format!("{head}flows:\n  entry: pipeline_0\n");
+    for j in 0..flows {
+        out.push_str(&body.replacen("  pipeline:\n", &format!("  pipeline_{j}:\n"), 1));
+    }
+    out
+}
+
 /// A valid spec with one entry flow of `steps` steps (at least one).
 ///
 /// The mix, by position `i` (1-based): a `gate` whose `on_revise` goes back a

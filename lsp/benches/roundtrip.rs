@@ -15,7 +15,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use lsp_server::{Connection, Message, Notification, Request, RequestId};
 use serde_json::{Value, json};
-use stratum_compiler::testgen::generate_spec;
+use stratum_compiler::testgen::{generate_multi_flow_spec as multi_flow, generate_spec};
 
 struct Client {
     conn: Connection,
@@ -87,20 +87,6 @@ fn position(text: &str, offset: usize) -> Value {
     let line = before.matches('\n').count();
     let character = offset - before.rfind('\n').map_or(0, |i| i + 1);
     json!({"line": line, "character": character})
-}
-
-/// `flows` copies of the generated pipeline of `steps` steps, as flows
-/// `pipeline_0`, … (an edit in one flow leaves the others' checks valid).
-fn multi_flow(flows: usize, steps: usize) -> String {
-    let text = generate_spec(steps);
-    let (head, body) = text
-        .split_once("flows:\n  entry: pipeline\n")
-        .expect("generate_spec writes this line");
-    let mut out = format!("{head}flows:\n  entry: pipeline_0\n");
-    for j in 0..flows {
-        out.push_str(&body.replacen("  pipeline:\n", &format!("  pipeline_{j}:\n"), 1));
-    }
-    out
 }
 
 fn bench_roundtrip(c: &mut Criterion) {

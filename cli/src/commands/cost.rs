@@ -16,13 +16,12 @@
 //! `E = {"min", "expected", "worst": N|null, "worst_symbolic": S|null,
 //! "min_symbolic": S|null, "expected_symbolic": S|null}`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use stratum_compiler::analysis::analyze_bytes;
 use stratum_compiler::cost::{CostConfig, Estimate, FlowCost, analyze_cost, format_number};
-use stratum_compiler::diagnostics::render;
 
+use super::usage;
 use crate::{Exit, Format};
 
 /// Version of the JSON document.
@@ -42,35 +41,15 @@ pub struct Args<'a> {
     pub format: Format,
 }
 
-fn usage(message: impl std::fmt::Display) -> Exit {
-    eprintln!("error: {message}");
-    Exit::Usage
-}
-
 /// Runs the command.
 pub fn run(args: &Args<'_>) -> Exit {
     let shown = args.spec.display().to_string();
-    let bytes = match std::fs::read(args.spec) {
-        Ok(b) => b,
-        Err(e) => return usage(format_args!("cannot read {shown}: {e}")),
-    };
-    let analysis = analyze_bytes(&bytes);
+    let analysis =
+        match super::error_free_spec(args.spec, "no cost computed", args.format == Format::Human) {
+            Ok(a) => a,
+            Err(exit) => return exit,
+        };
     let Some(ir) = analysis.ir.as_ref() else {
-        let color = args.format == Format::Human
-            && std::io::stdout().is_terminal()
-            && std::env::var_os("NO_COLOR").is_none();
-        let text = render::human(&shown, &analysis.text, &analysis.diagnostics, color);
-        // JSON mode keeps stdout for the cost document: diagnostics go to stderr
-        if args.format == Format::Human {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-        } else {
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
-        }
-        let n = analysis.error_count();
-        eprintln!(
-            "failed: {shown} has {n} error{}; no cost computed",
-            if n == 1 { "" } else { "s" }
-        );
         return Exit::Errors;
     };
 

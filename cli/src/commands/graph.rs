@@ -12,17 +12,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use stratum_compiler::analysis::analyze_bytes;
-use stratum_compiler::diagnostics::render;
 use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StepKindIr};
 use stratum_compiler::lower::reset_closure;
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
+use super::usage;
 use crate::Exit;
 
 /// The picture format.
@@ -48,30 +47,14 @@ pub struct Args<'a> {
     pub run: Option<&'a str>,
 }
 
-fn usage(message: impl std::fmt::Display) -> Exit {
-    eprintln!("error: {message}");
-    Exit::Usage
-}
-
 /// Runs the command.
 pub fn run(args: &Args<'_>) -> Exit {
     let shown = args.spec.display().to_string();
-    let bytes = match std::fs::read(args.spec) {
-        Ok(b) => b,
-        Err(e) => return usage(format_args!("cannot read {shown}: {e}")),
+    let analysis = match super::error_free_spec(args.spec, "no graph drawn", false) {
+        Ok(a) => a,
+        Err(exit) => return exit,
     };
-    let analysis = analyze_bytes(&bytes);
     let Some(ir) = analysis.ir.as_ref() else {
-        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        eprint!(
-            "{}",
-            render::human(&shown, &analysis.text, &analysis.diagnostics, color)
-        );
-        let n = analysis.error_count();
-        eprintln!(
-            "failed: {shown} has {n} error{}; no graph drawn",
-            if n == 1 { "" } else { "s" }
-        );
         return Exit::Errors;
     };
     let run = match args.run.map(load_run).transpose() {
@@ -286,6 +269,22 @@ pub struct Model {
 struct Anchor {
     entry: End,
     exit: End,
+}
+
+impl Anchor {
+    /// Entry and exit nodes inside the cluster `key` (a fanout or sub-flow box).
+    fn in_cluster(entry: String, exit: String, key: String) -> Anchor {
+        Anchor {
+            entry: End {
+                node: entry,
+                cluster: Some(key.clone()),
+            },
+            exit: End {
+                node: exit,
+                cluster: Some(key),
+            },
+        }
+    }
 }
 
 fn shorten(s: &str, max: usize) -> String {
@@ -506,16 +505,7 @@ impl Builder<'_> {
                             items: inner,
                             status,
                         }),
-                        Anchor {
-                            entry: End {
-                                node: first,
-                                cluster: Some(key.clone()),
-                            },
-                            exit: End {
-                                node: last,
-                                cluster: Some(key),
-                            },
-                        },
+                        Anchor::in_cluster(first, last, key),
                     )
                 }
                 StepKindIr::Run { flow: callee, .. } => {
@@ -544,16 +534,7 @@ impl Builder<'_> {
                             items: inner,
                             status,
                         }),
-                        Anchor {
-                            entry: End {
-                                node: entry,
-                                cluster: Some(key.clone()),
-                            },
-                            exit: End {
-                                node: exit,
-                                cluster: Some(key),
-                            },
-                        },
+                        Anchor::in_cluster(entry, exit, key),
                     )
                 }
             };

@@ -436,6 +436,21 @@ fn contract_range(c: &ast::Contract) -> Span {
     })
 }
 
+/// The symbol of a contract field or a flow input: `name: type`.
+fn field_symbol(f: &crate::syntax::ast::Field, kind: SymbolKind) -> Symbol {
+    Symbol {
+        name: f.name.text.clone(),
+        kind,
+        detail: f.ty.as_ref().map(|t| t.text.clone()),
+        range: f
+            .ty
+            .as_ref()
+            .map_or(f.name.span, |t| f.name.span.cover(t.span)),
+        selection: f.name.span,
+        children: Vec::new(),
+    }
+}
+
 /// Document symbols: contracts with fields, flows with inputs and steps.
 pub fn symbols(db: &Db, file: FileId) -> Vec<Symbol> {
     let spec = &crate::db::parsed(db, file).spec;
@@ -450,17 +465,7 @@ pub fn symbols(db: &Db, file: FileId) -> Vec<Symbol> {
             children: c
                 .fields
                 .iter()
-                .map(|f| Symbol {
-                    name: f.name.text.clone(),
-                    kind: SymbolKind::Field,
-                    detail: f.ty.as_ref().map(|t| t.text.clone()),
-                    range: f
-                        .ty
-                        .as_ref()
-                        .map_or(f.name.span, |t| f.name.span.cover(t.span)),
-                    selection: f.name.span,
-                    children: Vec::new(),
-                })
+                .map(|f| field_symbol(f, SymbolKind::Field))
                 .collect(),
         });
     }
@@ -469,17 +474,7 @@ pub fn symbols(db: &Db, file: FileId) -> Vec<Symbol> {
             .input
             .iter()
             .flatten()
-            .map(|f| Symbol {
-                name: f.name.text.clone(),
-                kind: SymbolKind::Input,
-                detail: f.ty.as_ref().map(|t| t.text.clone()),
-                range: f
-                    .ty
-                    .as_ref()
-                    .map_or(f.name.span, |t| f.name.span.cover(t.span)),
-                selection: f.name.span,
-                children: Vec::new(),
-            })
+            .map(|f| field_symbol(f, SymbolKind::Input))
             .collect();
         for s in &flow.steps {
             let Some(id) = &s.id else { continue };
