@@ -125,6 +125,23 @@ struct ScriptHost {
     judge: Option<VecDeque<Value>>,
     judge_calls: Vec<Value>,
     problems: Vec<String>,
+    /// Scripted worktree facts (`host.worktree`); `None`: the host makes no worktrees.
+    worktree: Option<Value>,
+    /// Where the fake worktrees are made (real directories, so file predicates read them).
+    worktree_root: PathBuf,
+    /// What was asked of the worktree fake, in order.
+    worktree_ops: Vec<Value>,
+}
+
+/// The item index at the end of a worktree name or directory (`.../fan-e0-2` → `2`).
+fn worktree_item(name: &str) -> String {
+    name.rsplit(['-', '/']).next().unwrap_or("").to_string()
+}
+
+impl ScriptHost {
+    fn worktree_fact(&self, key: &str) -> Option<&Value> {
+        self.worktree.as_ref().and_then(|w| w.get(key))
+    }
 }
 
 impl Host for ScriptHost {
@@ -176,6 +193,90 @@ impl Host for ScriptHost {
             tokens: v["tokens"].as_f64().unwrap_or(0.0),
             usd: v["usd"].as_f64().unwrap_or(0.0),
         })
+    }
+
+    // A scripted fake of git worktrees: a worktree is a real directory holding
+    // `host.worktree.files[<item>]`; its patch is `host.worktree.patches[<item>]`
+    // (default `patch <item>`; `{error: ..}` fails); a merge fails with
+    // `host.worktree.merge_error`; creation fails with `create_error`.
+
+    fn supports_worktrees(&self) -> bool {
+        self.worktree.is_some()
+    }
+
+    fn worktree_create(&mut self, _run_id: &str, name: &str) -> Result<String, String> {
+        let item = worktree_item(name);
+        self.worktree_ops
+            .push(json!({"op": "create", "name": name}));
+        if let Some(e) = self.worktree_fact("create_error").and_then(Value::as_str) {
+            return Err(e.to_string());
+        }
+        let dir = self.worktree_root.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        if let Some(Value::Object(files)) = self
+            .worktree_fact("files")
+            .and_then(|f| f.get(&item))
+            .cloned()
+        {
+            for (path, content) in files {
+                let p = dir.join(path);
+                if let Some(parent) = p.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                let _ = std::fs::write(&p, content.as_str().unwrap_or(""));
+            }
+        }
+        Ok(dir.display().to_string())
+    }
+
+    fn worktree_patch(&mut self, dir: &str) -> Result<String, String> {
+        let item = worktree_item(dir);
+        self.worktree_ops.push(json!({"op": "patch", "item": item}));
+        match self.worktree_fact("patches").and_then(|p| p.get(&item)) {
+            Some(Value::String(p)) => Ok(p.clone()),
+            Some(other) => Err(other["error"].as_str().unwrap_or("scripted").to_string()),
+            None => Ok(format!("patch {item}")),
+        }
+    }
+
+    fn worktree_remove(&mut self, dir: &str) -> Result<(), String> {
+        self.worktree_ops
+            .push(json!({"op": "remove", "item": worktree_item(dir)}));
+        let _ = std::fs::remove_dir_all(dir);
+        Ok(())
+    }
+
+    fn worktree_merge(
+        &mut self,
+        pre_merge: &[String],
+        patches: &[(u32, String)],
+    ) -> Result<(), String> {
+        self.worktree_ops.push(json!({"op": "merge", "preMerge": pre_merge, "patches": patches.iter().map(|(k, p)| json!([k, p])).collect::<Vec<_>>()}));
+        match self.worktree_fact("merge_error").and_then(Value::as_str) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    fn file_exists_in(&mut self, root: &str, path: &str) -> Result<(bool, Value), String> {
+        let ev = Workspace::new(root)?.file_exists(path)?;
+        Ok((
+            ev.exists,
+            json!({"path": ev.path, "exists": ev.exists, "root": "worktree"}),
+        ))
+    }
+
+    fn file_contains_in(
+        &mut self,
+        root: &str,
+        path: &str,
+        text: &str,
+    ) -> Result<(bool, Value), String> {
+        let (holds, ev) = Workspace::new(root)?.file_contains(path, text)?;
+        Ok((
+            holds,
+            json!({"path": ev.path, "exists": ev.exists, "root": "worktree"}),
+        ))
     }
 }
 
@@ -659,6 +760,9 @@ fn run_scenario(path: &Path) -> Vec<String> {
             judge,
             judge_calls: Vec::new(),
             problems: Vec::new(),
+            worktree: sc["host"].get("worktree").cloned(),
+            worktree_root: dir.path().join("worktrees"),
+            worktree_ops: Vec::new(),
         },
         tokens: HashMap::new(),
         _dir: dir,
@@ -735,6 +839,16 @@ fn run_scenario(path: &Path) -> Vec<String> {
         if want.len() != got.len() || !want.iter().zip(got).all(|(w, g)| matches(w, g)) {
             problems.push(format!(
                 "judge calls expected {}, got {}",
+                short(&Value::Array(want.clone())),
+                short(&Value::Array(got.clone()))
+            ));
+        }
+    }
+    if let Some(Value::Array(want)) = sc.get("expect_worktree_ops") {
+        let got = &ctx.host.worktree_ops;
+        if want.len() != got.len() || !want.iter().zip(got).all(|(w, g)| matches(w, g)) {
+            problems.push(format!(
+                "worktree operations expected {}, got {}",
                 short(&Value::Array(want.clone())),
                 short(&Value::Array(got.clone()))
             ));

@@ -1188,3 +1188,216 @@ fn crash_safety_sigkill_and_resume() {
     assert_eq!(r.completed(), expected);
     assert_eq!(settled(&events(&s.db(), &run_id)).len(), ev.len());
 }
+
+// ---------------------------------------------------------------------------
+// `isolation: worktree` with engine dispatch: a git worktree per item, patches
+// merged into the workspace in item order (reference v1-runtime §4.12, §8.2 #40)
+
+/// A worktree fanout over `${input.items}`; a `pre_merge` command records
+/// that it ran (in the workspace root) before any patch is applied.
+const WORKTREE_SPEC: &str = r#"version: 1
+contracts:
+  Done: {file: string}
+flows:
+  entry: main
+  main:
+    input: {items: "string[]"}
+    output: {from: "${fan.output[2]}", contract: Done}
+    steps:
+      - id: fan
+        fanout:
+          over: "${input.items}"
+          concurrency: 3
+          isolation: worktree
+          require: all
+          merge: sequential
+          pre_merge:
+            - "test ! -e out && echo premerge > premerge.log"
+          steps:
+            - do: "write ${item}"
+              out: Done
+              attempts: 1
+              ensure:
+                - expr: "file_exists(result.file)"
+"#;
+
+/// The agent: in its working directory (the item's worktree) it writes
+/// `out/<item>.txt` (or `shared.txt` when the item starts with `shared`),
+/// records where it ran, and fails for items starting with `bad`.
+const WORKTREE_AGENT: &str = r#"
+import json, os, sys
+entry = json.load(sys.stdin)
+item = entry["item"]
+with open(os.path.join(os.environ["WT_LOG"], entry["id"].replace("/", "_")), "w") as f:
+    f.write(os.getcwd())
+if item.startswith("bad"):
+    print(json.dumps({"failure": "cannot do " + item}))
+    sys.exit(0)
+name = "shared.txt" if item.startswith("shared") else os.path.join("out", item + ".txt")
+os.makedirs("out", exist_ok=True)
+with open(name, "w") as f:
+    f.write("written by " + item + "\n")
+with open("out/" + item + ".txt", "w") as f:
+    f.write(item + "\n")
+print(json.dumps({"output": {"file": name}}))
+"#;
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git repository with one commit (`README.md`), the spec and the agent.
+fn worktree_setup(tag: &str) -> (Scratch, PathBuf, PathBuf) {
+    let s = Scratch::new(tag);
+    let repo = s.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git_in(&repo, &["add", "README.md"]);
+    git_in(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    );
+    std::fs::create_dir_all(s.path().join("log")).unwrap();
+    s.write("wt.stratum.yaml", WORKTREE_SPEC);
+    let agent = s.write("wt_agent.py", WORKTREE_AGENT);
+    (s, repo, agent)
+}
+
+fn worktree_run(s: &Scratch, repo: &Path, agent: &Path, items: &[&str]) -> Ran {
+    Ran::of(
+        s.stratumc()
+            .env("WT_LOG", s.path().join("log"))
+            .arg("run")
+            .arg(s.path().join("wt.stratum.yaml"))
+            .args(["--inputs", &json!({"items": items}).to_string()])
+            .args(["--agent", &format!("{} {}", python(), agent.display())])
+            .arg("--workspace")
+            .arg(repo)
+            .args(["--format", "json"]),
+    )
+}
+
+/// Where each item's agent ran, by item index.
+fn agent_dirs(s: &Scratch, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|k| std::fs::read_to_string(s.path().join("log").join(format!("fan_{k}"))).unwrap())
+        .collect()
+}
+
+/// The worktrees git still knows of, besides the repository itself.
+fn extra_worktrees(repo: &Path) -> usize {
+    git_in(repo, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+        - 1
+}
+
+#[test]
+fn worktree_fanout_merges_each_items_files_in_order() {
+    let (s, repo, agent) = worktree_setup("wt-ok");
+    let r = worktree_run(&s, &repo, &agent, &["a", "b", "c"]);
+    let out = r.completed();
+    assert_eq!(out, json!({"file": "out/c.txt"}));
+    // every agent ran in its own worktree, none in the workspace root
+    let dirs = agent_dirs(&s, 3);
+    let real_repo = std::fs::canonicalize(&repo).unwrap();
+    for d in &dirs {
+        assert!(!Path::new(d).starts_with(&real_repo), "{d}");
+    }
+    assert_eq!(dirs.iter().collect::<BTreeSet<_>>().len(), 3, "{dirs:?}");
+    // the merged files are in the root, staged; the worktrees are gone
+    for item in ["a", "b", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(repo.join(format!("out/{item}.txt"))).unwrap(),
+            format!("{item}\n")
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(repo.join("premerge.log")).unwrap(),
+        "premerge\n"
+    );
+    let staged = git_in(&repo, &["diff", "--cached", "--name-only"]);
+    assert_eq!(staged, "out/a.txt\nout/b.txt\nout/c.txt\n");
+    for d in &dirs {
+        assert!(!Path::new(d).exists(), "worktree {d} was not removed");
+    }
+    assert_eq!(extra_worktrees(&repo), 0);
+    // the audit shows the patches merged in item order
+    let ev = events(&s.db(), &r.run_id());
+    let merged = of_type(&ev, "fanout_merged", "fan");
+    assert_eq!(merged.len(), 1, "{ev:?}");
+    assert_eq!(merged[0]["detail"]["items"], json!([0, 1, 2]));
+    assert_eq!(of_type(&ev, "worktree_removed", "fan").len(), 3);
+}
+
+#[test]
+fn worktree_fanout_with_conflicting_items_fails_the_merge() {
+    let (s, repo, agent) = worktree_setup("wt-conflict");
+    let r = worktree_run(&s, &repo, &agent, &["shared1", "shared2"]);
+    let doc = r.doc();
+    assert_eq!(
+        (r.code, doc["status"].as_str()),
+        (1, Some("failed")),
+        "{}",
+        r.context()
+    );
+    let reason = doc["failure"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("fanout merge failed: item 1"),
+        "{reason}"
+    );
+    // the first item's patch was applied, then the second one conflicted
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out/shared1.txt")).unwrap(),
+        "shared1\n"
+    );
+    assert_eq!(extra_worktrees(&repo), 0);
+    for d in agent_dirs(&s, 2) {
+        assert!(!Path::new(&d).exists(), "worktree {d} was not removed");
+    }
+}
+
+#[test]
+fn worktree_fanout_with_a_failing_item_leaves_the_workspace_untouched() {
+    let (s, repo, agent) = worktree_setup("wt-fail");
+    let r = worktree_run(&s, &repo, &agent, &["a", "bad", "c"]);
+    let doc = r.doc();
+    assert_eq!(
+        (r.code, doc["status"].as_str()),
+        (1, Some("failed")),
+        "{}",
+        r.context()
+    );
+    let reason = doc["failure"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("fanout require all not met (2/3"),
+        "{reason}"
+    );
+    // nothing merged, no pre_merge: the workspace is as committed
+    assert_eq!(git_in(&repo, &["status", "--porcelain"]), "");
+    assert!(!repo.join("out").exists());
+    assert!(!repo.join("premerge.log").exists());
+    assert_eq!(extra_worktrees(&repo), 0);
+}

@@ -14,12 +14,10 @@ use std::path::PathBuf;
 mod support;
 use support::{root, stratumc_in};
 
+/// A fixture path relative to the repository root (where the tests run
+/// `stratumc`), so that messages naming it are the same on every machine.
 fn fixture(name: &str) -> String {
-    root()
-        .join("cli/tests/fixtures/speckit")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
+    format!("cli/tests/fixtures/speckit/{name}")
 }
 
 fn stratumc(args: &[&str]) -> (i32, String, String) {

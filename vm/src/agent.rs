@@ -3,7 +3,7 @@
 //!
 //! Owns: reading `[agents.NAME] command = "..."` from `stratum.toml`, and
 //! running one command for one ready entry: `sh -c CMD` in the workspace
-//! root, the entry as one JSON object on stdin, `STRATUM_RUN_ID` and
+//! root (or the entry's `cwd`: an isolated fanout item's worktree), the entry as one JSON object on stdin, `STRATUM_RUN_ID` and
 //! `STRATUM_STEP_ID` in the environment, the result JSON (`{"output": ..}` or
 //! `{"failure": ".."}`) on stdout. Every way a command can go wrong becomes a
 //! failure report, so the run's retry rules apply.
@@ -106,14 +106,16 @@ pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Re
 }
 
 /// Runs several (command, entry) pairs at once, one thread each; results in
-/// the order given.
+/// the order given. A command runs in its entry's `cwd` when it has one (the
+/// git worktree of an isolated fanout item), else in `cwd`.
 pub fn run_batch(jobs: Vec<(String, Value)>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
     std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .into_iter()
             .map(|(cmd, entry)| {
                 s.spawn(move || {
-                    let r = run_command(&cmd, &entry, run_id, cwd);
+                    let dir = entry["cwd"].as_str().map_or(cwd, Path::new);
+                    let r = run_command(&cmd, &entry, run_id, dir);
                     (entry, r)
                 })
             })
@@ -190,5 +192,22 @@ mod tests {
         let out = run_batch(jobs, "r", dir.path());
         let got: Vec<Value> = out.into_iter().map(|(_, r)| r.output.unwrap()).collect();
         assert_eq!(got, vec![json!(0), json!(1), json!(2), json!(3)]);
+    }
+
+    #[test]
+    fn an_entry_with_a_cwd_runs_there() {
+        let (root, wt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cmd = r#"printf '{"output": "%s"}' "$(pwd -P)""#.to_string();
+        let jobs = vec![
+            (
+                cmd.clone(),
+                json!({"id": "f/0", "cwd": wt.path().to_str().unwrap()}),
+            ),
+            (cmd, json!({"id": "s"})),
+        ];
+        let out = run_batch(jobs, "r", root.path());
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+        assert_eq!(out[0].1.output, Some(json!(real(wt.path()))));
+        assert_eq!(out[1].1.output, Some(json!(real(root.path()))));
     }
 }

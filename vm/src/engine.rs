@@ -7,7 +7,8 @@
 //! token is stale.
 //!
 //! Owns: run ids, (de)serialization of run state, plan caching, checkpoints,
-//! the standard host (workspace jail + judge).
+//! the standard host (workspace jail + judge + git worktrees of isolated
+//! fanout items).
 //! Must never: contain execution rules (those live in `interp`).
 
 use std::collections::HashMap;
@@ -98,6 +99,55 @@ impl Host for StdHost {
             tokens: o.tokens.unwrap_or(0) as f64,
             usd: 0.0,
         })
+    }
+
+    fn supports_worktrees(&self) -> bool {
+        true
+    }
+
+    fn worktree_create(&mut self, run_id: &str, name: &str) -> Result<String, String> {
+        let dir = crate::host::worktree_create(self.root()?, run_id, name)?;
+        Ok(dir.to_string_lossy().into_owned())
+    }
+
+    fn worktree_patch(&mut self, dir: &str) -> Result<String, String> {
+        crate::host::worktree_patch(std::path::Path::new(dir))
+    }
+
+    fn worktree_remove(&mut self, dir: &str) -> Result<(), String> {
+        crate::host::worktree_remove(self.root()?, std::path::Path::new(dir))
+    }
+
+    fn worktree_merge(
+        &mut self,
+        pre_merge: &[String],
+        patches: &[(u32, String)],
+    ) -> Result<(), String> {
+        crate::host::merge_patches(self.root()?, pre_merge, patches)
+    }
+
+    fn file_exists_in(&mut self, root: &str, path: &str) -> Result<(bool, Value), String> {
+        let ev = Workspace::new(root)?.file_exists(path)?;
+        Ok((ev.exists, serde_json::to_value(&ev).unwrap_or(Value::Null)))
+    }
+
+    fn file_contains_in(
+        &mut self,
+        root: &str,
+        path: &str,
+        text: &str,
+    ) -> Result<(bool, Value), String> {
+        let (holds, ev) = Workspace::new(root)?.file_contains(path, text)?;
+        Ok((holds, serde_json::to_value(&ev).unwrap_or(Value::Null)))
+    }
+}
+
+impl StdHost {
+    fn root(&self) -> Result<&std::path::Path, String> {
+        self.workspace
+            .as_ref()
+            .map(Workspace::root)
+            .ok_or_else(|| "`isolation: worktree` needs a workspace root".to_owned())
     }
 }
 

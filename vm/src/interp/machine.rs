@@ -26,6 +26,9 @@ struct M<'a> {
     run: &'a mut Run,
     host: &'a mut dyn Host,
     queue: VecDeque<(u32, u32)>,
+    /// Root of file predicates while an item of a worktree fanout is checked
+    /// (its worktree); `None`: the workspace root.
+    file_root: Option<String>,
 }
 
 /// Which ledger was exceeded.
@@ -147,6 +150,74 @@ impl<'a> M<'a> {
         );
         self.event(status.as_str(), None, detail);
         self.burn_tokens();
+        self.drop_all_worktrees();
+    }
+
+    // ----- worktrees (`isolation: worktree`, engine dispatch) ----------------
+
+    /// Whether step `i` of frame `f` is a fanout whose items run in git worktrees made by the host.
+    fn isolated(&self, f: u32, i: u32) -> bool {
+        matches!(
+            self.def(f, i).kind,
+            StepKindDef::Fanout {
+                worktree: true,
+                consumer: false,
+                ..
+            }
+        )
+    }
+
+    /// Removes item `k`'s worktree if it has one (a worktree is always
+    /// removed: after success, failure, skip, reset, or the end of the run).
+    fn drop_worktree(&mut self, f: u32, i: u32, k: u32) {
+        let Some(dir) = self
+            .st(f, i)
+            .items
+            .get(v(k))
+            .and_then(|it| it.worktree.clone())
+        else {
+            return;
+        };
+        self.st_mut(f, i).items[v(k)].worktree = None;
+        let id = self.sid(f, i);
+        let detail = match self.host.worktree_remove(&dir) {
+            Ok(()) => json!({"itemIndex": k, "path": dir}),
+            Err(e) => json!({"itemIndex": k, "path": dir, "error": e}),
+        };
+        self.event("worktree_removed", Some(id), detail);
+    }
+
+    fn drop_worktrees(&mut self, f: u32, i: u32) {
+        for k in 0..self.st(f, i).items.len() as u32 {
+            self.drop_worktree(f, i, k);
+        }
+    }
+
+    /// Removes every live worktree of the run (it ended or was cancelled).
+    fn drop_all_worktrees(&mut self) {
+        for f in 0..self.run.steps.len() as u32 {
+            for i in 0..self.run.steps[v(f)].len() as u32 {
+                if self.st(f, i).items.iter().any(|it| it.worktree.is_some()) {
+                    self.drop_worktrees(f, i);
+                }
+            }
+        }
+    }
+
+    /// `file_exists` at the current file root.
+    fn host_file_exists(&mut self, path: &str) -> Result<(bool, Value), String> {
+        match self.file_root.as_deref() {
+            Some(root) => self.host.file_exists_in(root, path),
+            None => self.host.file_exists(path),
+        }
+    }
+
+    /// `file_contains` at the current file root.
+    fn host_file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String> {
+        match self.file_root.as_deref() {
+            Some(root) => self.host.file_contains_in(root, path, text),
+            None => self.host.file_contains(path, text),
+        }
     }
 
     /// Drops every live token (terminal runs hand nothing out).
@@ -263,6 +334,7 @@ impl<'a> M<'a> {
         };
         let mut files = HostFiles {
             host: &mut *self.host,
+            root: self.file_root.as_deref(),
             evidence: Vec::new(),
         };
         let r = eval(self.plan, chunk, &b, &mut files);
@@ -772,7 +844,7 @@ impl<'a> M<'a> {
                 }
                 PredDef::FileExists(p) => {
                     let path = self.plan.str(*p).to_string();
-                    match self.host.file_exists(&path) {
+                    match self.host_file_exists(&path) {
                         Ok((true, ev)) => {
                             self.event("evidence", Some(step_id.to_string()), ev);
                             Ok(())
@@ -793,7 +865,7 @@ impl<'a> M<'a> {
                 PredDef::FileContains(p, t) => {
                     let (path, text) =
                         (self.plan.str(*p).to_string(), self.plan.str(*t).to_string());
-                    match self.host.file_contains(&path, &text) {
+                    match self.host_file_contains(&path, &text) {
                         Ok((true, ev)) => {
                             self.event("evidence", Some(step_id.to_string()), ev);
                             Ok(())
@@ -972,6 +1044,56 @@ impl<'a> M<'a> {
 
     /// Readies item `k` at its current stage (evaluating stage `when`s on the way).
     fn issue_item(&mut self, f: u32, i: u32, k: u32, stages: &[StageDef]) {
+        if self.isolated(f, i) && !self.make_worktree(f, i, k) {
+            return;
+        }
+        self.file_root = self.st(f, i).items[v(k)].worktree.clone();
+        self.issue_item_stage(f, i, k, stages);
+        self.file_root = None;
+        if self.st(f, i).items[v(k)].status.is_terminal() {
+            self.drop_worktree(f, i, k);
+        }
+    }
+
+    /// Gives item `k` its worktree unless it has one; false when the host
+    /// could not make it (the item then failed).
+    fn make_worktree(&mut self, f: u32, i: u32, k: u32) -> bool {
+        if self.st(f, i).items[v(k)].worktree.is_some() {
+            return true;
+        }
+        let id = self.sid(f, i);
+        let name = format!("{id}-e{}-{k}", self.st(f, i).epoch);
+        let run_id = self.run.header.id.clone();
+        match self.host.worktree_create(&run_id, &name) {
+            Ok(dir) => {
+                self.event(
+                    "worktree_created",
+                    Some(id),
+                    json!({"itemIndex": k, "path": dir}),
+                );
+                self.st_mut(f, i).items[v(k)].worktree = Some(dir);
+                true
+            }
+            Err(e) => {
+                let it = &mut self.st_mut(f, i).items[v(k)];
+                it.attempts += 1;
+                it.status = StepStatus::Failed;
+                let failure = Failure::new(
+                    it.attempts,
+                    format!("could not create the item's git worktree: {e}"),
+                );
+                it.failure = Some(failure.clone());
+                self.event(
+                    "fanout_attempt_result",
+                    Some(id),
+                    json!({"itemIndex": k, "stage": 0, "attempt": failure.attempt, "success": false, "failure": failure}),
+                );
+                false
+            }
+        }
+    }
+
+    fn issue_item_stage(&mut self, f: u32, i: u32, k: u32, stages: &[StageDef]) {
         loop {
             let it = &self.st(f, i).items[v(k)];
             let stage_i = it.stage;
@@ -1077,7 +1199,56 @@ impl<'a> M<'a> {
                 })
                 .collect(),
         );
+        if self.isolated(f, i) && !self.merge_patches(f, i) {
+            return;
+        }
         self.succeed(f, i, output);
+    }
+
+    /// Merges the patches of the succeeded items in index order after the
+    /// `pre_merge` commands; false when that failed (the run failed: a merge
+    /// error is never routed to `on_fail`).
+    fn merge_patches(&mut self, f: u32, i: u32) -> bool {
+        let StepKindDef::Fanout { pre_merge, .. } = &self.def(f, i).kind else {
+            return true;
+        };
+        let commands: Vec<String> = pre_merge
+            .iter()
+            .map(|c| self.plan.str(*c).to_string())
+            .collect();
+        let patches: Vec<(u32, String)> = self
+            .st(f, i)
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.status == StepStatus::Succeeded)
+            .filter_map(|(k, it)| it.patch.clone().map(|p| (k as u32, p)))
+            .collect();
+        let merged: Vec<u32> = patches.iter().map(|(k, _)| *k).collect();
+        let id = self.sid(f, i);
+        match self.host.worktree_merge(&commands, &patches) {
+            Ok(()) => {
+                self.event(
+                    "fanout_merged",
+                    Some(id),
+                    json!({"items": merged, "preMerge": commands}),
+                );
+                true
+            }
+            Err(e) => {
+                let attempt = self.st(f, i).attempts.max(1);
+                let failure = Failure::new(attempt, format!("fanout merge failed: {e}"));
+                self.event(
+                    "result",
+                    Some(id),
+                    json!({"attempt": attempt, "failure": failure}),
+                );
+                self.set_status(f, i, StepStatus::Failed);
+                self.st_mut(f, i).failure = Some(failure.clone());
+                self.end_run(RunStatus::Failed, Some(failure));
+                false
+            }
+        }
     }
 
     fn start_subflow(&mut self, f: u32, i: u32, callee: u32, with: &[(StrId, u32)]) {
@@ -1298,18 +1469,26 @@ impl StepOutputs for Outputs<'_> {
 
 struct HostFiles<'h> {
     host: &'h mut dyn Host,
+    /// An item's worktree, else the workspace root.
+    root: Option<&'h str>,
     evidence: Vec<Value>,
 }
 
 impl Files for HostFiles<'_> {
     fn file_exists(&mut self, path: &str) -> Result<bool, String> {
-        let (holds, ev) = self.host.file_exists(path)?;
+        let (holds, ev) = match self.root {
+            Some(root) => self.host.file_exists_in(root, path)?,
+            None => self.host.file_exists(path)?,
+        };
         self.evidence.push(ev);
         Ok(holds)
     }
 
     fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, String> {
-        let (holds, ev) = self.host.file_contains(path, text)?;
+        let (holds, ev) = match self.root {
+            Some(root) => self.host.file_contains_in(root, path, text)?,
+            None => self.host.file_contains(path, text)?,
+        };
         self.evidence.push(ev);
         Ok(holds)
     }
@@ -1336,6 +1515,7 @@ impl<'a> M<'a> {
             run,
             host,
             queue: VecDeque::new(),
+            file_root: None,
         }
     }
 
@@ -1699,6 +1879,7 @@ impl<'a> M<'a> {
             if let Some(reason) = &report.failure {
                 failure = Some((Failure::new(attempt, reason.clone()), None));
             } else {
+                self.file_root = self.st(f, i).items[v(k)].worktree.clone();
                 let checked = self.check_output(
                     f,
                     stage.out,
@@ -1708,6 +1889,7 @@ impl<'a> M<'a> {
                     Some((&value, prev.as_ref())),
                     &id,
                 );
+                self.file_root = None;
                 let (spent, problem) = match checked {
                     Ok((u, _)) => (u, None),
                     Err((fl, u)) => (u, Some(fl)),
@@ -1726,6 +1908,37 @@ impl<'a> M<'a> {
             }
         }
         let step_id = self.sid(f, i);
+        let last = v(stage_i) + 1 == stages.len();
+        let mut patch = None;
+        let mut no_retry = false;
+        if failure.is_none() && last && self.isolated(f, i) {
+            // the patch is stored on the item in the same transition as its success
+            let dir = self.st(f, i).items[v(k)].worktree.clone();
+            match dir.map(|d| self.host.worktree_patch(&d)) {
+                Some(Ok(p)) => {
+                    self.event(
+                        "worktree_patch",
+                        Some(step_id.clone()),
+                        json!({"itemIndex": k, "bytes": p.len()}),
+                    );
+                    patch = (!p.is_empty()).then_some(p);
+                }
+                Some(Err(e)) => {
+                    no_retry = true;
+                    failure = Some((
+                        Failure::new(attempt, format!("could not take the item's patch: {e}")),
+                        None,
+                    ));
+                }
+                None => {
+                    no_retry = true;
+                    failure = Some((
+                        Failure::new(attempt, "the item's worktree is gone; nothing to merge"),
+                        None,
+                    ));
+                }
+            }
+        }
         match failure {
             Some((mut fl, out)) => {
                 let it = &self.st(f, i).items[v(k)];
@@ -1733,7 +1946,7 @@ impl<'a> M<'a> {
                 if identical {
                     fl.reason.push_str(" (no retry: identical evidence)");
                 }
-                let retry = !identical && it.stage_attempts < stage.attempts;
+                let retry = !no_retry && !identical && it.stage_attempts < stage.attempts;
                 self.event("fanout_attempt_result", Some(step_id), json!({"itemIndex": k, "stage": stage_i, "attempt": attempt, "success": false, "failure": fl}));
                 let it = &mut self.st_mut(f, i).items[v(k)];
                 it.last_output = out;
@@ -1750,19 +1963,22 @@ impl<'a> M<'a> {
                     Some(step_id),
                     json!({"itemIndex": k, "stage": stage_i, "attempt": attempt, "success": true}),
                 );
-                let last = v(stage_i) + 1 == stages.len();
                 let it = &mut self.st_mut(f, i).items[v(k)];
                 it.output = Some(output);
                 it.last_output = None;
                 it.failure = None;
                 if last {
                     it.status = StepStatus::Succeeded;
+                    it.patch = patch;
                 } else {
                     it.stage += 1;
                     it.stage_attempts = 0;
                     it.status = StepStatus::Pending;
                 }
             }
+        }
+        if self.st(f, i).items[v(k)].status.is_terminal() {
+            self.drop_worktree(f, i, k);
         }
         self.pump(f, i);
     }
@@ -1920,7 +2136,8 @@ impl<'a> M<'a> {
         let mut reset = Vec::new();
         let mut dropped = Vec::new();
         for &s in &members {
-            // items in flight are dropped with their step
+            // items in flight are dropped with their step, and their worktrees removed
+            self.drop_worktrees(f, s);
             let items: Vec<u32> = (0..self.st(f, s).items.len() as u32).collect();
             for k in items {
                 self.run.header.ready.remove(&(f, s, k + 1));
@@ -1964,6 +2181,7 @@ impl<'a> M<'a> {
             .collect();
         let items = self.run.header.ready.iter().filter(|k| k.2 != 0).count();
         self.burn_tokens();
+        self.drop_all_worktrees();
         self.run.header.status = RunStatus::Cancelled;
         self.event(
             "flow_cancelled",
@@ -2074,7 +2292,7 @@ impl<'a> M<'a> {
             let text = self
                 .render(f, stage.task, Some(&it.value), it.output.as_ref())
                 .ok()?;
-            Some(json!({
+            let mut entry = json!({
                 "id": format!("{}/{k}", self.sid(f, i)),
                 "do": text,
                 "agent": agent_name(stage.agent),
@@ -2089,7 +2307,12 @@ impl<'a> M<'a> {
                 "itemIndex": k,
                 "stage": it.stage,
                 "prev": if it.stage > 0 { it.output.clone() } else { None },
-            }))
+            });
+            // the item's agent works in its worktree
+            if let (Some(dir), Some(m)) = (&it.worktree, entry.as_object_mut()) {
+                m.insert("cwd".into(), Value::from(dir.as_str()));
+            }
+            Some(entry)
         }
     }
 
@@ -2159,7 +2382,7 @@ pub fn start(
             .ok_or_else(|| VmError::UnknownFlow(name.to_string()))?,
     };
     let fd = &plan.flows[v(flow_i)];
-    // engine-run git worktrees per item are not implemented: refuse clearly rather than run unisolated
+    // engine-run worktree fanouts need a host that makes git worktrees, and a workspace root
     for s in &fd.steps {
         if let StepKindDef::Fanout {
             worktree: true,
@@ -2167,10 +2390,18 @@ pub fn start(
             ..
         } = s.kind
         {
-            return Err(VmError::Limit(format!(
-                "step `{}`: `isolation: worktree` with `dispatch: engine` is not supported yet by stratumc; use `isolation: none`, or `dispatch: consumer` (the client isolates each item)",
-                plan.str(s.id)
-            )));
+            if !host.supports_worktrees() {
+                return Err(VmError::Limit(format!(
+                    "step `{}`: `isolation: worktree` with `dispatch: engine` is not supported yet by this host (it makes no git worktrees); run it with `stratumc run` or the MCP server, use `isolation: none`, or `dispatch: consumer` (the client isolates each item)",
+                    plan.str(s.id)
+                )));
+            }
+            if workspace.is_none() {
+                return Err(VmError::Limit(format!(
+                    "step `{}`: `isolation: worktree` needs a workspace root (a git repository) to make the items' worktrees in; give the run one",
+                    plan.str(s.id)
+                )));
+            }
         }
     }
     if fd.steps.len() > MAX_STEPS {

@@ -28,7 +28,57 @@ pub trait Host {
     fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String>;
     /// A `judged` predicate.
     fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String>;
+
+    // ----- `isolation: worktree` with engine dispatch (reference v1-runtime §4.12) -----
+    // A host that makes no git worktrees keeps the defaults: runs with such a
+    // fanout are then refused when they start.
+
+    /// Whether this host makes git worktrees for engine-dispatched fanout items.
+    fn supports_worktrees(&self) -> bool {
+        false
+    }
+    /// Creates a detached git worktree at HEAD of the workspace root for one
+    /// fanout item (`name` is unique within the run; an existing one is
+    /// reused) and returns the directory the item works in: its agent's
+    /// working directory and the root of its file predicates.
+    fn worktree_create(&mut self, _run_id: &str, _name: &str) -> Result<String, String> {
+        Err(NO_WORKTREES.into())
+    }
+    /// The changes made in a worktree, everything staged (new files
+    /// included), as `git diff --binary HEAD`; empty when nothing changed.
+    fn worktree_patch(&mut self, _dir: &str) -> Result<String, String> {
+        Err(NO_WORKTREES.into())
+    }
+    /// Removes a worktree; one already gone is not an error.
+    fn worktree_remove(&mut self, _dir: &str) -> Result<(), String> {
+        Err(NO_WORKTREES.into())
+    }
+    /// Runs each `pre_merge` command in the workspace root, then applies the
+    /// patches `(item index, patch)` in the order given; the first error.
+    fn worktree_merge(
+        &mut self,
+        _pre_merge: &[String],
+        _patches: &[(u32, String)],
+    ) -> Result<(), String> {
+        Err(NO_WORKTREES.into())
+    }
+    /// `file_exists(path)` jailed to `root` (an item's worktree) instead of the workspace root.
+    fn file_exists_in(&mut self, _root: &str, _path: &str) -> Result<(bool, Value), String> {
+        Err(NO_WORKTREES.into())
+    }
+    /// `file_contains(path, text)` jailed to `root` (an item's worktree).
+    fn file_contains_in(
+        &mut self,
+        _root: &str,
+        _path: &str,
+        _text: &str,
+    ) -> Result<(bool, Value), String> {
+        Err(NO_WORKTREES.into())
+    }
 }
+
+/// What a host without git worktrees answers.
+pub const NO_WORKTREES: &str = "this host makes no git worktrees";
 
 /// A judge's answer.
 #[derive(Debug, Clone, PartialEq)]

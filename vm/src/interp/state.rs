@@ -178,6 +178,13 @@ pub struct ItemState {
     pub token: Option<String>,
     /// Last failure.
     pub failure: Option<Failure>,
+    /// The item's git worktree while it lives (`isolation: worktree`, engine dispatch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    /// The item's changes (`git diff --binary HEAD` of its worktree), taken
+    /// when its final stage succeeded and merged when the fanout settles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
 }
 
 /// A step of a frame.
