@@ -719,7 +719,8 @@ pub fn worktree_remove(root: &Path, dir: &Path) -> Result<(), String> {
 
 /// Runs each `pre_merge` command (`sh -c`) in `root`, then applies the
 /// patches in the order given with a 3-way `git apply --index` at the
-/// repository's top level. Stops at the first error.
+/// repository's top level, skipping a patch that is already applied (so a
+/// re-run settlement merges nothing twice). Stops at the first error.
 pub fn merge_patches(
     root: &Path,
     pre_merge: &[String],
@@ -737,6 +738,17 @@ pub fn merge_patches(
     }
     let top = PathBuf::from(trimmed(git(root, &["rev-parse", "--show-toplevel"], None)?));
     for (k, patch) in patches {
+        // already applied (a settlement re-run after a crash or a commit
+        // conflict): its reverse applies cleanly, so it is skipped
+        let applied = git(
+            &top,
+            &["apply", "--reverse", "--check", "--index", "-"],
+            Some(patch.as_bytes()),
+        )
+        .is_ok();
+        if applied {
+            continue;
+        }
         git(
             &top,
             &["apply", "--3way", "--index", "--whitespace=nowarn", "-"],
@@ -827,6 +839,10 @@ mod tests {
         assert_eq!(fs::read(root.join("new.bin")).unwrap(), [0u8, 1, 2, 255]);
         assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "a\nb\n");
         assert_eq!(fs::read_to_string(root.join("pre.txt")).unwrap(), "ran\n");
+        // merging the same patches again (a re-run settlement) changes nothing
+        merge_patches(&root, &[], &[(0, p0.clone())]).unwrap();
+        assert_eq!(fs::read(root.join("new.bin")).unwrap(), [0u8, 1, 2, 255]);
+        assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "a\nb\n");
         // a patch of the same lines conflicts; a failing pre_merge stops before any patch
         let e = merge_patches(&root, &[], &[(2, p2)]).unwrap_err();
         assert!(e.starts_with("item 2's patch does not apply"), "{e}");
