@@ -315,7 +315,12 @@ fn main() -> ExitCode {
         Command::Explain { code, list } => commands::explain::run(code.as_deref(), list),
         Command::Lsp => commands::lsp::run(),
         Command::Mcp => {
-            match tokio::runtime::Runtime::new().map(|rt| rt.block_on(stratum_mcp::serve_stdio())) {
+            // one thread: every tool call runs under the server's state lock anyway,
+            // and a current-thread runtime saves a hand-off per message
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            match runtime.map(|rt| rt.block_on(stratum_mcp::serve_stdio())) {
                 Ok(Ok(())) => Exit::Ok,
                 Ok(Err(e)) => {
                     eprintln!("error: mcp: {e}");

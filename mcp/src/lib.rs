@@ -29,7 +29,9 @@ pub async fn serve_stdio() -> Result<(), Box<dyn std::error::Error + Send + Sync
     use rmcp::ServiceExt;
     let store = stratum_vm::store::SqliteStore::open_default()?;
     let server = StratumServer::new(stratum_vm::engine::Engine::new(Box::new(store)));
-    let running = server.serve(rmcp::transport::stdio()).await?;
+    // non-blocking pipes when the client launched us over pipes (the usual
+    // case): no hand-off to tokio's blocking pool per message
+    let running = server.serve(rmcp::transport::stdio_pipes()).await?;
     running.waiting().await?;
     Ok(())
 }

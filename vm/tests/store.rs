@@ -725,3 +725,32 @@ fn commit_latency_is_flat() {
         );
     }
 }
+
+#[test]
+fn durability_comes_from_stratum_sync_and_is_applied() {
+    use stratum_vm::store::Durability;
+    assert_eq!(Durability::from_env(None).unwrap(), Durability::PowerLoss);
+    assert_eq!(
+        Durability::from_env(Some("full")).unwrap(),
+        Durability::PowerLoss
+    );
+    assert_eq!(
+        Durability::from_env(Some("normal")).unwrap(),
+        Durability::Process
+    );
+    let e = Durability::from_env(Some("fast")).unwrap_err().to_string();
+    assert!(e.contains("STRATUM_SYNC") && e.contains("`normal`"), "{e}");
+    let dir = tmpdir();
+    for d in [Durability::PowerLoss, Durability::Process] {
+        let path = dir.path().join(format!("{d:?}.db"));
+        let mut s = SqliteStore::open_with(&path, d).unwrap();
+        assert_eq!(s.durability().unwrap(), d);
+        create_simple(&mut s, "run-1");
+        drop(s);
+        let s = SqliteStore::open(&path).unwrap();
+        assert!(
+            s.load("run-1").is_ok(),
+            "{d:?}: the committed run is there after reopening"
+        );
+    }
+}

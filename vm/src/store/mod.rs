@@ -26,7 +26,7 @@ mod memory;
 mod sqlite;
 
 pub use memory::MemoryStore;
-pub use sqlite::{SCHEMA_VERSION, SqliteStore, default_home};
+pub use sqlite::{Durability, SCHEMA_VERSION, SqliteStore, default_home};
 
 /// The listing record of a run. `run_id` is the key; `created_ms` is fixed
 /// when the run is created (a commit does not change it).

@@ -6,6 +6,9 @@
 //!   write-ahead log is synced, so an acknowledged transition survives a
 //!   process crash *and* a power loss (`NORMAL` would only survive the former).
 //!   WAL needs a local filesystem; do not put the store on NFS.
+//!   `STRATUM_SYNC=normal` ([`Durability::Process`]) trades the power-loss
+//!   guarantee for speed: commits skip the disk flush and survive a process
+//!   crash (SIGKILL), not an operating-system crash or a power loss.
 //! - Every write runs in `BEGIN IMMEDIATE`, so it takes the write lock before
 //!   reading and waits (busy timeout 5 s) instead of failing on an upgrade.
 //!   Several processes may share the file; version checks inside the write
@@ -96,24 +99,57 @@ pub struct SqliteStore {
     path: PathBuf,
 }
 
+/// What an acknowledged commit survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A power loss or an operating-system crash: every commit is flushed to
+    /// disk before it returns (`synchronous=FULL`, the default).
+    PowerLoss,
+    /// A crash of the process only (`synchronous=NORMAL`: the write-ahead log
+    /// is flushed at checkpoints, not at every commit).
+    Process,
+}
+
+impl Durability {
+    /// Reads `STRATUM_SYNC`: unset or `full` → [`Durability::PowerLoss`],
+    /// `normal` → [`Durability::Process`]; anything else is refused.
+    pub fn from_env(value: Option<&str>) -> Result<Durability, StoreError> {
+        match value.map(str::trim) {
+            None | Some("" | "full") => Ok(Durability::PowerLoss),
+            Some("normal") => Ok(Durability::Process),
+            Some(other) => Err(StoreError::Io(format!(
+                "STRATUM_SYNC={other:?} is not a durability: use `full` (the default: commits survive a power loss) or `normal` (commits survive a process crash, faster)"
+            ))),
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the store at `$STRATUM_HOME/stratum.db`,
-    /// creating the state directory with mode 0700.
+    /// creating the state directory with mode 0700, with the durability that
+    /// `STRATUM_SYNC` asks for (default `full`).
     pub fn open_default() -> Result<Self, StoreError> {
         let home = default_home()?;
-        Self::open(home.join("stratum.db"))
+        let durability = Durability::from_env(std::env::var("STRATUM_SYNC").ok().as_deref())?;
+        Self::open_with(home.join("stratum.db"), durability)
     }
 
     /// Opens (creating if needed) the store at `path`, creating a missing
     /// parent directory with mode 0700 and a new database file with mode 0600.
-    /// Migrates an older schema; refuses a newer one.
+    /// Migrates an older schema; refuses a newer one. Commits are flushed to
+    /// disk ([`Durability::PowerLoss`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::PowerLoss)
+    }
+
+    /// [`SqliteStore::open`] with a chosen durability.
+    pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         prepare_location(&path)?;
         let conn = Connection::open(&path)
             .map_err(|e| StoreError::Io(format!("cannot open {}: {e}", path.display())))?;
         let mut store = SqliteStore { conn, path };
-        store.configure()?;
+        store.configure(durability)?;
         store.migrate()?;
         Ok(store)
     }
@@ -123,7 +159,21 @@ impl SqliteStore {
         &self.path
     }
 
-    fn configure(&self) -> Result<(), StoreError> {
+    /// The durability this connection commits with (read back from SQLite).
+    pub fn durability(&self) -> Result<Durability, StoreError> {
+        let level: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(map_err)?;
+        // SQLite's levels: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
+        Ok(if level >= 2 {
+            Durability::PowerLoss
+        } else {
+            Durability::Process
+        })
+    }
+
+    fn configure(&self, durability: Durability) -> Result<(), StoreError> {
         self.conn.busy_timeout(BUSY_TIMEOUT).map_err(map_err)?;
         let mode: String = self
             .conn
@@ -136,7 +186,14 @@ impl SqliteStore {
             )));
         }
         self.conn
-            .pragma_update(None, "synchronous", "FULL")
+            .pragma_update(
+                None,
+                "synchronous",
+                match durability {
+                    Durability::PowerLoss => "FULL",
+                    Durability::Process => "NORMAL",
+                },
+            )
             .map_err(map_err)?;
         self.conn
             .pragma_update(None, "foreign_keys", "OFF")
