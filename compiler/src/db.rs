@@ -692,6 +692,58 @@ mod tests {
             .collect()
     }
 
+    /// Hostile cursors: every IDE query at many offsets of every corpus spec
+    /// (valid and invalid specs alike) answers without panicking, and the
+    /// spans it returns lie inside the file.
+    #[test]
+    fn every_ide_query_answers_anywhere_in_every_corpus_spec() {
+        use crate::ide;
+        let corpus = corpus();
+        let mut db = Db::new();
+        let mut calls = 0usize;
+        for (path, text) in &corpus {
+            let len = text.len() as u32;
+            let file = db.set_text("probe.stratum.yaml", text.clone());
+            let inside = |s: &Span| s.start <= s.end && s.end <= len;
+            let what = path.display();
+            assert!(
+                ide::symbols(&db, file).iter().all(|s| inside(&s.range)),
+                "{what}"
+            );
+            assert!(ide::folding(&db, file).iter().all(inside), "{what}");
+            let all = Span::new(0, len);
+            for a in ide::code_actions(&db, file, all) {
+                assert!(a.edits.iter().all(|e| inside(&e.span)), "{what}");
+            }
+            let offsets = (0..=len)
+                .step_by(5)
+                .chain([len])
+                .filter(|&o| text.is_char_boundary(o as usize));
+            for (k, o) in offsets.enumerate() {
+                calls += 1;
+                if let Some(h) = ide::hover(&db, file, o) {
+                    assert!(inside(&h.range), "{what} @{o}");
+                }
+                if let Some(d) = ide::definition(&db, file, o) {
+                    assert!(inside(&d), "{what} @{o}");
+                }
+                let refs = ide::references(&db, file, o, true);
+                assert!(refs.iter().all(inside), "{what} @{o}");
+                if let Some(r) = ide::prepare_rename(&db, file, o) {
+                    assert!(inside(&r), "{what} @{o}");
+                    if let Ok(edits) = ide::rename(&db, file, o, "renamed_x") {
+                        assert!(edits.iter().all(|e| inside(&e.span)), "{what} @{o}");
+                    }
+                }
+                // completion re-analyses a patched copy: probe fewer offsets
+                if k % 4 == 0 {
+                    let _ = ide::completion(&db, file, o);
+                }
+            }
+        }
+        assert!(calls > 50_000, "probed {calls} offsets");
+    }
+
     #[test]
     fn diagnostics_equal_analyze_on_every_corpus_spec() {
         let corpus = corpus();
