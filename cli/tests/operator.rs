@@ -977,6 +977,64 @@ fn flow_cancel_stops_a_run_that_stratumc_run_is_driving() {
     }
 }
 
+#[test]
+fn flow_cancel_kills_the_agents_a_driver_is_waiting_for() {
+    let s = Scratch::new("cancel-kill");
+    let dir = s.0.clone();
+    // the agent says it started, then would work for a long time
+    let agent = format!(
+        "touch '{0}/started'; sleep 60; touch '{0}/finished'; echo '{{\"output\": {{\"result\": \"late\"}}}}'",
+        dir.display()
+    );
+    let mut child = s
+        .cmd(&[
+            "run",
+            "gated.stratum.yaml",
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            &agent,
+            "--format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let id = first.trim().strip_prefix("run: ").unwrap().to_string();
+    let end = Instant::now() + HANG;
+    while !dir.join("started").exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = s.ran(&["flow", "cancel", &id]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let code = wait_or_kill(&mut child, HANG, "stratumc run");
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, doc["status"].as_str()),
+        (1, Some("cancelled")),
+        "{out}\n{rest}"
+    );
+    // the agent (and the `sleep` it started) was stopped, not waited for
+    assert!(rest.contains("refused"), "{rest}");
+    assert!(
+        !dir.join("finished").exists(),
+        "the agent ran to its end:\n{rest}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // watch
 

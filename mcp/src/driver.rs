@@ -43,7 +43,19 @@ pub fn drive(
         if jobs.is_empty() {
             break;
         }
-        for (entry, report) in stratum_vm::agent::run_batch(jobs, run_id, &agents.root) {
+        // a cancel from another process stops the commands still running
+        let results = stratum_vm::agent::run_batch_watched(
+            jobs,
+            run_id,
+            &agents.root,
+            std::time::Duration::from_millis(250),
+            || {
+                engine
+                    .poll(run_id, host)
+                    .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled)
+            },
+        );
+        for (entry, report) in results {
             let id = entry["id"].as_str().unwrap_or("");
             // a refusal (the run moved on meanwhile, e.g. cancelled by another process) changes nothing
             let token = entry["dispatchToken"].as_str();

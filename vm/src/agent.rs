@@ -13,7 +13,8 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -52,27 +53,33 @@ pub fn commands_from_toml(text: &str) -> Result<BTreeMap<String, String>, String
     Ok(out)
 }
 
-/// Runs `command` for one ready entry and reads its result.
-pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
-    let failure = |text: String| Report {
+fn failure(text: String) -> Report {
+    Report {
         failure: Some(text),
         ..Report::default()
-    };
+    }
+}
+
+/// Starts `command` for one ready entry, in a process group of its own (so
+/// that stopping it also stops what it started).
+fn spawn(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> std::io::Result<Child> {
     let step = entry["id"].as_str().unwrap_or("");
-    let child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
         .env("STRATUM_RUN_ID", run_id)
         .env("STRATUM_STEP_ID", step)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => return failure(format!("cannot start the agent command: {e}")),
-    };
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.spawn()
+}
+
+/// Feeds a started command its entry and reads its result.
+fn finish(mut child: Child, entry: &Value) -> Report {
     if let Some(mut stdin) = child.stdin.take() {
         // a command that does not read its input closes the pipe early: not an error
         let _ = stdin.write_all(entry.to_string().as_bytes());
@@ -105,23 +112,95 @@ pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Re
     }
 }
 
+/// Runs `command` for one ready entry and reads its result.
+pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
+    match spawn(command, entry, run_id, cwd) {
+        Ok(child) => finish(child, entry),
+        Err(e) => failure(format!("cannot start the agent command: {e}")),
+    }
+}
+
 /// Runs several (command, entry) pairs at once, one thread each; results in
 /// the order given. A command runs in its entry's `cwd` when it has one (the
 /// git worktree of an isolated fanout item), else in `cwd`.
 pub fn run_batch(jobs: Vec<(String, Value)>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
+    run_batch_watched(jobs, run_id, cwd, Duration::from_secs(3600), || false)
+}
+
+/// [`run_batch`], asking `stop` every `every` while commands run: when it
+/// answers true (the run was cancelled), every command still running is
+/// killed with its process group and reported as stopped.
+pub fn run_batch_watched(
+    jobs: Vec<(String, Value)>,
+    run_id: &str,
+    cwd: &Path,
+    every: Duration,
+    mut stop: impl FnMut() -> bool,
+) -> Vec<(Value, Report)> {
+    let n = jobs.len();
+    let mut results: Vec<Option<Report>> = (0..n).map(|_| None).collect();
+    let mut entries = Vec::with_capacity(n);
+    let mut running: Vec<Option<u32>> = vec![None; n];
+    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|(cmd, entry)| {
-                s.spawn(move || {
-                    let dir = entry["cwd"].as_str().map_or(cwd, Path::new);
-                    let r = run_command(&cmd, &entry, run_id, dir);
-                    (entry, r)
-                })
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    })
+        for (k, (cmd, entry)) in jobs.into_iter().enumerate() {
+            let dir = entry["cwd"].as_str().map_or(cwd, Path::new);
+            match spawn(&cmd, &entry, run_id, dir) {
+                Ok(child) => {
+                    running[k] = Some(child.id());
+                    let (tx, entry) = (tx.clone(), entry.clone());
+                    s.spawn(move || {
+                        let _ = tx.send((k, finish(child, &entry)));
+                    });
+                }
+                Err(e) => {
+                    results[k] = Some(failure(format!("cannot start the agent command: {e}")))
+                }
+            }
+            entries.push(entry);
+        }
+        drop(tx);
+        let mut stopped = false;
+        loop {
+            match rx.recv_timeout(every) {
+                Ok((k, report)) => {
+                    running[k] = None;
+                    results[k] = Some(if stopped {
+                        failure("the agent command was stopped: the run was cancelled".into())
+                    } else {
+                        report
+                    });
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if !stopped && stop() {
+                        stopped = true;
+                        for pid in running.iter().flatten() {
+                            kill_group(*pid);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    entries
+        .into_iter()
+        .zip(results)
+        .map(|(e, r)| {
+            let r = r.unwrap_or_else(|| failure("the agent command vanished".into()));
+            (e, r)
+        })
+        .collect()
+}
+
+/// Kills the process group `pgid` (the command and everything it started),
+/// through kill(1) so that no unsafe code is needed.
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 #[cfg(test)]
@@ -209,5 +288,36 @@ mod tests {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
         assert_eq!(out[0].1.output, Some(json!(real(wt.path()))));
         assert_eq!(out[1].1.output, Some(json!(real(root.path()))));
+    }
+
+    #[test]
+    fn a_stopped_batch_kills_its_commands_and_what_they_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("late");
+        // the command starts a grandchild that would write the marker much later
+        let cmd = format!("sh -c 'sleep 30; touch {}' & wait", marker.display());
+        let jobs = vec![
+            (cmd, json!({"id": "slow"})),
+            ("echo '{\"output\": 1}'".to_string(), json!({"id": "fast"})),
+        ];
+        let mut polls = 0;
+        let out = run_batch_watched(jobs, "r", dir.path(), Duration::from_millis(20), || {
+            polls += 1;
+            polls >= 3
+        });
+        assert_eq!(out[1].1.output, Some(json!(1)));
+        let f = out[0].1.failure.clone().unwrap_or_default();
+        assert!(f.contains("stopped"), "{f}");
+        // the whole group is gone: no `sleep 30` of this test is left to write the marker
+        let ps = Command::new("pgrep")
+            .args(["-f", &marker.display().to_string()])
+            .output();
+        if let Ok(ps) = ps {
+            assert!(
+                ps.stdout.is_empty(),
+                "still running: {}",
+                String::from_utf8_lossy(&ps.stdout)
+            );
+        }
     }
 }

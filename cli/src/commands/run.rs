@@ -224,7 +224,18 @@ pub fn run(args: &Args<'_>) -> Exit {
                 .iter()
                 .map(|entry| (args.agent.to_string(), entry.clone()))
                 .collect();
-            let results = stratum_vm::agent::run_batch(jobs, &run_id, &workspace_dir);
+            // an operator's `stratumc flow cancel` (another process) stops the agents still running
+            let results = stratum_vm::agent::run_batch_watched(
+                jobs,
+                &run_id,
+                &workspace_dir,
+                std::time::Duration::from_millis(250),
+                || {
+                    engine
+                        .poll(&run_id, &mut host)
+                        .is_ok_and(|o| o.status == RunStatus::Cancelled)
+                },
+            );
             for (entry, report) in results {
                 let id = entry["id"].as_str().unwrap_or("");
                 let token = entry["dispatchToken"].as_str();
