@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+use support::Ran;
+
 // ---------------------------------------------------------------------------
 // Harness
 
@@ -204,56 +207,6 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A finished `stratumc` process.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn of(cmd: &mut Command) -> Ran {
-        let out = cmd.output().expect("stratumc starts");
-        Ran {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn context(&self) -> String {
-        format!(
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
-    fn doc(&self) -> Value {
-        assert_eq!(self.stdout.lines().count(), 1, "{}", self.context());
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.context()))
-    }
-
-    /// The run id from `run: <id>` on stderr (`stratumc run`).
-    fn run_id(&self) -> String {
-        self.stderr
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("run: "))
-            .unwrap_or_else(|| panic!("no `run: <id>` line: {}", self.context()))
-            .to_string()
-    }
-
-    /// Asserts the exit code and that stderr mentions `needle`.
-    fn fails(&self, code: i32, needle: &str) {
-        assert_eq!(self.code, code, "{}", self.context());
-        assert!(
-            self.stderr.contains(needle),
-            "{needle:?}\n{}",
-            self.context()
-        );
     }
 }
 

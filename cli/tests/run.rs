@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+use support::Ran;
+
 // ---------------------------------------------------------------------------
 // Harness
 
@@ -102,74 +105,6 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A finished `stratumc` process.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn of(cmd: &mut Command) -> Ran {
-        let out = cmd.output().expect("stratumc starts");
-        Ran {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// The `--format json` document (exactly one line on stdout).
-    fn doc(&self) -> Value {
-        assert_eq!(
-            self.stdout.lines().count(),
-            1,
-            "stdout should be one JSON line:\n{}\nstderr:\n{}",
-            self.stdout,
-            self.stderr
-        );
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-                self.stdout, self.stderr
-            )
-        })
-    }
-
-    /// The run id from the first stderr line, `run: <id>`.
-    fn run_id(&self) -> String {
-        let first = self.stderr.lines().next().unwrap_or("");
-        let id = first
-            .strip_prefix("run: ")
-            .unwrap_or_else(|| panic!("first stderr line is not `run: <id>`:\n{}", self.stderr));
-        assert!(
-            id.starts_with("run-") && !id.contains(char::is_whitespace),
-            "{first}"
-        );
-        id.to_string()
-    }
-
-    fn context(&self) -> String {
-        format!(
-            "exit {}\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
-    /// Asserts exit 0, status completed, and returns the output.
-    fn completed(&self) -> Value {
-        let doc = self.doc();
-        assert_eq!(
-            (self.code, doc["status"].as_str()),
-            (0, Some("completed")),
-            "{}",
-            self.context()
-        );
-        assert_eq!(doc["failure"], Value::Null, "{}", self.context());
-        doc["output"].clone()
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use stratum_vm::agent::commands_from_toml;
 use stratum_vm::engine::{Engine, StdHost};
-use stratum_vm::host::{JudgeConfig, Workspace, judge_config_from_toml};
+use stratum_vm::host::stratum_toml_near;
 
 use crate::reply::{Reply, engine_error};
 
@@ -56,32 +56,9 @@ pub struct RunAccess<'a> {
     pub agents: &'a Agents,
 }
 
-/// The text of `stratum.toml` beside `root`, else in the current directory.
-fn config_near(root: Option<&Path>) -> Result<Option<String>, String> {
-    let candidates = root
-        .map(|r| r.join("stratum.toml"))
-        .into_iter()
-        .chain(std::iter::once(PathBuf::from("stratum.toml")));
-    for p in candidates {
-        if p.is_file() {
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            return Ok(Some(text));
-        }
-    }
-    Ok(None)
-}
-
-/// The judge configured in `stratum.toml` beside `root`, else in the current directory.
-fn judge_near(root: Option<&Path>) -> Result<Option<JudgeConfig>, String> {
-    match config_near(root)? {
-        Some(text) => judge_config_from_toml(&text),
-        None => Ok(None),
-    }
-}
-
 /// The agent commands of `stratum.toml` beside `root` (else in the current directory).
 pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
-    let commands = match config_near(root)? {
+    let commands = match stratum_toml_near(root)? {
         Some(text) => commands_from_toml(&text)?,
         None => BTreeMap::new(),
     };
@@ -90,17 +67,6 @@ pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
     Ok(Agents { commands, root })
-}
-
-/// A host for a workspace root (`None`: file predicates are refused).
-pub fn host_for_root(root: Option<&Path>) -> Result<StdHost, String> {
-    let workspace = root
-        .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
-        .transpose()?;
-    Ok(StdHost {
-        workspace,
-        judge: judge_near(root)?,
-    })
 }
 
 /// Source text of a `spec` argument: YAML as given, or an object as JSON
@@ -140,7 +106,7 @@ impl State {
         if !self.runs.contains_key(run_id) {
             let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
             let root = run.header.workspace.as_deref().map(Path::new);
-            let host = host_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
+            let host = StdHost::for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
             let agents = agents_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
             self.remember(run_id, host, &run.header.plan_hash, agents);
         }

@@ -62,6 +62,22 @@ pub struct StdHost {
     pub judge: Option<JudgeConfig>,
 }
 
+impl StdHost {
+    /// The host of a run whose workspace root is `root` (`None`: file
+    /// predicates are refused), with the judge of the `stratum.toml` that
+    /// applies to it ([`crate::host::stratum_toml_near`]).
+    pub fn for_root(root: Option<&std::path::Path>) -> Result<StdHost, String> {
+        let workspace = root
+            .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
+            .transpose()?;
+        let judge = match crate::host::stratum_toml_near(root)? {
+            Some(text) => crate::host::judge_config_from_toml(&text)?,
+            None => None,
+        };
+        Ok(StdHost { workspace, judge })
+    }
+}
+
 impl Host for StdHost {
     fn now_ms(&mut self) -> i64 {
         std::time::SystemTime::now()

@@ -346,6 +346,22 @@ pub struct JudgeOutcome {
     pub tokens: Option<u64>,
 }
 
+/// The text of the `stratum.toml` that applies to a workspace: the one in
+/// `root`, else the one in the current directory; `None` when neither exists.
+pub fn stratum_toml_near(root: Option<&Path>) -> Result<Option<String>, String> {
+    let candidates = root
+        .map(|r| r.join("stratum.toml"))
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from("stratum.toml")));
+    for p in candidates {
+        if p.is_file() {
+            let text = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            return Ok(Some(text));
+        }
+    }
+    Ok(None)
+}
+
 /// Keys of `[judge]` that belong to the cost model, not to the runner.
 const JUDGE_COST_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
 

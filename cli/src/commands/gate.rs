@@ -134,7 +134,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let mut host = match stratum_mcp::state::host_for_root(root.as_deref()) {
+    let mut host = match stratum_vm::engine::StdHost::for_root(root.as_deref()) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: run `{run}`: {e}; nothing was recorded");

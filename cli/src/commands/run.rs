@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError, StdHost};
-use stratum_vm::host::{Workspace, judge_config_from_toml};
 use stratum_vm::interp::{Outcome, RunStatus};
 use stratum_vm::store::SqliteStore;
 
@@ -134,34 +133,12 @@ pub fn run(args: &Args<'_>) -> Exit {
         (None, Some(r)) => r,
         (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
     };
-    let workspace = match Workspace::new(&workspace_dir) {
-        Ok(w) => w,
+    let mut host = match StdHost::for_root(Some(&workspace_dir)) {
+        Ok(h) => h,
         Err(e) => {
-            eprintln!("error: workspace {}: {e}", workspace_dir.display());
+            eprintln!("error: {e}");
             return Exit::Usage;
         }
-    };
-    let judge = ["stratum.toml"]
-        .iter()
-        .map(|n| workspace_dir.join(n))
-        .chain(std::iter::once(PathBuf::from("stratum.toml")))
-        .find(|p| p.exists())
-        .map(|p| {
-            std::fs::read_to_string(&p)
-                .map_err(|e| e.to_string())
-                .and_then(|t| judge_config_from_toml(&t))
-        });
-    let judge = match judge {
-        None => None,
-        Some(Ok(j)) => j,
-        Some(Err(e)) => {
-            eprintln!("error: stratum.toml: {e}");
-            return Exit::Usage;
-        }
-    };
-    let mut host = StdHost {
-        workspace: Some(workspace),
-        judge,
     };
     let (run_id, mut outcome) = match (args.resume, args.source) {
         (Some(id), _) => match engine.resume(id, None, &mut host) {

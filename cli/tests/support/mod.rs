@@ -50,3 +50,86 @@ pub fn scratch(suite: &str, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     dir
 }
+
+/// A finished `stratumc` process.
+pub struct Ran {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Runs `cmd` to the end.
+    pub fn of(cmd: &mut Command) -> Ran {
+        let out = cmd.output().expect("stratumc starts");
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Exit code, stdout and stderr, for assertion messages.
+    pub fn context(&self) -> String {
+        format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+
+    /// The `--format json` document (exactly one line on stdout).
+    pub fn doc(&self) -> serde_json::Value {
+        assert_eq!(
+            self.stdout.lines().count(),
+            1,
+            "stdout should be one JSON line: {}",
+            self.context()
+        );
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.context()))
+    }
+
+    /// The run id from the first stderr line, `run: <id>` (`stratumc run`).
+    pub fn run_id(&self) -> String {
+        let first = self.stderr.lines().next().unwrap_or("");
+        let id = first
+            .strip_prefix("run: ")
+            .unwrap_or_else(|| panic!("first stderr line is not `run: <id>`: {}", self.context()));
+        assert!(
+            id.starts_with("run-") && !id.contains(char::is_whitespace),
+            "{first}"
+        );
+        id.to_string()
+    }
+
+    /// Asserts exit 0, status completed, and returns the output.
+    pub fn completed(&self) -> serde_json::Value {
+        let doc = self.doc();
+        assert_eq!(
+            (self.code, doc["status"].as_str()),
+            (0, Some("completed")),
+            "{}",
+            self.context()
+        );
+        assert_eq!(
+            doc["failure"],
+            serde_json::Value::Null,
+            "{}",
+            self.context()
+        );
+        doc["output"].clone()
+    }
+
+    /// Asserts the exit code and that stderr mentions `needle`.
+    pub fn fails(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "{}", self.context());
+        assert!(
+            self.stderr.contains(needle),
+            "{needle:?}\n{}",
+            self.context()
+        );
+    }
+}

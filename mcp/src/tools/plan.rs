@@ -18,7 +18,8 @@ use stratum_compiler::diagnostics::render;
 use super::{FLOW, SPEC, envelope};
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
-use crate::state::{State, agents_for_root, host_for_root, spec_text};
+use crate::state::{State, agents_for_root, spec_text};
+use stratum_vm::engine::StdHost;
 
 /// Tool name.
 pub const NAME: &str = "stratum_plan";
@@ -96,7 +97,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
             );
         }
     };
-    let mut host = match host_for_root(Some(&root)) {
+    let mut host = match StdHost::for_root(Some(&root)) {
         Ok(h) => h,
         Err(e) => return Reply::error("host_unavailable", e),
     };
