@@ -129,7 +129,7 @@ impl RunView {
 /// Reads a run: [`crate::store::StoreError::NotFound`] (inside
 /// [`EngineError::Store`]) when the run does not exist.
 pub fn load(engine: &mut Engine, run_id: &str) -> Result<RunView, EngineError> {
-    let meta = engine.store().load(run_id)?.meta;
+    let meta = engine.store().meta(run_id)?;
     let (run, plan) = engine.load(run_id)?;
     Ok(of_run(meta, &run, &plan.plan))
 }

@@ -754,3 +754,13 @@ fn durability_comes_from_stratum_sync_and_is_applied() {
         );
     }
 }
+
+#[test]
+fn meta_reads_one_runs_listing_record() {
+    on_both(|s| {
+        create_simple(s, "run-a");
+        let listed = s.list(None).unwrap();
+        assert_eq!(s.meta("run-a").unwrap(), listed[0]);
+        assert!(matches!(s.meta("run-missing"), Err(StoreError::NotFound(_))));
+    });
+}

@@ -145,6 +145,12 @@ pub trait RunStore: Send {
     /// optionally only those with the given status.
     fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError>;
 
+    /// The listing record of one run. The default reads the whole run;
+    /// stores override it with a one-row read.
+    fn meta(&self, run_id: &str) -> Result<RunMeta, StoreError> {
+        self.load(run_id).map(|s| s.meta)
+    }
+
     /// Stores a checkpoint blob under a label. Overwriting a label replaces
     /// the blob but keeps the label's original position.
     fn put_checkpoint(&mut self, run_id: &str, label: &str, blob: &[u8]) -> Result<(), StoreError>;

@@ -587,6 +587,20 @@ impl RunStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(map_err)
     }
 
+    fn meta(&self, run_id: &str) -> Result<RunMeta, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms FROM runs
+                 WHERE run_id = ?1",
+            )
+            .map_err(map_err)?;
+        stmt.query_row([run_id], meta_from_row)
+            .optional()
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::NotFound(run_id.to_string()))
+    }
+
     fn put_checkpoint(&mut self, run_id: &str, label: &str, blob: &[u8]) -> Result<(), StoreError> {
         let tx = self.write_tx()?;
         Self::require_run(&tx, run_id)?;
