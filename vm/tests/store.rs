@@ -761,6 +761,9 @@ fn meta_reads_one_runs_listing_record() {
         create_simple(s, "run-a");
         let listed = s.list(None).unwrap();
         assert_eq!(s.meta("run-a").unwrap(), listed[0]);
-        assert!(matches!(s.meta("run-missing"), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            s.meta("run-missing"),
+            Err(StoreError::NotFound(_))
+        ));
     });
 }
