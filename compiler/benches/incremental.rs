@@ -4,12 +4,16 @@
 //! (from [`stratum_compiler::testgen::generate_spec`]) — on open (a fresh
 //! database: full analysis) and after a one-character edit inside one step's
 //! `ensure` expression (the edit toggles between two texts, so every
-//! iteration is a real change). Two shapes: ten flows of 50 steps, and one
-//! flow of 500 steps (where the edited flow is the whole spec).
+//! iteration is a real change). Two shapes: ten flows of 70 steps, and one
+//! flow of 700 steps (where the edited flow is the whole spec).
 //! Must never: time the generator, read files, or benchmark an input whose
 //! diagnostics differ from `analyze` (checked before timing).
 
 use std::hint::black_box;
+
+/// The allocator of the `stratumc` binary, so that the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -94,6 +98,7 @@ fn bench_phases(c: &mut Criterion) {
 fn bench_incremental(c: &mut Criterion) {
     bench_phases(c);
     bench_shape(c, "10 flows", multi_flow(10, 70), "  pipeline_5:\n");
+    bench_shape(c, "1 flow", multi_flow(1, 700), "_350\n");
 }
 
 criterion_group!(benches, bench_incremental);

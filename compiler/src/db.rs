@@ -158,11 +158,33 @@ pub struct Parsed {
     pub yaml_errors: bool,
 }
 
-/// Stage 1: text → YAML → AST (re-runs on every edit of the file).
+/// The text of one chunk of a file (`yaml::chunked`; interned: equal texts
+/// share one key).
+#[salsa::interned(debug)]
+struct YamlChunk<'db> {
+    #[returns(ref)]
+    text: String,
+}
+
+/// Stage 1': one chunk loaded on its own (spans relative to the chunk), so
+/// that an edit re-reads only the chunks it touched. The least recently used
+/// are dropped past 16,384 kept.
+#[salsa::tracked(returns(ref), lru = 16384)]
+fn loaded_chunk<'db>(
+    db: &'db dyn salsa::Database,
+    chunk: YamlChunk<'db>,
+) -> Option<Arc<yaml::chunked::Item>> {
+    yaml::chunked::load_item(chunk.text(db)).map(Arc::new)
+}
+
+/// Stage 1: text → YAML → AST (re-runs on every edit of the file; the YAML
+/// of unchanged chunks comes from [`loaded_chunk`]).
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn parsed(db: &dyn salsa::Database, file: FileId) -> Parsed {
     let text = file.text(db);
-    let loaded = yaml::load(text);
+    let loaded = yaml::chunked::load_with(text, &|chunk| {
+        loaded_chunk(db, YamlChunk::new(db, chunk)).clone()
+    });
     let yaml_failed = loaded.root.is_none() && !loaded.diagnostics.is_empty();
     let yaml_errors = !loaded.diagnostics.is_empty();
     let mut sink = Sink::default();
@@ -281,6 +303,22 @@ fn flow_input<'db>(db: &'db dyn salsa::Database, key: FlowKey<'db>) -> Option<Fl
     })
 }
 
+/// The text of one expression (interned: equal texts share one key).
+#[salsa::interned(debug)]
+struct ExprText<'db> {
+    #[returns(ref)]
+    text: String,
+}
+
+/// Stage 3a': one expression parsed. Expressions carry spans relative to
+/// their own text, so a parse is reused by every check that meets the same
+/// text again — an edit re-parses only the expressions it touched. The
+/// least recently used parses are dropped past 16,384 kept.
+#[salsa::tracked(returns(ref), lru = 16384)]
+fn parsed_expr<'db>(db: &'db dyn salsa::Database, text: ExprText<'db>) -> Arc<check::ParsedExpr> {
+    check::ParsedExpr::parse(text.text(db))
+}
+
 /// One flow checked, spans relative to the flow's base.
 #[derive(Debug, Clone)]
 pub struct FlowChecked {
@@ -300,7 +338,15 @@ pub fn check_flow<'db>(db: &'db dyn salsa::Database, key: FlowKey<'db>) -> FlowC
     let mut sink = Sink::default();
     let (ir, facts) = match (flow_input(db, key), tables(db, key.file(db))) {
         (Some(input), Some(t)) => {
-            check::check_flow_facts(t, input.index, &input.flow, &input.source, &mut sink)
+            let parse = |text: &str| parsed_expr(db, ExprText::new(db, text)).clone();
+            check::check_flow_facts(
+                t,
+                input.index,
+                &input.flow,
+                &input.source,
+                &parse,
+                &mut sink,
+            )
         }
         _ => (None, Vec::new()),
     };
@@ -850,5 +896,46 @@ mod incremental_tests {
         db.set_text("m.stratum.yaml", t5);
         check_same(&db, file);
         assert_eq!(db.take_executed_flow_checks().len(), 3);
+    }
+
+    /// How many times each of the named queries executed since the last call.
+    fn executed(db: &Db, names: &[&str]) -> Vec<usize> {
+        let log = db.take_executed();
+        names
+            .iter()
+            .map(|n| {
+                log.iter()
+                    .filter(|q| q.starts_with(&format!("{n}(")))
+                    .count()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_edit_in_one_step_reloads_only_its_yaml_and_reparses_only_its_expression() {
+        let text = multi_flow(1, 120);
+        let mut db = Db::new();
+        let file = db.set_text("s.stratum.yaml", text.clone());
+        check_same(&db, file);
+        let [chunks, exprs] = executed(&db, &["loaded_chunk", "parsed_expr"])[..] else {
+            unreachable!("two names asked")
+        };
+        assert!(chunks >= 120, "every step is a chunk: {chunks}");
+        assert!(exprs > 0);
+
+        let t1 = edit_after(
+            &text,
+            "_60\n",
+            "result.score >= 0.5",
+            "result.score >= 0.625",
+        );
+        db.set_text("s.stratum.yaml", t1.clone());
+        check_same(&db, file);
+        assert_eq!(executed(&db, &["loaded_chunk", "parsed_expr"]), [1, 1]);
+
+        // back to the first text: both pieces are still cached
+        db.set_text("s.stratum.yaml", text);
+        check_same(&db, file);
+        assert_eq!(executed(&db, &["loaded_chunk", "parsed_expr"]), [0, 0]);
     }
 }

@@ -150,8 +150,9 @@ pub struct TemplateIr {
 pub struct ExprIr {
     /// The source text.
     pub source: String,
-    /// The syntax tree (spans relative to `source`).
-    pub ast: Expr,
+    /// The syntax tree (spans relative to `source`), shared with the parse
+    /// that produced it (the IDE database reuses parses across edits).
+    pub ast: std::sync::Arc<Expr>,
     /// Its static type.
     pub ty: Type,
     /// Where it is written.

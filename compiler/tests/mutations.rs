@@ -5,8 +5,12 @@
 //! YAML/template tokens, tabs and non-ASCII text) and the invariants every
 //! consumer of an `Analysis` relies on: no panic; `text` is the input; every
 //! diagnostic span and label span lies inside the text on char boundaries; the
-//! IR is present exactly when there is no error. As a check on itself, it also
-//! requires that at least a quarter of the damaged specs get errors.
+//! IR is present exactly when there is no error; loading in cached pieces
+//! (`yaml::chunked`, the language server's path) gives exactly the tree and
+//! diagnostics of loading the whole text. As a check on itself, it also
+//! requires that at least a quarter of the damaged specs get errors and that
+//! the pieces were used for at least a tenth of them (every undamaged example
+//! loads in pieces).
 //! Must never: assert which diagnostics a damaged spec gets (the snapshot and
 //! conformance suites own that), or write files (failure persistence is off;
 //! a failure prints the minimised input instead).
@@ -17,6 +21,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use stratum_compiler::yaml::{self, chunked};
 use stratum_compiler::{Analysis, Span, analyze};
 
 /// Cases per example (override with `PROPTEST_CASES`).
@@ -183,6 +188,23 @@ fn check_span(text: &str, span: Span, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn fresh(chunk: &str) -> Option<std::sync::Arc<chunked::Item>> {
+    chunked::load_item(chunk).map(std::sync::Arc::new)
+}
+
+/// Loading in pieces equals loading the whole text; `Ok(true)` when the
+/// pieces were used (rather than the fallback).
+fn check_pieces(text: &str) -> Result<bool, String> {
+    let whole = yaml::load(text);
+    let via = chunked::load_with(text, &fresh);
+    if via.root != whole.root || via.diagnostics != whole.diagnostics {
+        return Err(format!(
+            "loading in pieces differs from loading the whole text\n--- pieces ---\n{via:?}\n--- whole ---\n{whole:?}"
+        ));
+    }
+    Ok(chunked::splice(text, &fresh).is_some())
+}
+
 /// Every invariant of one analysis, as an error message when one fails.
 fn check_invariants(input: &str, analysis: &Analysis) -> Result<(), String> {
     if analysis.text != input {
@@ -250,6 +272,8 @@ fn examples_are_clean_before_mutation() {
             analysis.diagnostics
         );
         check_invariants(&text, &analysis).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let used = check_pieces(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(used, "{name} did not load in pieces");
     }
 }
 
@@ -266,7 +290,7 @@ fn mutated_examples_keep_the_analysis_invariants() {
         ..Config::default()
     };
     let mut failures = Vec::new();
-    let (total, damaged) = (Cell::new(0u32), Cell::new(0u32));
+    let (total, damaged, pieces) = (Cell::new(0u32), Cell::new(0u32), Cell::new(0u32));
     for (name, original) in examples() {
         let mut runner = TestRunner::new(config.clone());
         let strategy = proptest::collection::vec(mutation(), 1..=4);
@@ -280,6 +304,9 @@ fn mutated_examples_keep_the_analysis_invariants() {
             })?;
             total.set(total.get() + 1);
             damaged.set(damaged.get() + u32::from(analysis.error_count() > 0));
+            let used = check_pieces(&text)
+                .map_err(|e| TestCaseError::fail(format!("{e}\n--- input ---\n{text}")))?;
+            pieces.set(pieces.get() + u32::from(used));
             check_invariants(&text, &analysis)
                 .map_err(|e| TestCaseError::fail(format!("{e}\n--- input ---\n{text}")))
         });
@@ -298,8 +325,12 @@ fn mutated_examples_keep_the_analysis_invariants() {
         failures.join("\n\n")
     );
     // the mutations must bite: a good share of the damaged specs get errors
-    let (total, damaged) = (total.get(), damaged.get());
-    eprintln!("{damaged} of {total} mutated specs have errors");
+    let (total, damaged, pieces) = (total.get(), damaged.get(), pieces.get());
+    eprintln!("{damaged} of {total} mutated specs have errors; {pieces} loaded in pieces");
+    assert!(
+        pieces * 10 >= total,
+        "only {pieces} of {total} mutated specs loaded in pieces: the test no longer reaches them"
+    );
     assert!(
         damaged * 4 >= total,
         "only {damaged} of {total} mutated specs have errors: the mutations are too weak"

@@ -13,6 +13,11 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+/// The allocator of the `stratumc` binary, so that the figures are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use lsp_server::{Connection, Message, Notification, Request, RequestId};
 use serde_json::{Value, json};
 use stratum_compiler::testgen::{generate_multi_flow_spec as multi_flow, generate_spec};

@@ -6,7 +6,7 @@
 //! Must never: evaluate expressions against run-time values (the VM does),
 //! or parse them (the grammar crate does).
 
-use stratum_grammar::{BinaryOp, Expr, ExprKind, ParseErrorKind, UnaryOp, parse_expr};
+use stratum_grammar::{BinaryOp, Expr, ExprKind, ParseErrorKind, UnaryOp};
 
 use super::{Checker, FlowCtx, StepOut};
 use crate::diagnostics::{Code, Diagnostic, did_you_mean};
@@ -83,7 +83,8 @@ struct Walk<'a, 'c, 'f> {
 impl Checker<'_> {
     /// Parses and checks one expression field.
     pub(super) fn expr(&mut self, fc: &mut FlowCtx<'_>, s: &Str, scope: &Scope) -> Option<ExprIr> {
-        let (ast, errors) = parse_expr(&s.text);
+        let parsed = (self.parse_expr)(&s.text);
+        let errors = &parsed.errors;
         if !errors.is_empty() {
             // one root cause per expression: the first error
             for e in errors.iter().take(1) {
@@ -103,7 +104,7 @@ impl Checker<'_> {
             }
             return None;
         }
-        let ast = ast?;
+        let ast = parsed.ast.clone()?;
         // every tree level needs at least one character, so short texts are never too tall
         let height = if s.text.len() <= MAX_CHECK_HEIGHT {
             0

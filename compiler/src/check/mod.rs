@@ -96,7 +96,34 @@ pub(crate) struct Checker<'a> {
     pub offsets: std::cell::RefCell<(u32, Option<std::rc::Rc<crate::yaml::OffsetMap>>)>,
     /// Resolved names, recorded only when asked for (the IDE).
     pub facts: Option<Vec<Fact>>,
+    /// Where expression parses come from: [`ParsedExpr::parse`], or the IDE
+    /// database's cache of them.
+    pub parse_expr: ExprParser<'a>,
 }
+
+/// One expression text parsed: exactly what [`stratum_grammar::parse_expr`]
+/// returns, shared so that a cache can hand it to many checks.
+#[derive(Debug, PartialEq)]
+pub struct ParsedExpr {
+    /// The tree, when the text parsed.
+    pub ast: Option<std::sync::Arc<stratum_grammar::Expr>>,
+    /// Syntax errors, in order.
+    pub errors: Vec<stratum_grammar::ParseError>,
+}
+
+impl ParsedExpr {
+    /// Parses `text` afresh.
+    pub fn parse(text: &str) -> std::sync::Arc<ParsedExpr> {
+        let (ast, errors) = stratum_grammar::parse_expr(text);
+        std::sync::Arc::new(ParsedExpr {
+            ast: ast.map(std::sync::Arc::new),
+            errors,
+        })
+    }
+}
+
+/// A source of expression parses (a function of the text alone).
+pub type ExprParser<'a> = &'a dyn Fn(&str) -> std::sync::Arc<ParsedExpr>;
 
 /// What a name in a flow resolved to, recorded for the IDE while checking.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,11 +259,13 @@ pub fn check_flow_facts(
     index: usize,
     flow: &ast::Flow,
     source: &str,
+    parse_expr: ExprParser<'_>,
     sink: &mut Sink,
 ) -> (Option<FlowIr>, Vec<Fact>) {
     let stub = stub_spec(tables);
     let mut ck = Checker::from_tables(&stub, tables, source, sink);
     ck.facts = Some(Vec::new());
+    ck.parse_expr = parse_expr;
     let ir = ck.flow(index, flow);
     (ir, ck.facts.take().unwrap_or_default())
 }
@@ -337,6 +366,7 @@ impl<'a> Checker<'a> {
             flow_output_records: Vec::new(),
             offsets: std::cell::RefCell::new((u32::MAX, None)),
             facts: None,
+            parse_expr: &ParsedExpr::parse,
         }
     }
 

@@ -4,9 +4,12 @@
 //! container carries a byte [`Span`]; YAML 1.2 core-schema scalar resolution;
 //! refusing duplicate keys, several documents, custom tags and complex keys;
 //! bounding alias expansion and nesting depth; the map from offsets inside a
-//! decoded scalar back to file offsets.
+//! decoded scalar back to file offsets. Loading in cached pieces (the
+//! incremental path) is [`chunked`].
 //! Must never: know the Stratum schema (that is `syntax`), or hand-parse YAML
 //! (the tokenizer and parser are saphyr's).
+
+pub mod chunked;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
 
@@ -169,6 +172,12 @@ enum Frame {
 
 /// Loads one YAML document from `text`.
 pub fn load(text: &str) -> Loaded {
+    load_noting_anchors(text).0
+}
+
+/// [`load`], and whether the text had any anchor or alias.
+fn load_noting_anchors(text: &str) -> (Loaded, bool) {
+    let mut anchored = false;
     let offsets = Offsets::new(text);
     let mut diagnostics = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
@@ -224,6 +233,7 @@ pub fn load(text: &str) -> Loaded {
             }
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
             Event::SequenceStart(anchor, tag) => {
+                anchored |= anchor != 0;
                 if let Some(d) = check_tag(tag.as_deref(), span, Some("!!seq")) {
                     diagnostics.push(d);
                     failed = true;
@@ -242,6 +252,7 @@ pub fn load(text: &str) -> Loaded {
                 continue;
             }
             Event::MappingStart(anchor, tag) => {
+                anchored |= anchor != 0;
                 if let Some(d) = check_tag(tag.as_deref(), span, Some("!!map")) {
                     diagnostics.push(d);
                     failed = true;
@@ -297,6 +308,7 @@ pub fn load(text: &str) -> Loaded {
                 _ => continue,
             },
             Event::Alias(id) => {
+                anchored = true;
                 let Some(target) = anchors.get(&id) else {
                     diagnostics.push(Diagnostic::new(
                         Code::YamlSyntax,
@@ -325,6 +337,7 @@ pub fn load(text: &str) -> Loaded {
                 node
             }
             Event::Scalar(value, style, anchor, tag) => {
+                anchored |= anchor != 0;
                 match resolve_scalar(&value, style, tag.as_deref(), span) {
                     Ok(node) => {
                         remember(&mut anchors, anchor, &node);
@@ -378,12 +391,9 @@ pub fn load(text: &str) -> Loaded {
     }
 
     if failed {
-        return Loaded {
-            root: None,
-            diagnostics,
-        };
+        root = None;
     }
-    Loaded { root, diagnostics }
+    (Loaded { root, diagnostics }, anchored)
 }
 
 fn next_char_end(text: &str, at: u32) -> u32 {
