@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use salsa::Setter;
 
-use crate::check::{self, Fact, Tables};
+use crate::check::{self, Fact, Parses, Tables};
 use crate::diagnostics::{Diagnostic, Sink};
 use crate::ir::{self, FlowIr, Ir};
 use crate::source::Span;
@@ -303,20 +303,43 @@ fn flow_input<'db>(db: &'db dyn salsa::Database, key: FlowKey<'db>) -> Option<Fl
     })
 }
 
-/// The text of one expression (interned: equal texts share one key).
+/// The text of one expression or template (interned: equal texts share one
+/// key).
 #[salsa::interned(debug)]
-struct ExprText<'db> {
+struct ParseText<'db> {
     #[returns(ref)]
     text: String,
 }
 
-/// Stage 3a': one expression parsed. Expressions carry spans relative to
-/// their own text, so a parse is reused by every check that meets the same
-/// text again — an edit re-parses only the expressions it touched. The
-/// least recently used parses are dropped past 16,384 kept.
+/// Stage 3a': one expression parsed. Parses carry spans relative to their
+/// own text, so one is reused by every check that meets the same text again
+/// — an edit re-parses only the expressions it touched. The least recently
+/// used are dropped past 16,384 kept.
 #[salsa::tracked(returns(ref), lru = 16384)]
-fn parsed_expr<'db>(db: &'db dyn salsa::Database, text: ExprText<'db>) -> Arc<check::ParsedExpr> {
-    check::ParsedExpr::parse(text.text(db))
+fn parsed_expr<'db>(db: &'db dyn salsa::Database, text: ParseText<'db>) -> Arc<check::ParsedExpr> {
+    check::Fresh.expr(text.text(db))
+}
+
+/// Stage 3a'': one template parsed (as [`parsed_expr`]).
+#[salsa::tracked(returns(ref), lru = 16384)]
+fn parsed_template<'db>(
+    db: &'db dyn salsa::Database,
+    text: ParseText<'db>,
+) -> Arc<check::ParsedTemplate> {
+    check::Fresh.template(text.text(db))
+}
+
+/// The checker's parses from [`parsed_expr`] and [`parsed_template`].
+struct CachedParses<'db>(&'db dyn salsa::Database);
+
+impl check::Parses for CachedParses<'_> {
+    fn expr(&self, text: &str) -> Arc<check::ParsedExpr> {
+        parsed_expr(self.0, ParseText::new(self.0, text)).clone()
+    }
+
+    fn template(&self, text: &str) -> Arc<check::ParsedTemplate> {
+        parsed_template(self.0, ParseText::new(self.0, text)).clone()
+    }
 }
 
 /// One flow checked, spans relative to the flow's base.
@@ -337,17 +360,14 @@ pub struct FlowChecked {
 pub fn check_flow<'db>(db: &'db dyn salsa::Database, key: FlowKey<'db>) -> FlowChecked {
     let mut sink = Sink::default();
     let (ir, facts) = match (flow_input(db, key), tables(db, key.file(db))) {
-        (Some(input), Some(t)) => {
-            let parse = |text: &str| parsed_expr(db, ExprText::new(db, text)).clone();
-            check::check_flow_facts(
-                t,
-                input.index,
-                &input.flow,
-                &input.source,
-                &parse,
-                &mut sink,
-            )
-        }
+        (Some(input), Some(t)) => check::check_flow_facts(
+            t,
+            input.index,
+            &input.flow,
+            &input.source,
+            &CachedParses(db),
+            &mut sink,
+        ),
         _ => (None, Vec::new()),
     };
     FlowChecked {

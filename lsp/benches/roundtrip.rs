@@ -5,14 +5,14 @@
 //!
 //! Owns: timing the round trip on generated specs of about 5,000 lines
 //! (`testgen::generate_spec`: one flow of 700 steps, and ten flows of 70):
-//! opening a document the server has not seen (a full analysis), and a
-//! one-character incremental edit inside an `ensure` expression (toggled
+//! opening a document in a fresh server (a full analysis, nothing cached),
+//! and a one-character incremental edit inside an `ensure` expression (toggled
 //! between two values, so every iteration is a real change).
 //! Must never: time the generator, or benchmark a spec with diagnostics.
 
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 /// The allocator of the `stratumc` binary, so that the figures are the server's.
 #[global_allocator]
@@ -103,19 +103,11 @@ fn bench_roundtrip(c: &mut Criterion) {
 fn bench_spec(c: &mut Criterion, shape: &str, text: &str) {
     let lines = text.lines().count();
     assert!(text.is_ascii());
-    let client = Client::start();
     let uri = &format!("file:///bench/{shape}.stratum.yaml");
-    let open = |uri: &str, version: i32| {
+    let open = |client: &Client, uri: &str, version: i32| {
         client.notify(
             "textDocument/didOpen",
             json!({"textDocument": {"uri": uri, "languageId": "yaml", "version": version, "text": text}}),
-        );
-        client.diagnostics()
-    };
-    let close = |uri: &str| {
-        client.notify(
-            "textDocument/didClose",
-            json!({"textDocument": {"uri": uri}}),
         );
         client.diagnostics()
     };
@@ -124,20 +116,25 @@ fn bench_spec(c: &mut Criterion, shape: &str, text: &str) {
     group
         .sample_size(20)
         .measurement_time(Duration::from_secs(10));
-    // a document the server has not seen: a full analysis (then closed, so
-    // the database does not grow)
-    let mut n = 0;
-    group.bench_function("open_and_close", |b| {
-        b.iter(|| {
-            n += 1;
-            let fresh = format!("file:///bench/{shape}-{n}.stratum.yaml");
-            let count = open(&fresh, 1);
-            close(&fresh);
-            count
-        })
+    // the first document of a fresh server: a full analysis with nothing
+    // cached (starting and stopping the server is not timed)
+    group.bench_function("open", |b| {
+        b.iter_batched(
+            Client::start,
+            |fresh| {
+                assert_eq!(open(&fresh, uri, 1), 0);
+                fresh
+            },
+            BatchSize::PerIteration,
+        )
     });
 
-    assert_eq!(open(uri, 1), 0, "the generated spec has diagnostics");
+    let client = Client::start();
+    assert_eq!(
+        open(&client, uri, 1),
+        0,
+        "the generated spec has diagnostics"
+    );
     let mut version = 1;
     // the `5` of the first `>= 0.5` in the middle of the spec
     let middle = text.len() / 2;

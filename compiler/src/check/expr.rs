@@ -83,7 +83,7 @@ struct Walk<'a, 'c, 'f> {
 impl Checker<'_> {
     /// Parses and checks one expression field.
     pub(super) fn expr(&mut self, fc: &mut FlowCtx<'_>, s: &Str, scope: &Scope) -> Option<ExprIr> {
-        let parsed = (self.parse_expr)(&s.text);
+        let parsed = self.parses.expr(&s.text);
         let errors = &parsed.errors;
         if !errors.is_empty() {
             // one root cause per expression: the first error

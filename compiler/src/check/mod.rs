@@ -96,9 +96,9 @@ pub(crate) struct Checker<'a> {
     pub offsets: std::cell::RefCell<(u32, Option<std::rc::Rc<crate::yaml::OffsetMap>>)>,
     /// Resolved names, recorded only when asked for (the IDE).
     pub facts: Option<Vec<Fact>>,
-    /// Where expression parses come from: [`ParsedExpr::parse`], or the IDE
-    /// database's cache of them.
-    pub parse_expr: ExprParser<'a>,
+    /// Where parses of expressions and templates come from: [`Fresh`], or
+    /// the IDE database's cache of them.
+    pub parses: &'a dyn Parses,
 }
 
 /// One expression text parsed: exactly what [`stratum_grammar::parse_expr`]
@@ -111,19 +111,43 @@ pub struct ParsedExpr {
     pub errors: Vec<stratum_grammar::ParseError>,
 }
 
-impl ParsedExpr {
-    /// Parses `text` afresh.
-    pub fn parse(text: &str) -> std::sync::Arc<ParsedExpr> {
+/// One template text parsed: exactly what [`stratum_grammar::parse_template`]
+/// returns, shared.
+#[derive(Debug, PartialEq)]
+pub struct ParsedTemplate {
+    /// The pieces.
+    pub template: stratum_grammar::Template,
+    /// Syntax errors, in order.
+    pub errors: Vec<stratum_grammar::ParseError>,
+}
+
+/// Where the checker gets its parses of expression and template texts. The
+/// answers are a function of the text alone (their spans count from the
+/// text's start), so a cache may give them (the IDE database does).
+pub trait Parses {
+    /// `text` parsed as an expression.
+    fn expr(&self, text: &str) -> std::sync::Arc<ParsedExpr>;
+    /// `text` parsed as a template.
+    fn template(&self, text: &str) -> std::sync::Arc<ParsedTemplate>;
+}
+
+/// Parses every text afresh (the batch checker).
+pub struct Fresh;
+
+impl Parses for Fresh {
+    fn expr(&self, text: &str) -> std::sync::Arc<ParsedExpr> {
         let (ast, errors) = stratum_grammar::parse_expr(text);
         std::sync::Arc::new(ParsedExpr {
             ast: ast.map(std::sync::Arc::new),
             errors,
         })
     }
-}
 
-/// A source of expression parses (a function of the text alone).
-pub type ExprParser<'a> = &'a dyn Fn(&str) -> std::sync::Arc<ParsedExpr>;
+    fn template(&self, text: &str) -> std::sync::Arc<ParsedTemplate> {
+        let (template, errors) = stratum_grammar::parse_template(text);
+        std::sync::Arc::new(ParsedTemplate { template, errors })
+    }
+}
 
 /// What a name in a flow resolved to, recorded for the IDE while checking.
 #[derive(Debug, Clone, PartialEq)]
@@ -259,13 +283,13 @@ pub fn check_flow_facts(
     index: usize,
     flow: &ast::Flow,
     source: &str,
-    parse_expr: ExprParser<'_>,
+    parses: &dyn Parses,
     sink: &mut Sink,
 ) -> (Option<FlowIr>, Vec<Fact>) {
     let stub = stub_spec(tables);
     let mut ck = Checker::from_tables(&stub, tables, source, sink);
     ck.facts = Some(Vec::new());
-    ck.parse_expr = parse_expr;
+    ck.parses = parses;
     let ir = ck.flow(index, flow);
     (ir, ck.facts.take().unwrap_or_default())
 }
@@ -366,7 +390,7 @@ impl<'a> Checker<'a> {
             flow_output_records: Vec::new(),
             offsets: std::cell::RefCell::new((u32::MAX, None)),
             facts: None,
-            parse_expr: &ParsedExpr::parse,
+            parses: &Fresh,
         }
     }
 

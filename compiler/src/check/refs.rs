@@ -7,7 +7,7 @@
 //! algorithms.
 //! Must never: parse template syntax itself (the grammar crate does).
 
-use stratum_grammar::{PathSegment, RefKind, Reference, SegmentKind, parse_template};
+use stratum_grammar::{PathSegment, RefKind, Reference, SegmentKind};
 
 use super::expr::{Role, Scope};
 use super::{Checker, FlowCtx, StepOut};
@@ -72,8 +72,8 @@ impl<'a> Checker<'a> {
         }
         let mut out = Vec::new();
         for leaf in leaves {
-            let (t, _) = parse_template(&leaf.text);
-            for r in t.references() {
+            let parsed = self.parses.template(&leaf.text);
+            for r in parsed.template.references() {
                 if r.kind == RefKind::StepOutput
                     && let Some(&from) = fc.index.get(r.head.as_str())
                 {
@@ -93,7 +93,8 @@ impl<'a> Checker<'a> {
         leaf: Leaf,
         stage: &StageScope,
     ) -> Option<TemplateIr> {
-        let (t, errors) = parse_template(&s.text);
+        let parsed = self.parses.template(&s.text);
+        let (t, errors) = (&parsed.template, &parsed.errors);
         if !errors.is_empty() {
             for e in errors {
                 let span = self.map(s, e.span.start, e.span.end);
@@ -764,8 +765,8 @@ impl<'a> Checker<'a> {
         f: &ast::Fanout,
     ) -> Option<ir::StepKindIr> {
         let over = f.over.as_ref().and_then(|o| {
-            let (t, errors) = parse_template(&o.text);
-            if !errors.is_empty() || t.full_value().is_none() {
+            let parsed = self.parses.template(&o.text);
+            if !parsed.errors.is_empty() || parsed.template.full_value().is_none() {
                 self.sink.push(
                     Diagnostic::new(Code::FanoutOverNotSingleRef, o.span, "`fanout.over` must be exactly one reference such as `${plan.output.tasks}`")
                         .with_note("the fanout runs its stages once for each element of that list"),
@@ -1010,7 +1011,8 @@ impl<'a> Checker<'a> {
         code: Code,
         what: &str,
     ) -> Option<RefIr> {
-        let (t, errors) = parse_template(&s.text);
+        let parsed = self.parses.template(&s.text);
+        let (t, errors) = (&parsed.template, &parsed.errors);
         let kind_ok = t.full_value().is_some_and(|r| {
             r.kind == RefKind::StepOutput || (allow_input && r.kind == RefKind::Input)
         });
@@ -1116,8 +1118,8 @@ impl<'a> Checker<'a> {
                 continue;
             };
             // conditional source (rule 33) before typing (rule 34)
-            let (t, _) = parse_template(&init.text);
-            if let Some(r) = t.full_value()
+            let parsed = self.parses.template(&init.text);
+            if let Some(r) = parsed.template.full_value()
                 && r.kind == RefKind::StepOutput
                 && let Some(&src) = fc.index.get(r.head.as_str())
             {
