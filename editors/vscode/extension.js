@@ -4,7 +4,7 @@ const { LanguageClient } = require('vscode-languageclient/node');
 
 let client;
 
-exports.activate = function () {
+exports.activate = async function () {
   const command = vscode.workspace.getConfiguration('stratumc').get('path') || 'stratumc';
   client = new LanguageClient(
     'stratumc',
@@ -12,7 +12,16 @@ exports.activate = function () {
     { command, args: ['lsp'] },
     { documentSelector: [{ scheme: 'file', pattern: '**/*.stratum.yaml' }] },
   );
-  return client.start();
+  try {
+    await client.start();
+  } catch (err) {
+    client = undefined;
+    vscode.window.showErrorMessage(
+      `Stratum: could not start \`${command} lsp\` (${err instanceof Error ? err.message : err}). ` +
+        'Put stratumc on the PATH of your login shell (`cargo install --path cli`), ' +
+        'or set "stratumc.path" to the binary, then reload the window.',
+    );
+  }
 };
 
 exports.deactivate = function () {
