@@ -895,6 +895,40 @@ mod incremental_tests {
         assert!(!file_analysis(&db, file).diagnostics.is_empty());
         assert_eq!(db.take_executed_flow_checks(), ["pipeline_1"]);
 
+        // many revisions in a row (salsa collects interned values unread for a
+        // few revisions): the other flows still keep their checks
+        let mut t = t3.clone();
+        for round in 0..8 {
+            t = edit_after(
+                &t,
+                "  pipeline_1:\n",
+                "result.scor",
+                &format!("result.sco{round}"),
+            );
+            db.set_text("m.stratum.yaml", t.clone());
+            check_same(&db, file);
+            assert_eq!(
+                db.take_executed_flow_checks(),
+                ["pipeline_1"],
+                "round {round}"
+            );
+            let t_back = edit_after(
+                &t,
+                "  pipeline_1:\n",
+                &format!("result.sco{round}"),
+                "result.scor",
+            );
+            db.set_text("m.stratum.yaml", t_back.clone());
+            check_same(&db, file);
+            assert_eq!(
+                db.take_executed_flow_checks(),
+                ["pipeline_1"],
+                "round {round} back"
+            );
+            t = t_back;
+        }
+        assert_eq!(t, t3);
+
         // a line inserted into the first flow moves both later flows: only
         // the first (whose text changed) is re-checked
         let t4 = edit_after(
