@@ -3,8 +3,9 @@
 //!
 //! Owns: the MCP tool surface of LANGUAGE.md "The MCP protocol" (tool names,
 //! request fields in both name styles, the validation of every request, the
-//! shape of every reply), and the one engine + run store a server process
-//! keeps for its whole life.
+//! shape of every reply), the one engine + run store a server process
+//! keeps for its whole life, and the stdio transport (FIFOs, Unix sockets,
+//! or blocking stdio, whichever the client gave the process).
 //! Must never: apply a rule of the language or of execution itself (every
 //! check comes from `stratum-compiler`, every transition from
 //! `stratum_vm::engine`), or write anything to stdout — stdout is the
@@ -26,12 +27,65 @@ pub use server::StratumServer;
 /// Opens the run store (`$STRATUM_HOME/stratum.db`) once for the whole
 /// process; every tool call uses that one connection.
 pub async fn serve_stdio() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    use rmcp::ServiceExt;
     let store = stratum_vm::store::SqliteStore::open_default()?;
     let server = StratumServer::new(stratum_vm::engine::Engine::new(Box::new(store)));
+    #[cfg(unix)]
+    if let Some(io) = socket_stdio() {
+        return serve(server, io).await;
+    }
     // non-blocking pipes when the client launched us over pipes (the usual
-    // case): no hand-off to tokio's blocking pool per message
-    let running = server.serve(rmcp::transport::stdio_pipes()).await?;
+    // case for Python and Rust clients): no hand-off to tokio's blocking pool
+    // per message; anything else falls back to rmcp's blocking stdio
+    serve(server, rmcp::transport::stdio_pipes()).await
+}
+
+async fn serve<R, W>(
+    server: StratumServer,
+    io: (R, W),
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    use rmcp::ServiceExt;
+    let running = server.serve(io).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// Stdin and stdout as non-blocking Unix stream sockets, when the client
+/// launched us with a socket pair for each: clients built on libuv do
+/// (Node.js hosts, Python on uvloop). rmcp's `stdio_pipes` takes FIFOs only
+/// and would run every read and write of a socket on tokio's blocking pool.
+///
+/// The descriptors are duplicates of fd 0 and 1, but a socket cannot be
+/// reopened, so `O_NONBLOCK` is set on the open socket that fd 0 and 1 share:
+/// harmless here, since nothing else in the process touches them and every
+/// command the server starts gets its own pipes or `/dev/null` for the
+/// streams it uses.
+#[cfg(unix)]
+fn socket_stdio() -> Option<(tokio::net::UnixStream, tokio::net::UnixStream)> {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::net::UnixStream;
+
+    fn unix_socket(fd: OwnedFd) -> Option<UnixStream> {
+        let is_socket = fd
+            .try_clone()
+            .map(std::fs::File::from)
+            .and_then(|f| f.metadata())
+            .is_ok_and(|m| m.file_type().is_socket());
+        let stream = UnixStream::from(fd);
+        // an AF_UNIX socket (local_addr fails on any other family)
+        (is_socket && stream.local_addr().is_ok()).then_some(stream)
+    }
+    fn nonblocking(stream: UnixStream) -> Option<tokio::net::UnixStream> {
+        stream.set_nonblocking(true).ok()?;
+        tokio::net::UnixStream::from_std(stream).ok()
+    }
+    // both are checked before either is made non-blocking: a half-socket
+    // stdio goes to the fallback untouched
+    let input = unix_socket(std::io::stdin().as_fd().try_clone_to_owned().ok()?)?;
+    let output = unix_socket(std::io::stdout().as_fd().try_clone_to_owned().ok()?)?;
+    Some((nonblocking(input)?, nonblocking(output)?))
 }

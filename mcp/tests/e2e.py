@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -721,6 +722,62 @@ async def two_servers_share_one_store():
         # a second run on b does not disturb a
         other = await b.ok("stratum_plan", {"spec": ITERATE})
         assert other["runId"] != run
+
+
+@test
+async def socket_stdio_serves_a_flow():
+    """Clients built on libuv (Node.js hosts, Python on uvloop) give the server a
+    Unix socket pair for stdin and one for stdout instead of pipes: the same
+    protocol works over them, and the server ends when the client hangs up."""
+    def run():
+        ins, outs = socket.socketpair(), socket.socketpair()
+        env = dict(os.environ, STRATUM_HOME=str(HOME / "sockets"))
+        p = subprocess.Popen([str(BINARY), "mcp"], stdin=ins[1], stdout=outs[1], env=env, cwd=str(REPO))
+        ins[1].close()
+        outs[1].close()
+        to_server, from_server = ins[0], outs[0].makefile("rb")
+        outs[0].settimeout(TIMEOUT)
+        try:
+            n = 0
+
+            def request(method, params):
+                nonlocal n
+                n += 1
+                to_server.sendall(json.dumps({"jsonrpc": "2.0", "id": n, "method": method,
+                                              "params": params}).encode() + b"\n")
+                msg = json.loads(from_server.readline())
+                assert msg.get("id") == n and "result" in msg, msg
+                return msg["result"]
+
+            def tool(name, args):
+                r = request("tools/call", {"name": name, "arguments": args})
+                assert not r.get("isError"), r
+                assert json.loads(r["content"][0]["text"]) == r["structuredContent"]
+                return r["structuredContent"]
+
+            init = request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                          "clientInfo": {"name": "e2e-sockets", "version": "0"}})
+            assert init["serverInfo"]["name"] == "stratumc", init
+            to_server.sendall(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+            names = {t["name"] for t in request("tools/list", {})["tools"]}
+            assert "stratum_step_done" in names, names
+            env = tool("stratum_plan", {"spec": THREE_STEPS})
+            for step in ["first", "second", "third"]:
+                e = ready_entry(env, step)
+                env = tool("stratum_step_done", {"runId": env["runId"], "stepId": step,
+                                                 "dispatchToken": e["dispatchToken"],
+                                                 "result": {"value": step}})
+            assert env["status"] == "completed" and env["output"] == {"value": "third"}, env
+            to_server.close()  # hang up: the server sees end of input and exits
+            assert p.wait(TIMEOUT) == 0
+        finally:
+            to_server.close()
+            from_server.close()
+            outs[0].close()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    await asyncio.to_thread(run)
 
 
 @test
