@@ -234,13 +234,8 @@ fn load_noting_anchors(text: &str) -> (Loaded, bool) {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
             Event::SequenceStart(anchor, tag) => {
                 anchored |= anchor != 0;
-                if let Some(d) = check_tag(tag.as_deref(), span, Some("!!seq")) {
+                if let Some(d) = refuse_opening(tag.as_deref(), span, "!!seq", stack.len()) {
                     diagnostics.push(d);
-                    failed = true;
-                    break;
-                }
-                if stack.len() >= MAX_DEPTH {
-                    diagnostics.push(too_deep(span));
                     failed = true;
                     break;
                 }
@@ -253,13 +248,8 @@ fn load_noting_anchors(text: &str) -> (Loaded, bool) {
             }
             Event::MappingStart(anchor, tag) => {
                 anchored |= anchor != 0;
-                if let Some(d) = check_tag(tag.as_deref(), span, Some("!!map")) {
+                if let Some(d) = refuse_opening(tag.as_deref(), span, "!!map", stack.len()) {
                     diagnostics.push(d);
-                    failed = true;
-                    break;
-                }
-                if stack.len() >= MAX_DEPTH {
-                    diagnostics.push(too_deep(span));
                     failed = true;
                     break;
                 }
@@ -402,6 +392,17 @@ fn next_char_end(text: &str, at: u32) -> u32 {
         Some(c) => (at + c.len_utf8()) as u32,
         None => at as u32,
     }
+}
+
+/// Why a collection cannot be opened here (a tag, or `open` collections
+/// already enclose it), if it cannot.
+fn refuse_opening(
+    tag: Option<&saphyr_parser::Tag>,
+    span: Span,
+    core: &str,
+    open: usize,
+) -> Option<Diagnostic> {
+    check_tag(tag, span, Some(core)).or_else(|| (open >= MAX_DEPTH).then(|| too_deep(span)))
 }
 
 fn too_deep(span: Span) -> Diagnostic {
