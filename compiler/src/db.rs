@@ -168,7 +168,8 @@ struct YamlChunk<'db> {
 
 /// Stage 1': one chunk loaded on its own (spans relative to the chunk), so
 /// that an edit re-reads only the chunks it touched. The least recently used
-/// are dropped past 16,384 kept.
+/// are dropped past 16,384 kept (`yaml::chunked::MAX_CHUNKS`: a file never
+/// has more).
 #[salsa::tracked(returns(ref), lru = 16384)]
 fn loaded_chunk<'db>(
     db: &'db dyn salsa::Database,

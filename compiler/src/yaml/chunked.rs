@@ -27,6 +27,11 @@ use std::sync::Arc;
 use super::{Loaded, MAX_DEPTH, Node, Value, load, load_noting_anchors};
 use crate::source::Span;
 
+/// Most chunks a text is cut into; a text with more is loaded whole (the
+/// database keeps at most this many loaded chunks, so more could not all
+/// stay cached, and a chunk costs more to load alone than inside its text).
+pub const MAX_CHUNKS: usize = 16_384;
+
 /// One chunk: where it is in the text and where its placeholder is in the
 /// skeleton.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,9 +78,9 @@ enum Kind {
 }
 
 /// Cuts `text` into chunks at the outermost block-sequence items that start
-/// a line. `None` when the text has no chunk or a feature that cutting could
-/// misread (a byte-order mark, a directive line, a tab after the
-/// indentation).
+/// a line. `None` when the text has no chunk, more than [`MAX_CHUNKS`], or a
+/// feature that cutting could misread (a byte-order mark, a directive line, a
+/// tab after the indentation).
 pub fn cut(text: &str) -> Option<Cut> {
     if text.starts_with('\u{feff}') || u32::try_from(text.len()).is_err() {
         return None;
@@ -142,7 +147,7 @@ pub fn cut(text: &str) -> Option<Cut> {
         copied = end as usize;
         i = j;
     }
-    if chunks.is_empty() {
+    if chunks.is_empty() || chunks.len() > MAX_CHUNKS {
         return None;
     }
     skeleton.push_str(&text[copied..]);
@@ -400,6 +405,9 @@ mod tests {
         falls_back("s:\n  - a\n\t- b\n");
         // nothing to cut
         falls_back("a: 1\n");
+        // too many chunks to keep
+        falls_back(&"- a\n".repeat(MAX_CHUNKS + 1));
+        same(&"- a\n".repeat(MAX_CHUNKS));
     }
 
     #[test]
