@@ -131,9 +131,20 @@ fn valid_expr() -> impl Strategy<Value = String> {
             (prop::sample::select(vec!["!", "-", "- "]), inner.clone())
                 .prop_map(|(op, a)| format!("{op}{a}")),
             inner.clone().prop_map(|a| format!("( {a} )")),
-            (inner.clone(), "[a-z]{1,3}|true|null").prop_map(|(a, m)| format!("({a}).{m}")),
+            (
+                inner.clone(),
+                // `in` is the one operator word that is never a member name
+                "[a-z]{1,3}|true|null".prop_filter("`in` is an operator", |m| m != "in")
+            )
+                .prop_map(|(a, m)| format!("({a}).{m}")),
             (inner.clone(), 0u32..50).prop_map(|(a, i)| format!("({a})[{i}]")),
-            ("[a-z]{1,4}", prop::collection::vec(inner, 0..3))
+            (
+                "[a-z]{1,4}".prop_filter("keyword", |f| !matches!(
+                    f.as_str(),
+                    "in" | "null" | "true" | "false"
+                )),
+                prop::collection::vec(inner, 0..3)
+            )
                 .prop_map(|(f, args)| format!("{f}({})", args.join(", "))),
         ]
     })
