@@ -26,10 +26,7 @@ fn cost(args: &[&str]) -> (i32, String, String) {
 
 /// A fresh directory under the system temp dir.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratumc-cost-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch("cost", name)
 }
 
 #[test]

@@ -11,8 +11,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -103,12 +102,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("stratumc-op-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = support::scratch("op", tag);
         std::fs::write(dir.join("gated.stratum.yaml"), GATED).unwrap();
         std::fs::write(dir.join("nested.stratum.yaml"), NESTED).unwrap();
         Scratch(dir)
@@ -148,6 +142,37 @@ impl Scratch {
         args.extend_from_slice(extra);
         let r = self.ran(&args);
         (r.run_id(), r)
+    }
+
+    /// `stratumc run gated.stratum.yaml` with input `{"text": "x"}` in the
+    /// background, stderr piped; the child, its stderr past the first line,
+    /// and the run id that line announces.
+    fn spawn_run(
+        &self,
+        agent: &str,
+        extra: &[&str],
+        stdout: Stdio,
+    ) -> (Child, BufReader<ChildStderr>, String) {
+        let mut args = vec![
+            "run",
+            "gated.stratum.yaml",
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            agent,
+        ];
+        args.extend_from_slice(extra);
+        let mut child = self
+            .cmd(&args)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        err.read_line(&mut first).unwrap();
+        let id = first.trim().strip_prefix("run: ").unwrap().to_string();
+        (child, err, id)
     }
 
     /// A run of GATED paused at `review` (no `--gate`, stdin not a terminal).
@@ -876,27 +901,11 @@ fn flow_cancel_settles_a_run_and_reports_finished_ones() {
 #[test]
 fn flow_cancel_stops_a_run_that_stratumc_run_is_driving() {
     let s = Scratch::new("cancel-live");
-    let mut child = s
-        .cmd(&[
-            "run",
-            "gated.stratum.yaml",
-            "--inputs",
-            r#"{"text": "x"}"#,
-            "--agent",
-            SLOW,
-            "--gate",
-            "approve",
-            "--format",
-            "json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    let id = first.trim().strip_prefix("run: ").unwrap().to_string();
+    let (mut child, _err, id) = s.spawn_run(
+        SLOW,
+        &["--gate", "approve", "--format", "json"],
+        Stdio::piped(),
+    );
     let r = s.ran(&["flow", "cancel", &id]);
     // the driver may have finished already on a very slow machine; then the cancel reports that
     let code = wait_or_kill(&mut child, HANG, "stratumc run");
@@ -939,25 +948,7 @@ fn flow_cancel_kills_the_agents_a_driver_is_waiting_for() {
         "touch '{0}/started'; sleep 60; touch '{0}/finished'; echo '{{\"output\": {{\"result\": \"late\"}}}}'",
         dir.display()
     );
-    let mut child = s
-        .cmd(&[
-            "run",
-            "gated.stratum.yaml",
-            "--inputs",
-            r#"{"text": "x"}"#,
-            "--agent",
-            &agent,
-            "--format",
-            "json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    let id = first.trim().strip_prefix("run: ").unwrap().to_string();
+    let (mut child, mut err, id) = s.spawn_run(&agent, &["--format", "json"], Stdio::piped());
     let end = Instant::now() + HANG;
     while !dir.join("started").exists() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
@@ -994,25 +985,7 @@ fn flow_cancel_kills_the_agents_a_driver_is_waiting_for() {
 #[test]
 fn watch_follows_a_run_driven_by_stratumc_run_to_the_end() {
     let s = Scratch::new("watch");
-    let mut runner = s
-        .cmd(&[
-            "run",
-            "gated.stratum.yaml",
-            "--inputs",
-            r#"{"text": "x"}"#,
-            "--agent",
-            SLOW,
-            "--gate",
-            "approve",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(runner.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    let id = first.trim().strip_prefix("run: ").unwrap().to_string();
+    let (mut runner, _err, id) = s.spawn_run(SLOW, &["--gate", "approve"], Stdio::null());
     let mut watch = s
         .cmd(&["watch", &id, "--interval", "20"])
         .stdout(Stdio::piped())

@@ -42,10 +42,15 @@ pub fn stratumc_in(dir: &Path, home: Option<&Path>, args: &[&str]) -> (i32, Stri
     )
 }
 
-/// A fresh, empty directory under the system temp dir, unique to this test
-/// process, `suite` and `name`.
+/// A fresh, empty directory under the system temp dir, unique to this call
+/// (named after `suite`, the test process, `name` and a counter).
 pub fn scratch(suite: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stratumc-{suite}-{}-{name}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "stratumc-{suite}-{}-{name}-{n}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     dir
