@@ -355,14 +355,8 @@ fn stub_spec(tables: &Tables) -> Spec {
             .flows
             .iter()
             .map(|f| ast::Flow {
-                name: name(&f.name),
                 input: f.declares_input.then(Vec::new),
-                output: None,
-                steps: Vec::new(),
-                budget: None,
-                max_rounds: None,
-                carry: None,
-                steps_broken: false,
+                ..ast::Flow::named(name(&f.name))
             })
             .collect(),
         span: Span::default(),

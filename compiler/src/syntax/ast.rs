@@ -109,6 +109,22 @@ pub struct Flow {
     pub steps_broken: bool,
 }
 
+impl Flow {
+    /// A flow with a name and nothing else yet.
+    pub fn named(name: Name) -> Flow {
+        Flow {
+            name,
+            input: None,
+            output: None,
+            steps: Vec::new(),
+            budget: None,
+            max_rounds: None,
+            carry: None,
+            steps_broken: false,
+        }
+    }
+}
+
 /// A carry block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Carry {

@@ -516,16 +516,7 @@ impl Decoder<'_> {
         let what = format!("flow `{}`", e.key.text);
         let obj = self.obj(&e.value, &what, Some(e.key.span))?;
         self.strict(&obj, FLOW_FIELDS, "a flow");
-        let mut flow = Flow {
-            name: name(&e.key),
-            input: None,
-            output: None,
-            steps: Vec::new(),
-            budget: None,
-            max_rounds: None,
-            carry: None,
-            steps_broken: false,
-        };
+        let mut flow = Flow::named(name(&e.key));
         if let Some(i) = self.required(&obj, "input", &what) {
             flow.input = self.fields(&i.value, i.key.span, "the flow `input`");
         } else {
