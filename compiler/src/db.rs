@@ -66,11 +66,14 @@ impl Db {
                 log.push(database_key);
             }
         })));
-        Db {
+        let mut db = Db {
             storage,
             files: HashMap::new(),
             log,
-        }
+        };
+        // a file is never cut into more chunks than this, so they all stay
+        loaded_chunk::set_lru_capacity(&mut db, yaml::chunked::MAX_CHUNKS);
+        db
     }
 
     /// Creates or updates a file's text; returns its handle.
@@ -168,9 +171,9 @@ struct YamlChunk<'db> {
 
 /// Stage 1': one chunk loaded on its own (spans relative to the chunk), so
 /// that an edit re-reads only the chunks it touched. The least recently used
-/// are dropped past 16,384 kept (`yaml::chunked::MAX_CHUNKS`: a file never
-/// has more).
-#[salsa::tracked(returns(ref), lru = 16384)]
+/// are dropped past `yaml::chunked::MAX_CHUNKS` kept (set by [`Db::new`]; a
+/// file never has more).
+#[salsa::tracked(returns(ref), lru = 1)]
 fn loaded_chunk<'db>(
     db: &'db dyn salsa::Database,
     chunk: YamlChunk<'db>,

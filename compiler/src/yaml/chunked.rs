@@ -28,7 +28,7 @@ use super::{Loaded, MAX_DEPTH, Node, Value, load, load_noting_anchors};
 use crate::source::Span;
 
 /// Most chunks a text is cut into; a text with more is loaded whole (the
-/// database keeps at most this many loaded chunks, so more could not all
+/// database keeps this many loaded chunks, so more could not all
 /// stay cached, and a chunk costs more to load alone than inside its text).
 pub const MAX_CHUNKS: usize = 16_384;
 
