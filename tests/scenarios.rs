@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 
 use saphyr::{LoadableYamlNode, Scalar, Yaml};
 use serde_json::{Value, json};
-use stratum_vm::engine::{Engine, LoadedPlan};
+use stratum_vm::engine::{Engine, EngineError, LoadedPlan};
 use stratum_vm::host::Workspace;
-use stratum_vm::interp::{Host, Outcome, Receipt, Report, Verdict};
+use stratum_vm::interp::{
+    FileEvidence, FileRoot, Host, HostError, Outcome, Receipt, Report, Verdict,
+};
 use stratum_vm::store::SqliteStore;
 
 // ----- YAML → JSON ---------------------------------------------------------------
@@ -150,41 +152,45 @@ impl Host for ScriptHost {
         self.clock
     }
 
-    fn file_exists(&mut self, path: &str) -> Result<(bool, Value), String> {
-        let ws = self
-            .workspace
-            .as_ref()
-            .ok_or("file function requires a workspace root")?;
-        let ev = ws.file_exists(path)?;
-        Ok((ev.exists, json!({"path": ev.path, "exists": ev.exists})))
+    fn file_exists(&mut self, root: FileRoot<'_>, path: &str) -> Result<FileEvidence, HostError> {
+        self.jail(root)?
+            .file_exists(path)
+            .map_err(HostError::Refused)
     }
 
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String> {
-        let ws = self
-            .workspace
-            .as_ref()
-            .ok_or("file function requires a workspace root")?;
-        let (holds, ev) = ws.file_contains(path, text)?;
-        Ok((holds, json!({"path": ev.path, "exists": ev.exists})))
+    fn file_contains(
+        &mut self,
+        root: FileRoot<'_>,
+        path: &str,
+        text: &str,
+    ) -> Result<(bool, FileEvidence), HostError> {
+        self.jail(root)?
+            .file_contains(path, text)
+            .map_err(HostError::Refused)
     }
 
-    fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String> {
+    fn judge(
+        &mut self,
+        statement: &str,
+        stakes: &str,
+        context: &Value,
+    ) -> Result<Verdict, HostError> {
         self.judge_calls
             .push(json!({"statement": statement, "stakes": stakes, "context": context}));
         let Some(queue) = self.judge.as_mut() else {
-            return Err(
+            return Err(HostError::Judge(
                 "judged predicate requires a configured judge runner ([judge] in stratum.toml)"
                     .into(),
-            );
+            ));
         };
         let Some(v) = queue.pop_front() else {
             self.problems.push(format!(
                 "the judge was called more often than scripted ({statement:?})"
             ));
-            return Err("scripted judge queue is empty".into());
+            return Err(HostError::Judge("scripted judge queue is empty".into()));
         };
         if let Some(e) = v.get("error").and_then(Value::as_str) {
-            return Err(e.to_string());
+            return Err(HostError::Judge(e.to_string()));
         }
         Ok(Verdict {
             holds: v["holds"].as_bool().unwrap_or(false),
@@ -204,15 +210,15 @@ impl Host for ScriptHost {
         self.worktree.is_some()
     }
 
-    fn worktree_create(&mut self, _run_id: &str, name: &str) -> Result<String, String> {
+    fn worktree_create(&mut self, _run_id: &str, name: &str) -> Result<String, HostError> {
         let item = worktree_item(name);
         self.worktree_ops
             .push(json!({"op": "create", "name": name}));
         if let Some(e) = self.worktree_fact("create_error").and_then(Value::as_str) {
-            return Err(e.to_string());
+            return Err(HostError::Git(e.to_string()));
         }
         let dir = self.worktree_root.join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(|e| HostError::Git(e.to_string()))?;
         if let Some(Value::Object(files)) = self
             .worktree_fact("files")
             .and_then(|f| f.get(&item))
@@ -229,17 +235,19 @@ impl Host for ScriptHost {
         Ok(dir.display().to_string())
     }
 
-    fn worktree_patch(&mut self, dir: &str) -> Result<String, String> {
+    fn worktree_patch(&mut self, dir: &str) -> Result<String, HostError> {
         let item = worktree_item(dir);
         self.worktree_ops.push(json!({"op": "patch", "item": item}));
         match self.worktree_fact("patches").and_then(|p| p.get(&item)) {
             Some(Value::String(p)) => Ok(p.clone()),
-            Some(other) => Err(other["error"].as_str().unwrap_or("scripted").to_string()),
+            Some(other) => Err(HostError::Git(
+                other["error"].as_str().unwrap_or("scripted").to_string(),
+            )),
             None => Ok(format!("patch {item}")),
         }
     }
 
-    fn worktree_remove(&mut self, dir: &str) -> Result<(), String> {
+    fn worktree_remove(&mut self, dir: &str) -> Result<(), HostError> {
         self.worktree_ops
             .push(json!({"op": "remove", "item": worktree_item(dir)}));
         let _ = std::fs::remove_dir_all(dir);
@@ -250,34 +258,30 @@ impl Host for ScriptHost {
         &mut self,
         pre_merge: &[String],
         patches: &[(u32, String)],
-    ) -> Result<(), String> {
+    ) -> Result<(), HostError> {
         self.worktree_ops.push(json!({"op": "merge", "preMerge": pre_merge, "patches": patches.iter().map(|(k, p)| json!([k, p])).collect::<Vec<_>>()}));
         match self.worktree_fact("merge_error").and_then(Value::as_str) {
-            Some(e) => Err(e.to_string()),
+            Some(e) => Err(HostError::Git(e.to_string())),
             None => Ok(()),
         }
     }
+}
 
-    fn file_exists_in(&mut self, root: &str, path: &str) -> Result<(bool, Value), String> {
-        let ev = Workspace::new(root)?.file_exists(path)?;
-        Ok((
-            ev.exists,
-            json!({"path": ev.path, "exists": ev.exists, "root": "worktree"}),
-        ))
+impl ScriptHost {
+    /// The jail of a file predicate: the workspace, or an item's worktree.
+    fn jail(&self, root: FileRoot<'_>) -> Result<Workspace, HostError> {
+        match root {
+            FileRoot::Workspace => self.workspace.clone().ok_or_else(|| {
+                HostError::Unsupported("file function requires a workspace root".into())
+            }),
+            FileRoot::Worktree(dir) => Workspace::new(dir).map_err(HostError::Io),
+        }
     }
+}
 
-    fn file_contains_in(
-        &mut self,
-        root: &str,
-        path: &str,
-        text: &str,
-    ) -> Result<(bool, Value), String> {
-        let (holds, ev) = Workspace::new(root)?.file_contains(path, text)?;
-        Ok((
-            holds,
-            json!({"path": ev.path, "exists": ev.exists, "root": "worktree"}),
-        ))
-    }
+/// An engine refusal as the scenarios match it: its stable code, then its message.
+fn coded(e: EngineError) -> String {
+    format!("{}: {e}", e.code())
 }
 
 // ----- running a scenario ------------------------------------------------------------
@@ -317,10 +321,11 @@ impl Ctx {
                 }
             }
         };
-        for r in &o.ready {
+        let resp = o.to_json("run", "");
+        for r in resp["ready"].as_array().into_iter().flatten() {
             note(&r["id"], &r["dispatchToken"]);
         }
-        for g in &o.gates {
+        for g in resp["gates"].as_array().into_iter().flatten() {
             note(&g["stepId"], &g["gateToken"]);
         }
     }
@@ -370,7 +375,7 @@ impl Ctx {
                 let token = self.token(step, arg.get("token"))?;
                 self.engine
                     .report(&run, step, token.as_deref(), &report, &mut self.host)
-                    .map_err(|e| e.to_string())?
+                    .map_err(coded)?
             }
             "gate" => {
                 let step = arg["step"].as_str().ok_or("harness: gate needs `step`")?;
@@ -386,22 +391,17 @@ impl Ctx {
                         "scenario",
                         &mut self.host,
                     )
-                    .map_err(|e| e.to_string())?
+                    .map_err(coded)?
             }
             "cancel" => {
                 if arg.get("fresh").and_then(Value::as_bool) == Some(true) {
                     self.fresh_engine()?;
                 }
-                self.engine
-                    .cancel(&run, &mut self.host)
-                    .map_err(|e| e.to_string())?
+                self.engine.cancel(&run, &mut self.host).map_err(coded)?
             }
             "commit" => {
                 let label = arg.as_str().ok_or("harness: commit needs a label")?;
-                let extra = self
-                    .engine
-                    .commit_checkpoint(&run, label)
-                    .map_err(|e| e.to_string())?;
+                let extra = self.engine.commit_checkpoint(&run, label).map_err(coded)?;
                 return Ok(Observed {
                     outcome: None,
                     extra,
@@ -420,14 +420,14 @@ impl Ctx {
                 }
                 self.engine
                     .revert(&run, label, &mut self.host)
-                    .map_err(|e| e.to_string())?
+                    .map_err(coded)?
             }
             "receipt" => {
                 let receipt = Receipt::from_json(arg).map_err(|e| e.to_string())?;
                 let (r, outcome) = self
                     .engine
                     .usage_report(&run, &receipt, &mut self.host)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(coded)?;
                 self.remember(&outcome);
                 return Ok(Observed {
                     outcome: Some(outcome),
@@ -442,7 +442,7 @@ impl Ctx {
                 };
                 self.engine
                     .resume(&run, Some(&hash), &mut self.host)
-                    .map_err(|e| e.to_string())?
+                    .map_err(coded)?
                     .0
             }
             other => return Err(format!("harness: unknown action `{other}`")),
@@ -469,7 +469,7 @@ impl Ctx {
             let child = state.steps[frame][idx]
                 .child
                 .ok_or_else(|| format!("harness: `{id}` has no live sub-flow"))?
-                as usize;
+                .ix();
             let flow = state.header.frames[child].flow as usize;
             idx = *plan.index.flows[flow]
                 .ids
@@ -542,8 +542,8 @@ impl Ctx {
                     );
                 }
                 for (key, list, field) in [
-                    ("ready", &outcome.ready, "id"),
-                    ("gates", &outcome.gates, "stepId"),
+                    ("ready", &resp["ready"], "id"),
+                    ("gates", &resp["gates"], "stepId"),
                 ] {
                     if let Some(want) = expect.get(key) {
                         let mut w: Vec<String> = want
@@ -555,7 +555,9 @@ impl Ctx {
                             })
                             .unwrap_or_default();
                         let mut g: Vec<String> = list
-                            .iter()
+                            .as_array()
+                            .into_iter()
+                            .flatten()
                             .filter_map(|e| e[field].as_str().map(String::from))
                             .collect();
                         w.sort();
@@ -567,11 +569,14 @@ impl Ctx {
                 }
                 if let Some(Value::Object(entries)) = expect.get("entries") {
                     for (id, want) in entries {
-                        let entry = outcome
-                            .ready
-                            .iter()
-                            .find(|e| e["id"] == id.as_str())
-                            .or_else(|| outcome.gates.iter().find(|g| g["stepId"] == id.as_str()));
+                        let listed = |key: &str, field: &str| {
+                            resp[key]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .find(|e| e[field] == id.as_str())
+                        };
+                        let entry = listed("ready", "id").or_else(|| listed("gates", "stepId"));
                         match entry {
                             Some(e) if matches(want, e) => {}
                             Some(e) => fail(&format!("entries.{id}"), short(want), short(e)),
@@ -598,14 +603,14 @@ impl Ctx {
                     }
                 }
                 if let Some(want) = expect.get("ledger_spent")
-                    && !same(want, &outcome.ledger["spent"])
+                    && !same(want, &resp["ledger"]["spent"])
                 {
-                    fail("ledger_spent", short(want), short(&outcome.ledger["spent"]));
+                    fail("ledger_spent", short(want), short(&resp["ledger"]["spent"]));
                 }
                 if let Some(want) = expect.get("ledger")
-                    && !matches(want, &outcome.ledger)
+                    && !matches(want, &resp["ledger"])
                 {
-                    fail("ledger", short(want), short(&outcome.ledger));
+                    fail("ledger", short(want), short(&resp["ledger"]));
                 }
                 if let Some(want) = expect.get("response")
                     && !matches(want, &resp)

@@ -1274,7 +1274,7 @@ fn worktree_fanout_merges_each_items_files_in_order() {
     assert_eq!(extra_worktrees(&repo), 0);
     // the audit shows the patches merged in item order
     let ev = events(&s.db(), &r.run_id());
-    let merged = of_type(&ev, "fanout_merged", "fan");
+    let merged = of_type(&ev, "fanout_merge", "fan");
     assert_eq!(merged.len(), 1, "{ev:?}");
     assert_eq!(merged[0]["detail"]["items"], json!([0, 1, 2]));
     assert_eq!(of_type(&ev, "worktree_removed", "fan").len(), 3);

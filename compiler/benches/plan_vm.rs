@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use stratum_compiler::analyze;
 use stratum_compiler::build::build_plan;
 use stratum_compiler::testgen::generate_spec;
-use stratum_vm::interp::{self, Host, PlanIndex, Report, Verdict};
+use stratum_vm::interp::{
+    self, FileEvidence, FileRoot, Host, HostError, PlanIndex, Report, Verdict,
+};
 use stratum_vm::plan::file;
 
 fn bench_build_and_load(c: &mut Criterion) {
@@ -73,14 +75,19 @@ impl Host for Quiet {
         self.0 += 1;
         self.0
     }
-    fn file_exists(&mut self, _: &str) -> Result<(bool, Value), String> {
-        Err("no files".into())
+    fn file_exists(&mut self, _: FileRoot<'_>, _: &str) -> Result<FileEvidence, HostError> {
+        Err(HostError::Unsupported("no files".into()))
     }
-    fn file_contains(&mut self, _: &str, _: &str) -> Result<(bool, Value), String> {
-        Err("no files".into())
+    fn file_contains(
+        &mut self,
+        _: FileRoot<'_>,
+        _: &str,
+        _: &str,
+    ) -> Result<(bool, FileEvidence), HostError> {
+        Err(HostError::Unsupported("no files".into()))
     }
-    fn judge(&mut self, _: &str, _: &str, _: &Value) -> Result<Verdict, String> {
-        Err("no judge".into())
+    fn judge(&mut self, _: &str, _: &str, _: &Value) -> Result<Verdict, HostError> {
+        Err(HostError::Judge("no judge".into()))
     }
 }
 
@@ -110,10 +117,7 @@ fn bench_transitions(c: &mut Criterion) {
                 )
                 .unwrap();
                 while let Some(e) = out.ready.first() {
-                    let (id, token) = (
-                        e["id"].as_str().unwrap().to_string(),
-                        e["dispatchToken"].as_str().unwrap().to_string(),
-                    );
+                    let (id, token) = (e.id.clone(), e.dispatch_token.clone());
                     out = interp::report(
                         &plan,
                         &index,
@@ -139,10 +143,7 @@ fn bench_transitions(c: &mut Criterion) {
                 let lp = engine.add_plan(&bytes).unwrap();
                 let (id, mut out) = engine.start(&lp, None, json!({}), &mut host, None).unwrap();
                 while let Some(e) = out.ready.first() {
-                    let (step, token) = (
-                        e["id"].as_str().unwrap().to_string(),
-                        e["dispatchToken"].as_str().unwrap().to_string(),
-                    );
+                    let (step, token) = (e.id.clone(), e.dispatch_token.clone());
                     out = engine
                         .report(&id, &step, Some(&token), &report, &mut host)
                         .unwrap();

@@ -285,25 +285,32 @@ fn reset_closures_by_hand() {
     );
 }
 
+use stratum_vm::interp::{FileEvidence, FileRoot, HostError};
+
 struct NoHost;
 
 impl stratum_vm::interp::Host for NoHost {
     fn now_ms(&mut self) -> i64 {
         0
     }
-    fn file_exists(&mut self, _: &str) -> Result<(bool, serde_json::Value), String> {
-        Err("none".into())
+    fn file_exists(&mut self, _: FileRoot<'_>, _: &str) -> Result<FileEvidence, HostError> {
+        Err(HostError::Unsupported("none".into()))
     }
-    fn file_contains(&mut self, _: &str, _: &str) -> Result<(bool, serde_json::Value), String> {
-        Err("none".into())
+    fn file_contains(
+        &mut self,
+        _: FileRoot<'_>,
+        _: &str,
+        _: &str,
+    ) -> Result<(bool, FileEvidence), HostError> {
+        Err(HostError::Unsupported("none".into()))
     }
     fn judge(
         &mut self,
         _: &str,
         _: &str,
         _: &serde_json::Value,
-    ) -> Result<stratum_vm::interp::Verdict, String> {
-        Err("none".into())
+    ) -> Result<stratum_vm::interp::Verdict, HostError> {
+        Err(HostError::Unsupported("none".into()))
     }
 }
 

@@ -7,8 +7,9 @@
 //! Must never: run a consumer or step entry (those are the client's), or
 //! loop without a bound.
 
-use stratum_vm::engine::{Engine, EngineError, StdHost};
-use stratum_vm::interp::Outcome;
+use stratum_vm::engine::{Engine, EngineError};
+use stratum_vm::host::StdHost;
+use stratum_vm::interp::{Dispatch, Outcome, ReadyEntry};
 
 use crate::state::Agents;
 
@@ -31,15 +32,15 @@ pub fn drive(
         if outcome.status.is_terminal() {
             break;
         }
-        let jobs: Vec<_> = outcome
+        let (entries, jobs): (Vec<&ReadyEntry>, Vec<_>) = outcome
             .ready
             .iter()
-            .filter(|e| e["dispatch"] == "engine")
+            .filter(|e| e.dispatch == Dispatch::Engine)
             .filter_map(|e| {
-                let cmd = agents.commands.get(e["agent"].as_str()?)?;
-                Some((cmd.clone(), e.clone()))
+                let cmd = agents.commands.get(agent_name(e))?;
+                Some((e, (cmd.clone(), entry_json(e))))
             })
-            .collect();
+            .unzip();
         if jobs.is_empty() {
             break;
         }
@@ -55,13 +56,30 @@ pub fn drive(
                     .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled)
             },
         );
-        for (entry, report) in results {
-            let id = entry["id"].as_str().unwrap_or("");
+        let reports: Vec<_> = entries
+            .into_iter()
+            .zip(results)
+            .map(|(e, (_, report))| (e.id.clone(), e.dispatch_token.clone(), report))
+            .collect();
+        for (id, token, report) in reports {
             // a refusal (the run moved on meanwhile, e.g. cancelled by another process) changes nothing
-            let token = entry["dispatchToken"].as_str();
-            let _ = engine.report(run_id, id, token, &report, host);
+            let _ = engine.report(run_id, &id, Some(&token), &report, host);
         }
         outcome = engine.poll(run_id, host)?;
     }
     Ok(outcome)
+}
+
+/// The agent's name as `[agents.NAME]` spells it.
+fn agent_name(e: &ReadyEntry) -> &'static str {
+    match e.agent {
+        stratum_vm::plan::Agent::Claude => "claude",
+        stratum_vm::plan::Agent::Codex => "codex",
+    }
+}
+
+/// A ready entry as the agent command reads it on stdin.
+fn entry_json(e: &ReadyEntry) -> serde_json::Value {
+    // Invariant: ready entries are plain data; they always serialize.
+    serde_json::to_value(e).expect("invariant: ready entries always serialize")
 }

@@ -9,7 +9,6 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use stratum_vm::engine::EngineError;
-use stratum_vm::interp::VmError;
 use stratum_vm::store::StoreError;
 
 /// What a tool hands back before it becomes a [`CallToolResult`].
@@ -62,52 +61,14 @@ impl Reply {
     }
 }
 
-/// The `error_type` of an engine error.
-pub fn error_type(e: &EngineError) -> &'static str {
-    match e {
-        EngineError::Vm(v) => match v {
-            VmError::NotAwaiting(_) => "not_awaiting",
-            VmError::StaleToken(_) => "stale_token",
-            VmError::Cancelled(_) => "flow_cancelled",
-            VmError::InvalidDecision(_) => "invalid_decision",
-            VmError::InvalidInput(_) => "input_validation_failed",
-            VmError::InvalidReport(_) => "invalid_report",
-            VmError::UnknownFlow(_) => "unknown_flow",
-            VmError::CarryUnresolved(_) => "carry_revise_unresolved",
-            VmError::Limit(_) => "limit_exceeded",
-            VmError::InvalidStep(_) => "invalid_step",
-            VmError::InvalidReceipt(_) => "invalid_receipt",
-        },
-        EngineError::Store(StoreError::NotFound(_)) => "flow_not_found",
-        EngineError::Store(_) => "store_error",
-        EngineError::Plan(_) => "plan_invalid",
-        EngineError::PlanMismatch { .. } => "plan_mismatch",
-        EngineError::Corrupt(_) => "run_corrupt",
-        EngineError::Checkpoint(m) => {
-            for t in ["invalid_label", "flow_cancelled", "checkpoint_not_found"] {
-                if m.starts_with(t) {
-                    return t;
-                }
-            }
-            if m.starts_with("in-flight fanout") {
-                "fanout_in_flight"
-            } else {
-                "checkpoint_error"
-            }
-        }
-    }
-}
-
-/// A refusal from the engine; nothing in the run changed.
+/// A refusal from the engine; nothing in the run changed. The `error_type`
+/// is the error's stable code ([`EngineError::code`], one exhaustive match).
 pub fn engine_error(e: &EngineError) -> Reply {
-    let t = error_type(e);
-    let mut message = e.to_string();
-    // checkpoint messages carry their type as a prefix: keep only the sentence
-    if let Some(rest) = message.strip_prefix(t).and_then(|r| r.strip_prefix(": ")) {
-        message = rest.to_string();
-    }
-    if let EngineError::Store(StoreError::NotFound(id)) = e {
-        message = format!("no run `{id}` in the store (start one with stratum_plan)");
-    }
-    Reply::error(t, message)
+    let message = match e {
+        EngineError::Store(StoreError::NotFound(id)) => {
+            format!("no run `{id}` in the store (start one with stratum_plan)")
+        }
+        other => other.to_string(),
+    };
+    Reply::error(e.code(), message)
 }

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stratum_vm::agent::commands_from_toml;
-use stratum_vm::engine::{Engine, StdHost};
+use stratum_vm::engine::Engine;
+use stratum_vm::host::StdHost;
 use stratum_vm::host::stratum_toml_near;
 
 use crate::reply::{Reply, engine_error};

@@ -6,19 +6,19 @@
 //! reports with the same token exactly one wins and the other is told its
 //! token is stale.
 //!
-//! Owns: run ids, (de)serialization of run state, plan caching, checkpoints,
-//! the standard host (workspace jail + judge + git worktrees of isolated
-//! fanout items).
-//! Must never: contain execution rules (those live in `interp`).
+//! Owns: run ids, (de)serialization of run state and checkpoints, plan
+//! caching, the commit loop, and the stable codes of its errors.
+//! Must never: contain execution rules (those live in `interp`: what a
+//! revert restores, when a checkpoint may be taken, …).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::host::{JudgeConfig, Workspace};
 use crate::interp::{
-    self, Header, Host, Outcome, PlanIndex, Report, Run, StepState, Verdict, VmError, row_key,
+    self, CheckpointError, Header, Host, Outcome, PlanIndex, Report, RowKey, Run, Saved, StepState,
+    VmError,
 };
 use crate::plan::Plan;
 use crate::plan::file::{self, LoadError};
@@ -49,121 +49,19 @@ pub enum EngineError {
     /// Stored run state does not decode.
     #[error("run state is corrupt: {0}")]
     Corrupt(String),
-    /// A checkpoint problem.
-    #[error("{0}")]
-    Checkpoint(String),
 }
 
-/// The standard host: a workspace root for file predicates, a judge, the system clock.
-pub struct StdHost {
-    /// Jail for `file_exists` / `file_contains`.
-    pub workspace: Option<Workspace>,
-    /// Judge endpoint.
-    pub judge: Option<JudgeConfig>,
-}
-
-impl StdHost {
-    /// The host of a run whose workspace root is `root` (`None`: file
-    /// predicates are refused), with the judge of the `stratum.toml` that
-    /// applies to it ([`crate::host::stratum_toml_near`]).
-    pub fn for_root(root: Option<&std::path::Path>) -> Result<StdHost, String> {
-        let workspace = root
-            .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
-            .transpose()?;
-        let judge = match crate::host::stratum_toml_near(root)? {
-            Some(text) => crate::host::judge_config_from_toml(&text)?,
-            None => None,
-        };
-        Ok(StdHost { workspace, judge })
-    }
-}
-
-impl Host for StdHost {
-    fn now_ms(&mut self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    }
-
-    fn file_exists(&mut self, path: &str) -> Result<(bool, Value), String> {
-        let ws = self
-            .workspace
-            .as_ref()
-            .ok_or("file function requires a workspace root")?;
-        let ev = ws.file_exists(path)?;
-        Ok((ev.exists, serde_json::to_value(&ev).unwrap_or(Value::Null)))
-    }
-
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String> {
-        let ws = self
-            .workspace
-            .as_ref()
-            .ok_or("file function requires a workspace root")?;
-        let (holds, ev) = ws.file_contains(path, text)?;
-        Ok((holds, serde_json::to_value(&ev).unwrap_or(Value::Null)))
-    }
-
-    fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String> {
-        let cfg = self.judge.as_ref().ok_or(
-            "judged predicate requires a configured judge runner ([judge] in stratum.toml)",
-        )?;
-        let o = crate::host::judge(cfg, statement, stakes, context)?;
-        Ok(Verdict {
-            holds: o.holds,
-            reason: o.reason,
-            model: o.model,
-            tokens: o.tokens.unwrap_or(0) as f64,
-            usd: 0.0,
-        })
-    }
-
-    fn supports_worktrees(&self) -> bool {
-        true
-    }
-
-    fn worktree_create(&mut self, run_id: &str, name: &str) -> Result<String, String> {
-        let dir = crate::host::worktree_create(self.root()?, run_id, name)?;
-        Ok(dir.to_string_lossy().into_owned())
-    }
-
-    fn worktree_patch(&mut self, dir: &str) -> Result<String, String> {
-        crate::host::worktree_patch(std::path::Path::new(dir))
-    }
-
-    fn worktree_remove(&mut self, dir: &str) -> Result<(), String> {
-        crate::host::worktree_remove(self.root()?, std::path::Path::new(dir))
-    }
-
-    fn worktree_merge(
-        &mut self,
-        pre_merge: &[String],
-        patches: &[(u32, String)],
-    ) -> Result<(), String> {
-        crate::host::merge_patches(self.root()?, pre_merge, patches)
-    }
-
-    fn file_exists_in(&mut self, root: &str, path: &str) -> Result<(bool, Value), String> {
-        let ev = Workspace::new(root)?.file_exists(path)?;
-        Ok((ev.exists, serde_json::to_value(&ev).unwrap_or(Value::Null)))
-    }
-
-    fn file_contains_in(
-        &mut self,
-        root: &str,
-        path: &str,
-        text: &str,
-    ) -> Result<(bool, Value), String> {
-        let (holds, ev) = Workspace::new(root)?.file_contains(path, text)?;
-        Ok((holds, serde_json::to_value(&ev).unwrap_or(Value::Null)))
-    }
-}
-
-impl StdHost {
-    fn root(&self) -> Result<&std::path::Path, String> {
-        self.workspace
-            .as_ref()
-            .map(Workspace::root)
-            .ok_or_else(|| "`isolation: worktree` needs a workspace root".to_owned())
+impl EngineError {
+    /// The stable code of the kind (MCP's `error_type`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::Vm(v) => v.code(),
+            EngineError::Store(StoreError::NotFound(_)) => "flow_not_found",
+            EngineError::Store(_) => "store_error",
+            EngineError::Plan(_) => "plan_invalid",
+            EngineError::PlanMismatch { .. } => "plan_mismatch",
+            EngineError::Corrupt(_) => "run_corrupt",
+        }
     }
 }
 
@@ -197,14 +95,12 @@ fn encode_header(h: &Header) -> Vec<u8> {
 }
 
 /// The changed step rows of a run, encoded for the store.
-fn dirty_rows(run: &Run) -> Vec<(u32, Vec<u8>)> {
+fn dirty_rows(run: &Run) -> Vec<(u64, Vec<u8>)> {
     run.dirty
         .iter()
         .map(|&k| {
-            (
-                k,
-                encode_row(&run.steps[(k >> 16) as usize][(k & 0xffff) as usize]),
-            )
+            let at = k.slot().at;
+            (k.raw(), encode_row(&run.steps[at.frame.ix()][at.ix()]))
         })
         .collect()
 }
@@ -281,10 +177,10 @@ impl Engine {
             .map(|f| vec![StepState::default(); f.len as usize])
             .collect();
         for (key, blob) in &snap.rows {
-            let (f, s) = ((key >> 16) as usize, (key & 0xffff) as usize);
+            let at = step_row(*key)?;
             let slot = steps
-                .get_mut(f)
-                .and_then(|fr| fr.get_mut(s))
+                .get_mut(at.frame.ix())
+                .and_then(|fr| fr.get_mut(at.ix()))
                 .ok_or_else(|| EngineError::Corrupt(format!("row {key} outside the run")))?;
             *slot =
                 serde_json::from_slice(blob).map_err(|e| EngineError::Corrupt(e.to_string()))?;
@@ -487,18 +383,7 @@ impl Engine {
                 given: given.into(),
             });
         }
-        if run.header.status == interp::RunStatus::Cancelled {
-            return Err(VmError::Cancelled(run_id.to_string()).into());
-        }
-        let outcome = self.transition(run_id, host, |p, i, r, h| {
-            r.events.push(interp::Event {
-                at: h.now_ms(),
-                kind: "resumed".into(),
-                step: None,
-                detail: Value::Null,
-            });
-            Ok(interp::view(p, i, r, h))
-        })?;
+        let outcome = self.transition(run_id, host, interp::resume)?;
         Ok((outcome, plan))
     }
 
@@ -515,24 +400,6 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// Refuses checkpoints while fanout items are out (their results would be lost).
-    fn no_fanout_in_flight(run: &Run, plan: &Plan) -> Result<(), EngineError> {
-        for (f, steps) in run.steps.iter().enumerate() {
-            let flow = &plan.flows[run.header.frames[f].flow as usize];
-            for (i, st) in steps.iter().enumerate() {
-                if st.status == interp::StepStatus::Running
-                    && matches!(flow.steps[i].kind, crate::plan::StepKindDef::Fanout { .. })
-                {
-                    return Err(EngineError::Checkpoint(format!(
-                        "in-flight fanout: step `{}` has items out; checkpoint after it settles",
-                        plan.str(flow.steps[i].id)
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// The audit events of a run.
     pub fn audit(&self, run_id: &str) -> Result<Vec<Value>, EngineError> {
         let lines = self.store.events(run_id, 0, u64::MAX)?;
@@ -544,27 +411,27 @@ impl Engine {
 
     /// Saves the run state under `label` (state only; files are the caller's).
     pub fn commit_checkpoint(&mut self, run_id: &str, label: &str) -> Result<Value, EngineError> {
-        let label = label.trim();
-        if label.is_empty() {
-            return Err(EngineError::Checkpoint(
-                "invalid_label: a checkpoint label must not be empty".into(),
-            ));
-        }
+        let label = interp::checkpoint_label(label)?;
         // one read: the stored rows are the checkpoint, the header says whether it may be taken
         let snap = self.store.load(run_id)?;
         let header: Header = serde_json::from_slice(&snap.header)
             .map_err(|e| EngineError::Corrupt(e.to_string()))?;
-        if header.status == interp::RunStatus::Cancelled {
-            return Err(EngineError::Checkpoint(format!(
-                "flow_cancelled: run {run_id} is cancelled"
-            )));
-        }
-        let blob = serde_json::to_vec(&json!({"header": String::from_utf8_lossy(&snap.header), "rows": snap.rows.iter().map(|(k, b)| json!([k, String::from_utf8_lossy(b)])).collect::<Vec<_>>()})).map_err(|e| EngineError::Corrupt(e.to_string()))?;
+        interp::checkpoint_allowed(&header)?;
+        let saved = StoredCheckpoint {
+            header: String::from_utf8_lossy(&snap.header).into_owned(),
+            rows: snap
+                .rows
+                .iter()
+                .map(|(k, b)| (*k, String::from_utf8_lossy(b).into_owned()))
+                .collect(),
+        };
+        let blob = serde_json::to_vec(&saved).map_err(|e| EngineError::Corrupt(e.to_string()))?;
         self.store.put_checkpoint(run_id, label, &blob)?;
         Ok(json!({"label": label, "checkpoints": self.store.checkpoint_labels(run_id)?}))
     }
 
-    /// Restores the run state saved under `label`; live tokens are replaced.
+    /// Restores the run state saved under `label` (what is restored is the
+    /// interpreter's rule: [`interp::revert`]).
     pub fn revert(
         &mut self,
         run_id: &str,
@@ -574,71 +441,46 @@ impl Engine {
         let label = label.trim();
         let Some(blob) = self.store.get_checkpoint(run_id, label)? else {
             let available = self.store.checkpoint_labels(run_id)?;
-            return Err(EngineError::Checkpoint(format!(
-                "checkpoint_not_found: no checkpoint `{label}`; available: {}",
-                available.join(", ")
-            )));
+            let missing = CheckpointError::NotFound {
+                label: label.to_string(),
+                available,
+            };
+            return Err(VmError::from(missing).into());
         };
-        let saved: Value =
-            serde_json::from_slice(&blob).map_err(|e| EngineError::Corrupt(e.to_string()))?;
-        let header: Header = serde_json::from_str(saved["header"].as_str().unwrap_or(""))
-            .map_err(|e| EngineError::Corrupt(e.to_string()))?;
-        let mut rows = Vec::new();
-        for r in saved["rows"].as_array().into_iter().flatten() {
-            let key = r[0].as_u64().unwrap_or(0) as u32;
-            let state: StepState = serde_json::from_str(r[1].as_str().unwrap_or(""))
-                .map_err(|e| EngineError::Corrupt(e.to_string()))?;
-            rows.push((key, state));
-        }
-        let (live, plan) = self.load(run_id)?;
-        if live.header.status == interp::RunStatus::Cancelled {
-            return Err(EngineError::Checkpoint(format!(
-                "flow_cancelled: run {run_id} is cancelled"
-            )));
-        }
-        Self::no_fanout_in_flight(&live, &plan.plan)?;
+        let saved = decode_checkpoint(&blob)?;
         self.transition(run_id, host, |p, i, r, h| {
-            let mut restored = header.clone();
-            restored.issued = restored.issued.max(r.header.issued);
-            // receipts are append-only: their ids and sequence survive a revert
-            restored.receipts = r.header.receipts.clone();
-            restored.receipt_seq = r.header.receipt_seq;
-            // money is never given back: every ledger keeps the larger of the live and the saved spend
-            for (fi, frame) in restored.frames.iter_mut().enumerate() {
-                if let Some(live) = r.header.frames.get(fi) {
-                    let (a, b) = (&mut frame.spent, &live.spent);
-                    a.usd = a.usd.max(b.usd);
-                    a.tokens = a.tokens.max(b.tokens);
-                    a.dispatches = a.dispatches.max(b.dispatches);
-                    a.ms = a.ms.max(b.ms);
-                }
-            }
-            let mut steps: Vec<Vec<StepState>> = restored
-                .frames
-                .iter()
-                .map(|f| vec![StepState::default(); f.len as usize])
-                .collect();
-            for (k, s) in &rows {
-                if let Some(slot) = steps
-                    .get_mut((k >> 16) as usize)
-                    .and_then(|fr| fr.get_mut((k & 0xffff) as usize))
-                {
-                    *slot = s.clone();
-                }
-            }
-            // every row of the restored state is written back
-            r.dirty = (0..steps.len() as u32)
-                .flat_map(|f| (0..steps[f as usize].len() as u32).map(move |s| row_key(f, s)))
-                .collect();
-            r.header = restored;
-            r.steps = steps;
-            r.events.push(interp::Event {
-                at: h.now_ms(),
-                kind: "checkpoint_reverted".into(),
-                step: None,
-                detail: json!({"label": label}),
-            });
-            Ok(interp::rotate_tokens(p, i, r, h))
+            interp::revert(p, i, r, &saved, label, h)
         })
+    }
+}
+
+/// A checkpoint as stored: the header and the rows as JSON text.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredCheckpoint {
+    header: String,
+    rows: Vec<(u64, String)>,
+}
+
+fn decode_checkpoint(blob: &[u8]) -> Result<Saved, EngineError> {
+    let corrupt = |e: serde_json::Error| EngineError::Corrupt(format!("checkpoint: {e}"));
+    let stored: StoredCheckpoint = serde_json::from_slice(blob).map_err(corrupt)?;
+    let header: Header = serde_json::from_str(&stored.header).map_err(corrupt)?;
+    let mut rows = Vec::new();
+    for (key, text) in &stored.rows {
+        step_row(*key)?;
+        let state: StepState = serde_json::from_str(text).map_err(corrupt)?;
+        rows.push((RowKey::from_raw(*key), state));
+    }
+    Ok(Saved { header, rows })
+}
+
+/// The step a stored row key names (item rows are not written by this version).
+fn step_row(key: u64) -> Result<crate::interp::StepAt, EngineError> {
+    let slot = RowKey::from_raw(key).slot();
+    match slot.item {
+        None => Ok(slot.at),
+        Some(_) => Err(EngineError::Corrupt(format!(
+            "row {key} is a fanout item's row, which this version does not write"
+        ))),
     }
 }

@@ -44,38 +44,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use crate::interp::FileEvidence;
+
+mod std_host;
+pub use std_host::StdHost;
+
 /// The largest file `file_contains` reads (and `file_exists` hashes): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// What a file predicate saw, recorded in the audit (the evidence chain).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FileEvidence {
-    /// The path relative to the root after lexical normalization
-    /// (`a/../x` → `x`; the root itself is `.`), with `/` separators.
-    pub path: String,
-    /// A regular file was found at the path.
-    pub exists: bool,
-    /// Its size in bytes, when it exists.
-    pub size: Option<u64>,
-    /// The blake3 hex digest of its contents, when it was read (absent for
-    /// files over [`MAX_FILE_BYTES`] seen by `file_exists`).
-    pub blake3: Option<String>,
-    /// Why the predicate is false or the hash is missing, when not obvious
-    /// ("not a regular file", "not valid UTF-8", ...).
-    pub note: Option<String>,
-}
-
-impl FileEvidence {
-    fn missing(path: String, note: &str) -> Self {
-        FileEvidence {
-            path,
-            exists: false,
-            size: None,
-            blake3: None,
-            note: Some(note.to_owned()),
-        }
-    }
-}
 
 /// A workspace root that file predicates are jailed to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -199,15 +199,16 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan) -> RunView {
             items,
         });
         if let Some(child) = st.child
-            && (child as usize) < h.frames.len()
+            && child.ix() < h.frames.len()
         {
-            stack.push((child as usize, format!("{id}/"), depth + 1, 0));
+            stack.push((child.ix(), format!("{id}/"), depth + 1, 0));
         }
     }
     let gates = h
         .gates
         .iter()
-        .filter_map(|&(f, i)| {
+        .filter_map(|&at| {
+            let (f, i) = (at.frame.0, at.step);
             let flow = flow_of(f as usize)?;
             let def = flow.steps.get(i as usize)?;
             let st = run.steps.get(f as usize)?.get(i as usize)?;
@@ -257,18 +258,18 @@ fn client_id(run: &Run, plan: &Plan, f: u32, own: &str) -> String {
     let mut frame = f as usize;
     // parents form a chain towards frame 0; bounded by the frame count
     for _ in 0..run.header.frames.len() {
-        let Some((pf, ps)) = run.header.frames.get(frame).and_then(|fr| fr.parent) else {
+        let Some(parent) = run.header.frames.get(frame).and_then(|fr| fr.parent) else {
             break;
         };
         let name = run
             .header
             .frames
-            .get(pf as usize)
+            .get(parent.frame.ix())
             .and_then(|fr| plan.flows.get(fr.flow as usize))
-            .and_then(|fl| fl.steps.get(ps as usize))
+            .and_then(|fl| fl.steps.get(parent.ix()))
             .map_or("?", |d| plan.str(d.id));
         parts.push(name.to_string());
-        frame = pf as usize;
+        frame = parent.frame.ix();
     }
     parts.reverse();
     parts.join("/")

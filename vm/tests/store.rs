@@ -337,7 +337,7 @@ fn many_commits_keep_every_row_and_event() {
                     expected_version: u64::from(i) + 1,
                     meta: &m,
                     header: i.to_string().as_bytes(),
-                    rows: &[(i, i.to_le_bytes().to_vec()), (0, vec![i as u8])],
+                    rows: &[(u64::from(i), i.to_le_bytes().to_vec()), (0, vec![i as u8])],
                     events: &[ev(&i.to_string())],
                 })
                 .unwrap();
@@ -498,7 +498,7 @@ fn threads_with_separate_connections_resolve_to_one_winner() {
                         expected_version: snap.version,
                         meta: &snap.meta,
                         header: b"",
-                        rows: &[(t as u32, round.to_le_bytes().to_vec())],
+                        rows: &[(t as u64, round.to_le_bytes().to_vec())],
                         events: &[ev(&format!("t{t} r{round}"))],
                     });
                     match res {
@@ -675,7 +675,10 @@ fn commit_latency_is_flat() {
         let mut last = Duration::ZERO;
         let total = Instant::now();
         for i in 0..n {
-            let rows = [(i + 1, row.clone()), (0, i.to_le_bytes().to_vec())];
+            let rows = [
+                (u64::from(i) + 1, row.clone()),
+                (0, i.to_le_bytes().to_vec()),
+            ];
             let events = [
                 format!("{{\"type\":\"step_done\",\"step\":\"s{i}\",\"seq\":{i}}}"),
                 format!("{{\"type\":\"dispatch\",\"step\":\"s{}\"}}", i + 1),

@@ -13,7 +13,7 @@
 
 use clap::Subcommand;
 use serde_json::{Value, json};
-use stratum_vm::engine::StdHost;
+use stratum_vm::host::StdHost;
 use stratum_vm::interp::RunStatus;
 
 use super::query;

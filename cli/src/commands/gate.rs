@@ -134,7 +134,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let mut host = match stratum_vm::engine::StdHost::for_root(root.as_deref()) {
+    let mut host = match stratum_vm::host::StdHost::for_root(root.as_deref()) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: run `{run}`: {e}; nothing was recorded");
@@ -166,16 +166,12 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let ready: Vec<&str> = outcome
-        .ready
-        .iter()
-        .filter_map(|r| r["id"].as_str())
-        .collect();
+    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
     if args.format == Format::Json {
         let gates: Vec<_> = outcome
             .gates
             .iter()
-            .map(|g| json!({"stepId": g["stepId"], "gateToken": g["gateToken"], "round": g["round"]}))
+            .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
             .collect();
         let doc = json!({
             "version": 1,
@@ -204,11 +200,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             ready.join(", ")
         ),
         RunStatus::Running if !outcome.gates.is_empty() => {
-            let ids: Vec<&str> = outcome
-                .gates
-                .iter()
-                .filter_map(|g| g["stepId"].as_str())
-                .collect();
+            let ids: Vec<&str> = outcome.gates.iter().map(|g| g.step_id.as_str()).collect();
             format!("run {run} is waiting at gate {}\n", ids.join(", "))
         }
         other => {

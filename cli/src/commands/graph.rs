@@ -512,7 +512,7 @@ impl Builder<'_> {
                     let callee_name = self.ir.flows[*callee].name.clone();
                     let mut label = vec![format!("run {} → flow {callee_name}", step.id)];
                     label.extend(status_line(state));
-                    let child_frame = state.and_then(|s| s.child).map(|c| c as usize);
+                    let child_frame = state.and_then(|s| s.child).map(|c| c.ix());
                     let (inner, inner_anchors) = if depth < 16 {
                         self.flow(*callee, &format!("{key}/"), child_frame, depth + 1)
                     } else {

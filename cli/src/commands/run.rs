@@ -11,8 +11,9 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use stratum_vm::engine::{Engine, EngineError, StdHost};
-use stratum_vm::interp::{Outcome, RunStatus};
+use stratum_vm::engine::{Engine, EngineError};
+use stratum_vm::host::StdHost;
+use stratum_vm::interp::{Outcome, ReadyEntry, RunStatus, WaitingGate};
 use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
@@ -79,16 +80,16 @@ fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
     Ok(stratum_vm::plan::file::encode(&plan).0)
 }
 
-fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
+fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return None;
     }
-    let id = gate["stepId"].as_str().unwrap_or("?");
+    let id = &gate.step_id;
     loop {
         eprint!(
             "gate `{id}` (round {}): [a]pprove, [r]evise, [k]ill? ",
-            gate["round"]
+            gate.round
         );
         let _ = std::io::stderr().flush();
         let mut line = String::new();
@@ -196,10 +197,10 @@ pub fn run(args: &Args<'_>) -> Exit {
         }
         if !outcome.ready.is_empty() {
             // every ready dispatch runs at once (the VM already bounds fanout concurrency)
-            let jobs = outcome
-                .ready
+            let entries = outcome.ready.clone();
+            let jobs = entries
                 .iter()
-                .map(|entry| (args.agent.to_string(), entry.clone()))
+                .map(|entry| (args.agent.to_string(), entry_json(entry)))
                 .collect();
             // an operator's `stratumc flow cancel` (another process) stops the agents still running
             let results = stratum_vm::agent::run_batch_watched(
@@ -213,12 +214,11 @@ pub fn run(args: &Args<'_>) -> Exit {
                         .is_ok_and(|o| o.status == RunStatus::Cancelled)
                 },
             );
-            for (entry, report) in results {
-                let id = entry["id"].as_str().unwrap_or("");
-                let token = entry["dispatchToken"].as_str();
+            for (entry, (_, report)) in entries.iter().zip(results) {
+                let (id, token) = (entry.id.as_str(), Some(entry.dispatch_token.as_str()));
                 eprintln!(
                     "  {id} (attempt {}): {}",
-                    entry["attempt"],
+                    entry.attempt,
                     if report.failure.is_some() {
                         "failed"
                     } else {
@@ -236,8 +236,8 @@ pub fn run(args: &Args<'_>) -> Exit {
             continue;
         }
         if let Some(gate) = outcome.gates.first().cloned() {
-            let id = gate["stepId"].as_str().unwrap_or("").to_string();
-            let token = gate["gateToken"].as_str().map(str::to_string);
+            let id = gate.step_id.clone();
+            let token = Some(gate.gate_token.clone());
             let decision = match args.gate {
                 Some(d) => Some((d.to_string(), None)),
                 None => ask_gate(&gate),
@@ -296,4 +296,10 @@ fn finish(format: Format, run_id: &str, outcome: &Outcome) -> Exit {
     } else {
         Exit::Errors
     }
+}
+
+/// A ready entry as the agent command reads it on stdin.
+fn entry_json(e: &ReadyEntry) -> Value {
+    // Invariant: ready entries are plain data; they always serialize.
+    serde_json::to_value(e).expect("invariant: ready entries always serialize")
 }

@@ -77,7 +77,7 @@ pub fn on_run(
     run_id: &str,
     op: impl FnOnce(
         &mut stratum_vm::engine::Engine,
-        &mut stratum_vm::engine::StdHost,
+        &mut stratum_vm::host::StdHost,
     ) -> Result<Outcome, EngineError>,
 ) -> Reply {
     let access = match state.run(run_id) {

@@ -19,7 +19,7 @@ use super::{FLOW, SPEC, envelope};
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
 use crate::state::{State, agents_for_root, spec_text};
-use stratum_vm::engine::StdHost;
+use stratum_vm::host::StdHost;
 
 /// Tool name.
 pub const NAME: &str = "stratum_plan";

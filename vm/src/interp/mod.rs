@@ -7,131 +7,32 @@
 //! carry, fanout items, sub-flows, budgets on every flow, output, tokens.
 //! Must never: do I/O. Files, judges and the clock go through [`Host`];
 //! persistence is the caller's (it commits `run.dirty` rows and `run.events`).
+//!
+//! Rooms: `state` (run records and their indices), `event` (the audit
+//! event kinds), `outcome` (what a transition answers), `error`, `host`
+//! (the effects seam), `index` (per-plan lookup tables), and `machine/`
+//! (the transitions, one room per concern; see its module docs).
 
+pub mod error;
+pub mod event;
+pub mod host;
 pub mod index;
 mod machine;
+pub mod outcome;
 pub mod state;
 
 use serde_json::Value;
 
+pub use error::{CheckpointError, VmError};
+pub use event::{Event, EventKind};
+pub use host::{FileEvidence, FileRoot, Host, HostError, NO_WORKTREES, Verdict};
 pub use index::PlanIndex;
-pub use machine::{cancel, report, resolve_gate, rotate_tokens, start, usage_report, view};
+pub use machine::{
+    Saved, cancel, checkpoint_allowed, checkpoint_label, report, resolve_gate, resume, revert,
+    start, usage_report, view,
+};
+pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;
-
-/// What the interpreter asks of its environment.
-pub trait Host {
-    /// Milliseconds since the Unix epoch.
-    fn now_ms(&mut self) -> i64;
-    /// `file_exists(path)`: whether a regular file exists, plus evidence for the audit.
-    fn file_exists(&mut self, path: &str) -> Result<(bool, Value), String>;
-    /// `file_contains(path, text)`, plus evidence for the audit.
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<(bool, Value), String>;
-    /// A `judged` predicate.
-    fn judge(&mut self, statement: &str, stakes: &str, context: &Value) -> Result<Verdict, String>;
-
-    // ----- `isolation: worktree` with engine dispatch (reference v1-runtime §4.12) -----
-    // A host that makes no git worktrees keeps the defaults: runs with such a
-    // fanout are then refused when they start.
-
-    /// Whether this host makes git worktrees for engine-dispatched fanout items.
-    fn supports_worktrees(&self) -> bool {
-        false
-    }
-    /// Creates a detached git worktree at HEAD of the workspace root for one
-    /// fanout item (`name` is unique within the run; an existing one is
-    /// reused) and returns the directory the item works in: its agent's
-    /// working directory and the root of its file predicates.
-    fn worktree_create(&mut self, _run_id: &str, _name: &str) -> Result<String, String> {
-        Err(NO_WORKTREES.into())
-    }
-    /// The changes made in a worktree, everything staged (new files
-    /// included), as `git diff --binary HEAD`; empty when nothing changed.
-    fn worktree_patch(&mut self, _dir: &str) -> Result<String, String> {
-        Err(NO_WORKTREES.into())
-    }
-    /// Removes a worktree; one already gone is not an error.
-    fn worktree_remove(&mut self, _dir: &str) -> Result<(), String> {
-        Err(NO_WORKTREES.into())
-    }
-    /// Runs each `pre_merge` command in the workspace root, then applies the
-    /// patches `(item index, patch)` in the order given; the first error.
-    fn worktree_merge(
-        &mut self,
-        _pre_merge: &[String],
-        _patches: &[(u32, String)],
-    ) -> Result<(), String> {
-        Err(NO_WORKTREES.into())
-    }
-    /// `file_exists(path)` jailed to `root` (an item's worktree) instead of the workspace root.
-    fn file_exists_in(&mut self, _root: &str, _path: &str) -> Result<(bool, Value), String> {
-        Err(NO_WORKTREES.into())
-    }
-    /// `file_contains(path, text)` jailed to `root` (an item's worktree).
-    fn file_contains_in(
-        &mut self,
-        _root: &str,
-        _path: &str,
-        _text: &str,
-    ) -> Result<(bool, Value), String> {
-        Err(NO_WORKTREES.into())
-    }
-}
-
-/// What a host without git worktrees answers.
-pub const NO_WORKTREES: &str = "this host makes no git worktrees";
-
-/// A judge's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    /// Whether the statement holds.
-    pub holds: bool,
-    /// Why.
-    pub reason: String,
-    /// Model that judged.
-    pub model: String,
-    /// Tokens it used.
-    pub tokens: f64,
-    /// Dollars it cost.
-    pub usd: f64,
-}
-
-/// Why an operation was refused. Nothing in the run changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VmError {
-    /// The step is not waiting for this report.
-    #[error("{0}")]
-    NotAwaiting(String),
-    /// The token does not match the live issuance.
-    #[error("{0}")]
-    StaleToken(String),
-    /// The run was cancelled.
-    #[error("run {0} is cancelled; outstanding issuances cannot be resolved")]
-    Cancelled(String),
-    /// A gate decision other than approve, revise, kill.
-    #[error("invalid gate decision `{0}`: expected approve, revise or kill")]
-    InvalidDecision(String),
-    /// The flow input does not satisfy the input contract.
-    #[error("invalid flow input: {0}")]
-    InvalidInput(String),
-    /// A report that is malformed.
-    #[error("invalid report: {0}")]
-    InvalidReport(String),
-    /// A flow name that does not exist.
-    #[error("unknown flow `{0}`")]
-    UnknownFlow(String),
-    /// A carry value for a revise cannot be resolved yet.
-    #[error("carry_revise_unresolved: {0}")]
-    CarryUnresolved(String),
-    /// The plan is too large for a run.
-    #[error("{0}")]
-    Limit(String),
-    /// A receipt names a step that the run does not have.
-    #[error("invalid_step: {0}")]
-    InvalidStep(String),
-    /// A usage receipt that is malformed.
-    #[error("invalid receipt: {0}")]
-    InvalidReceipt(String),
-}
 
 /// A step report: `{output?, failure?, usage?}`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -313,52 +214,4 @@ pub struct ReceiptOutcome {
     /// A breach it caused: `flow_exhausted`, `flow_exhausted_after_terminal`,
     /// `subflow_exhausted` or `task_exhausted`.
     pub budget: Option<&'static str>,
-}
-
-/// What happens next, after an operation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    /// The run status.
-    pub status: RunStatus,
-    /// Dispatches to hand out (E4, E5).
-    pub ready: Vec<Value>,
-    /// Gates waiting now, with their tokens.
-    pub gates: Vec<Value>,
-    /// The flow output when completed.
-    pub output: Option<Value>,
-    /// Why the run ended, if it did not complete.
-    pub failure: Option<Failure>,
-    /// `{spent, budget}` of the entry flow.
-    pub ledger: Value,
-}
-
-impl Outcome {
-    /// The response status: `ready` when there are dispatches, `running` when only gates wait.
-    pub fn wire_status(&self) -> &'static str {
-        match self.status {
-            RunStatus::Running if !self.ready.is_empty() => "ready",
-            other => other.as_str(),
-        }
-    }
-
-    /// The engine response envelope.
-    pub fn to_json(&self, run_id: &str, plan_hash: &str) -> Value {
-        let mut m = serde_json::Map::new();
-        m.insert("status".into(), Value::from(self.wire_status()));
-        m.insert("runId".into(), Value::from(run_id));
-        m.insert("planHash".into(), Value::from(plan_hash));
-        m.insert("ready".into(), Value::Array(self.ready.clone()));
-        m.insert("gates".into(), Value::Array(self.gates.clone()));
-        if let Some(o) = &self.output {
-            m.insert("output".into(), o.clone());
-        }
-        if let Some(f) = &self.failure {
-            m.insert(
-                "failure".into(),
-                serde_json::to_value(f).unwrap_or(Value::Null),
-            );
-        }
-        m.insert("ledger".into(), self.ledger.clone());
-        Value::Object(m)
-    }
 }

@@ -2,14 +2,17 @@
 //! persists (a small header plus one row per step, so a transition writes
 //! only what it changed).
 //!
-//! Owns: the run, frame, step and fanout-item records, spend ledgers, the
-//! audit event type, and row keys.
+//! Owns: the run, frame, step and fanout-item records, spend ledgers, and
+//! the index types that address them ([`FrameIx`], [`StepAt`], [`Slot`],
+//! [`RowKey`]: the one place that knows the row-key layout).
 //! Must never: do I/O or hold anything that cannot be serialized.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use super::event::Event;
 
 /// Status of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,6 +215,10 @@ pub struct StepState {
     pub handled: bool,
     /// Activated by a route (on_fail, approve, kill), with what activated it.
     pub routed: Option<Failure>,
+    /// Re-entered by a gate's revise: the gate and the round (a route
+    /// target runs again although no route chose it this time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revised: Option<Revised>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
     pub decision: Option<String>,
     /// Task or sub-flow ledger.
@@ -220,7 +227,19 @@ pub struct StepState {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ItemState>,
     /// Frame of a running sub-flow.
-    pub child: Option<u32>,
+    pub child: Option<FrameIx>,
+}
+
+/// The revise that re-entered a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revised {
+    /// The gate's id.
+    pub gate: String,
+    /// The flow's round after the revise.
+    pub round: u32,
+    /// The decision's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One flow invocation: the entry flow (frame 0) or a sub-flow.
@@ -229,7 +248,7 @@ pub struct FrameMeta {
     /// Flow index in the plan.
     pub flow: u32,
     /// The run step that called it.
-    pub parent: Option<(u32, u32)>,
+    pub parent: Option<StepAt>,
     /// The flow input.
     pub input: Value,
     /// Gate revisions in this frame.
@@ -276,10 +295,10 @@ pub struct Header {
     pub issued: u64,
     /// Workspace root for file predicates.
     pub workspace: Option<String>,
-    /// Handed-out dispatches: (frame, step, item + 1 or 0 for the step itself).
-    pub ready: BTreeSet<(u32, u32, u32)>,
-    /// Waiting gates: (frame, step).
-    pub gates: BTreeSet<(u32, u32)>,
+    /// Handed-out dispatches.
+    pub ready: BTreeSet<Slot>,
+    /// Waiting gates.
+    pub gates: BTreeSet<StepAt>,
     /// Milliseconds since the epoch when created.
     pub created_ms: i64,
     /// Usage receipts settled so far: `dispatchId` → sequence number
@@ -301,33 +320,180 @@ pub struct Run {
     /// Store version this state was loaded at.
     pub version: u64,
     /// Rows changed since the last commit.
-    pub dirty: BTreeSet<u32>,
+    pub dirty: BTreeSet<RowKey>,
     /// Events since the last commit.
     pub events: Vec<Event>,
 }
 
-/// Row key of a step: frame in the high half, step in the low half.
-pub fn row_key(frame: u32, step: u32) -> u32 {
-    (frame << 16) | (step & 0xffff)
-}
-
-/// Most steps a flow may have in a run (row keys hold 16 bits).
+/// Most steps a flow may have in a run (row keys hold 16 bits of step).
 pub const MAX_STEPS: usize = 0xffff;
-/// Most frames a run may have.
+/// Most frames a run may have (row keys hold 16 bits of frame).
 pub const MAX_FRAMES: usize = 0xffff;
 
-/// One audit event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    /// Milliseconds since the epoch.
-    pub at: i64,
-    /// Kind (`planned`, `ready`, `result`, …).
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Step id (`parent/child`, `fan/3`).
-    #[serde(rename = "stepId", skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
-    /// Details.
-    #[serde(skip_serializing_if = "Value::is_null")]
-    pub detail: Value,
+// ----- indices --------------------------------------------------------------
+
+/// A frame of a run: 0 is the entry flow, later ones are sub-flow calls.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct FrameIx(pub u32);
+
+impl FrameIx {
+    /// The entry flow's frame.
+    pub const ENTRY: FrameIx = FrameIx(0);
+
+    /// As a vector index.
+    pub fn ix(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A step of a frame: the frame and the step's index in its flow's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StepAt {
+    /// The frame.
+    pub frame: FrameIx,
+    /// The step's index in the frame's flow.
+    pub step: u32,
+}
+
+impl StepAt {
+    /// Step `step` of frame `frame`.
+    pub fn new(frame: FrameIx, step: u32) -> StepAt {
+        StepAt { frame, step }
+    }
+
+    /// Another step of the same frame.
+    pub fn sibling(self, step: u32) -> StepAt {
+        StepAt { step, ..self }
+    }
+
+    /// The step as a vector index.
+    pub fn ix(self) -> usize {
+        self.step as usize
+    }
+}
+
+/// What a dispatch is for: a step, or one item of a fanout step.
+/// Ordered by step, then the step itself before its items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot {
+    /// The step.
+    pub at: StepAt,
+    /// The fanout item, if the dispatch is for one.
+    pub item: Option<u32>,
+}
+
+impl Slot {
+    /// The step itself.
+    pub fn step(at: StepAt) -> Slot {
+        Slot { at, item: None }
+    }
+
+    /// Item `k` of fanout step `at`.
+    pub fn item(at: StepAt, k: u32) -> Slot {
+        Slot { at, item: Some(k) }
+    }
+}
+
+// The stored header keeps the encodings of format 1: a step as `[frame,
+// step]`, a dispatch as `[frame, step, item + 1 or 0]`.
+
+impl Serialize for StepAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.frame.0, self.step).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for StepAt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StepAt, D::Error> {
+        let (f, s) = <(u32, u32)>::deserialize(d)?;
+        Ok(StepAt::new(FrameIx(f), s))
+    }
+}
+
+impl Serialize for Slot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let item = self.item.map_or(0, |k| k.saturating_add(1));
+        (self.at.frame.0, self.at.step, item).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Slot, D::Error> {
+        let (f, s, item) = <(u32, u32, u32)>::deserialize(d)?;
+        let at = StepAt::new(FrameIx(f), s);
+        Ok(Slot {
+            at,
+            item: item.checked_sub(1),
+        })
+    }
+}
+
+/// The key of a stored row: bits 0–15 the step, 16–31 the frame, 32–63 a
+/// fanout item + 1 (0: the step's own row). Step rows keep the keys of
+/// format 1; item keys let items become rows of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RowKey(u64);
+
+impl RowKey {
+    /// The row of a step.
+    pub fn step(at: StepAt) -> RowKey {
+        RowKey((u64::from(at.frame.0 & 0xffff) << 16) | u64::from(at.step & 0xffff))
+    }
+
+    /// The row of a fanout item.
+    pub fn item(at: StepAt, k: u32) -> RowKey {
+        RowKey(RowKey::step(at).0 | (u64::from(k.saturating_add(1)) << 32))
+    }
+
+    /// What the row holds.
+    pub fn slot(self) -> Slot {
+        let at = StepAt::new(
+            FrameIx(((self.0 >> 16) & 0xffff) as u32),
+            (self.0 & 0xffff) as u32,
+        );
+        Slot {
+            at,
+            item: ((self.0 >> 32) as u32).checked_sub(1),
+        }
+    }
+
+    /// The stored form.
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// A stored key.
+    pub fn from_raw(raw: u64) -> RowKey {
+        RowKey(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_keys_of_steps_keep_the_format_1_layout() {
+        let at = StepAt::new(FrameIx(3), 7);
+        assert_eq!(RowKey::step(at).raw(), (3 << 16) | 7);
+        assert_eq!(RowKey::step(at).slot(), Slot::step(at));
+        let item = RowKey::item(at, 41);
+        assert_eq!(item.slot(), Slot::item(at, 41));
+        assert_ne!(item, RowKey::step(at));
+    }
+
+    #[test]
+    fn slots_serialize_as_format_1_tuples_and_order_steps_before_items() {
+        let at = StepAt::new(FrameIx(1), 2);
+        let v = serde_json::to_value([Slot::step(at), Slot::item(at, 0)]).unwrap();
+        assert_eq!(v, serde_json::json!([[1, 2, 0], [1, 2, 1]]));
+        let back: Vec<Slot> = serde_json::from_value(v).unwrap();
+        assert_eq!(back, vec![Slot::step(at), Slot::item(at, 0)]);
+        assert!(Slot::step(at) < Slot::item(at, 0));
+        assert!(Slot::item(at, 5) < Slot::step(at.sibling(3)));
+        assert_eq!(serde_json::to_value(at).unwrap(), serde_json::json!([1, 2]));
+    }
 }

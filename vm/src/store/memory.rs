@@ -12,7 +12,7 @@ struct Run {
     meta: RunMeta,
     version: u64,
     header: Vec<u8>,
-    rows: BTreeMap<u32, Vec<u8>>,
+    rows: BTreeMap<u64, Vec<u8>>,
     events: Vec<String>,
     /// Insertion-ordered labels with their blobs.
     checkpoints: Vec<(String, Vec<u8>)>,
@@ -59,7 +59,7 @@ impl RunStore for MemoryStore {
         &mut self,
         meta: &RunMeta,
         header: &[u8],
-        rows: &[(u32, Vec<u8>)],
+        rows: &[(u64, Vec<u8>)],
         events: &[String],
     ) -> Result<(), StoreError> {
         check_run_id(&meta.run_id)?;

@@ -48,7 +48,7 @@ pub struct Snapshot {
     pub version: u64,
     pub header: Vec<u8>,
     /// Sorted by key, one entry per key.
-    pub rows: Vec<(u32, Vec<u8>)>,
+    pub rows: Vec<(u64, Vec<u8>)>,
     /// Number of events appended so far; the next event gets this sequence number.
     pub event_count: u64,
 }
@@ -66,7 +66,7 @@ pub struct Delta<'a> {
     /// Replaces the stored header.
     pub header: &'a [u8],
     /// Rows to insert or replace; rows not named here are left as they are.
-    pub rows: &'a [(u32, Vec<u8>)],
+    pub rows: &'a [(u64, Vec<u8>)],
     /// Event lines to append, in order.
     pub events: &'a [String],
 }
@@ -118,7 +118,7 @@ pub trait RunStore: Send {
         &mut self,
         meta: &RunMeta,
         header: &[u8],
-        rows: &[(u32, Vec<u8>)],
+        rows: &[(u64, Vec<u8>)],
         events: &[String],
     ) -> Result<(), StoreError>;
 

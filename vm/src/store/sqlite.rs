@@ -329,7 +329,7 @@ fn meta_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunMeta> {
     })
 }
 
-fn upsert_rows(conn: &Connection, run_id: &str, rows: &[(u32, Vec<u8>)]) -> Result<(), StoreError> {
+fn upsert_rows(conn: &Connection, run_id: &str, rows: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -340,8 +340,9 @@ fn upsert_rows(conn: &Connection, run_id: &str, rows: &[(u32, Vec<u8>)]) -> Resu
         )
         .map_err(map_err)?;
     for (key, blob) in rows {
-        stmt.execute(params![run_id, i64::from(*key), blob])
-            .map_err(map_err)?;
+        let key = i64::try_from(*key)
+            .map_err(|_| StoreError::Invalid(format!("row key {key} is out of range")))?;
+        stmt.execute(params![run_id, key, blob]).map_err(map_err)?;
     }
     Ok(())
 }
@@ -393,7 +394,7 @@ impl RunStore for SqliteStore {
         &mut self,
         meta: &RunMeta,
         header: &[u8],
-        rows: &[(u32, Vec<u8>)],
+        rows: &[(u64, Vec<u8>)],
         events: &[String],
     ) -> Result<(), StoreError> {
         check_run_id(&meta.run_id)?;
@@ -477,7 +478,7 @@ impl RunStore for SqliteStore {
             let mut rows = Vec::new();
             for row in iter {
                 let (key, blob) = row.map_err(map_err)?;
-                let key = u32::try_from(key)
+                let key = u64::try_from(key)
                     .map_err(|_| StoreError::Corrupt(format!("row key {key} of run `{run_id}`")))?;
                 rows.push((key, blob));
             }

@@ -1,0 +1,101 @@
+//! Why the interpreter refused an operation. Nothing in the run changed.
+//!
+//! Owns: [`VmError`] and [`CheckpointError`], each kind with its stable code
+//! ([`VmError::code`]: the one exhaustive match adapters take their wire
+//! error types from) and a message meant for people.
+//! Must never: put a code into a message, or be recovered from its text.
+
+/// Why an operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmError {
+    /// The step is not waiting for this report.
+    #[error("{0}")]
+    NotAwaiting(String),
+    /// The token does not match the live issuance.
+    #[error("{0}")]
+    StaleToken(String),
+    /// The run was cancelled (the run id).
+    #[error("run {0} is cancelled; outstanding issuances cannot be resolved")]
+    Cancelled(String),
+    /// A gate decision other than approve, revise, kill.
+    #[error("invalid gate decision `{0}`: expected approve, revise or kill")]
+    InvalidDecision(String),
+    /// The flow input does not satisfy the input contract.
+    #[error("invalid flow input: {0}")]
+    InvalidInput(String),
+    /// A report that is malformed.
+    #[error("invalid report: {0}")]
+    InvalidReport(String),
+    /// A flow name that does not exist.
+    #[error("unknown flow `{0}`")]
+    UnknownFlow(String),
+    /// A carry value for a revise cannot be resolved yet.
+    #[error("{0}")]
+    CarryUnresolved(String),
+    /// The plan or the host cannot run this (too large, no worktrees).
+    #[error("{0}")]
+    Limit(String),
+    /// A receipt names a step that the run does not have.
+    #[error("{0}")]
+    InvalidStep(String),
+    /// A usage receipt that is malformed.
+    #[error("invalid receipt: {0}")]
+    InvalidReceipt(String),
+    /// A checkpoint cannot be taken or restored.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+}
+
+impl VmError {
+    /// The stable code of the kind (MCP's `error_type`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            VmError::NotAwaiting(_) => "not_awaiting",
+            VmError::StaleToken(_) => "stale_token",
+            VmError::Cancelled(_) => "flow_cancelled",
+            VmError::InvalidDecision(_) => "invalid_decision",
+            VmError::InvalidInput(_) => "input_validation_failed",
+            VmError::InvalidReport(_) => "invalid_report",
+            VmError::UnknownFlow(_) => "unknown_flow",
+            VmError::CarryUnresolved(_) => "carry_revise_unresolved",
+            VmError::Limit(_) => "limit_exceeded",
+            VmError::InvalidStep(_) => "invalid_step",
+            VmError::InvalidReceipt(_) => "invalid_receipt",
+            VmError::Checkpoint(c) => c.code(),
+        }
+    }
+}
+
+/// Why a checkpoint cannot be taken or restored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    /// An empty label.
+    #[error("a checkpoint label must not be empty")]
+    InvalidLabel,
+    /// No checkpoint has this label.
+    #[error("no checkpoint `{label}`; available: {}", available.join(", "))]
+    NotFound {
+        /// The label asked for.
+        label: String,
+        /// The labels there are.
+        available: Vec<String>,
+    },
+    /// The run was cancelled (the run id).
+    #[error("run {0} is cancelled")]
+    Cancelled(String),
+    /// A fanout has items out (the step id): their results would be lost.
+    #[error("in-flight fanout: step `{0}` has items out; checkpoint after it settles")]
+    FanoutInFlight(String),
+}
+
+impl CheckpointError {
+    /// The stable code of the kind.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CheckpointError::InvalidLabel => "invalid_label",
+            CheckpointError::NotFound { .. } => "checkpoint_not_found",
+            CheckpointError::Cancelled(_) => "flow_cancelled",
+            CheckpointError::FanoutInFlight(_) => "fanout_in_flight",
+        }
+    }
+}

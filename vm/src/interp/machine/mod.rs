@@ -1,0 +1,396 @@
+//! The transitions of a run: start, report, resolve a gate, cancel, revert,
+//! view. One [`Transition`] is made per operation; its rooms (the
+//! submodules) each own one concern of the execution semantics.
+//!
+//! Owns: the shared state of a transition (the worklist, the current file
+//! root) and the primitives every room uses: step status changes (which keep
+//! the header's ready and gate sets), tokens, events, ending the run.
+//! Must never: do I/O except through [`Host`], or leave a run half-changed
+//! when it returns an error (every check that can refuse runs before any
+//! write).
+//!
+//! Rooms: `schedule` (the worklist, `when`, dependencies, routes, issuing),
+//! `attempt` (the one attempt path of steps and fanout items), `checks`
+//! (contracts and ensures of an output), `ledger` (budgets, receipts),
+//! `gates` (decisions, resets), `carry`, `fanout` (items, stages, worktree
+//! merges), `subflow` (frames), `values` (references, templates,
+//! expressions), `ops` (locating ids, tokens, cancel, checkpoints), `views`
+//! (the outcome handed back).
+
+mod attempt;
+mod carry;
+mod checks;
+mod fanout;
+mod gates;
+mod ledger;
+mod ops;
+mod schedule;
+mod subflow;
+mod values;
+mod views;
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+
+pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
+
+use super::event::{Event, EventKind};
+use super::host::Host;
+use super::index::{FlowIndex, PlanIndex};
+use super::outcome::Outcome;
+use super::state::*;
+use super::{Receipt, ReceiptOutcome, Report, VmError};
+use crate::plan::{FlowDef, Plan, StepDef};
+
+/// One operation on a run in progress.
+struct Transition<'a> {
+    plan: &'a Plan,
+    index: &'a PlanIndex,
+    run: &'a mut Run,
+    host: &'a mut dyn Host,
+    /// Steps to look at, in order.
+    queue: VecDeque<StepAt>,
+    /// Root of file predicates while an item of a worktree fanout is checked
+    /// (its worktree); `None`: the workspace root.
+    file_root: Option<String>,
+}
+
+impl<'a> Transition<'a> {
+    fn new(plan: &'a Plan, index: &'a PlanIndex, run: &'a mut Run, host: &'a mut dyn Host) -> Self {
+        Transition {
+            plan,
+            index,
+            run,
+            host,
+            queue: VecDeque::new(),
+            file_root: None,
+        }
+    }
+
+    // ----- accessors --------------------------------------------------------
+
+    fn frame(&self, f: FrameIx) -> &FrameMeta {
+        &self.run.header.frames[f.ix()]
+    }
+
+    fn frame_mut(&mut self, f: FrameIx) -> &mut FrameMeta {
+        &mut self.run.header.frames[f.ix()]
+    }
+
+    /// The flow a frame runs.
+    fn flow(&self, f: FrameIx) -> &'a FlowDef {
+        &self.plan.flows[self.run.header.frames[f.ix()].flow as usize]
+    }
+
+    fn def(&self, at: StepAt) -> &'a StepDef {
+        &self.flow(at.frame).steps[at.ix()]
+    }
+
+    fn st(&self, at: StepAt) -> &StepState {
+        &self.run.steps[at.frame.ix()][at.ix()]
+    }
+
+    fn st_mut(&mut self, at: StepAt) -> &mut StepState {
+        self.run.dirty.insert(RowKey::step(at));
+        &mut self.run.steps[at.frame.ix()][at.ix()]
+    }
+
+    fn item(&self, at: StepAt, k: u32) -> &ItemState {
+        &self.st(at).items[k as usize]
+    }
+
+    fn item_mut(&mut self, at: StepAt, k: u32) -> &mut ItemState {
+        &mut self.st_mut(at).items[k as usize]
+    }
+
+    fn fidx(&self, f: FrameIx) -> &'a FlowIndex {
+        &self.index.flows[self.run.header.frames[f.ix()].flow as usize]
+    }
+
+    /// A step's own id (without its frame's path).
+    fn own_id(&self, at: StepAt) -> &'a str {
+        self.plan.str(self.def(at).id)
+    }
+
+    /// The id clients see: `step`, `parent/child`.
+    fn sid(&self, at: StepAt) -> String {
+        let own = self.own_id(at);
+        match self.frame(at.frame).parent {
+            Some(parent) => format!("{}/{own}", self.sid(parent)),
+            None => own.to_string(),
+        }
+    }
+
+    /// The id clients see of a dispatch: a step's, or `fanout/3` for an item.
+    fn slot_id(&self, slot: Slot) -> String {
+        match slot.item {
+            None => self.sid(slot.at),
+            Some(k) => format!("{}/{k}", self.sid(slot.at)),
+        }
+    }
+
+    fn status(&self) -> RunStatus {
+        self.run.header.status
+    }
+
+    fn ended(&self) -> bool {
+        self.status().is_terminal()
+    }
+
+    // ----- primitives -------------------------------------------------------
+
+    fn event(&mut self, kind: EventKind, step: Option<String>) {
+        let at = self.host.now_ms();
+        self.run.events.push(Event { at, kind, step });
+    }
+
+    /// A fresh token (`d…` dispatches, `g…` gates), unique within the run.
+    fn mint(&mut self, prefix: &str) -> String {
+        let h = &mut self.run.header;
+        h.issued += 1;
+        let n = h.issued;
+        let hash = blake3::hash(format!("{}:{}:{}", h.id, n, h.created_ms).as_bytes());
+        format!("{prefix}{n}-{}", &hash.to_hex()[..12])
+    }
+
+    /// Changes a step's status, keeping the frame's live count and the
+    /// header's ready and gate sets in step with it.
+    fn set_status(&mut self, at: StepAt, status: StepStatus) {
+        let old = self.st(at).status;
+        if old == status {
+            return;
+        }
+        let frame = self.frame_mut(at.frame);
+        if old.is_terminal() && !status.is_terminal() {
+            frame.live += 1;
+        } else if !old.is_terminal() && status.is_terminal() {
+            frame.live = frame.live.saturating_sub(1);
+        }
+        let h = &mut self.run.header;
+        if old == StepStatus::Ready {
+            h.ready.remove(&Slot::step(at));
+        }
+        if status == StepStatus::Ready {
+            h.ready.insert(Slot::step(at));
+        }
+        if old == StepStatus::WaitingGate {
+            h.gates.remove(&at);
+        }
+        if status == StepStatus::WaitingGate {
+            h.gates.insert(at);
+        }
+        self.st_mut(at).status = status;
+    }
+
+    /// Changes a fanout item's status, keeping the header's ready set.
+    fn set_item_status(&mut self, at: StepAt, k: u32, status: StepStatus) {
+        let slot = Slot::item(at, k);
+        if status == StepStatus::Ready {
+            self.run.header.ready.insert(slot);
+        } else {
+            self.run.header.ready.remove(&slot);
+        }
+        self.item_mut(at, k).status = status;
+    }
+
+    fn enqueue_succ(&mut self, at: StepAt) {
+        for &(t, _) in &self.fidx(at.frame).succ[at.ix()] {
+            self.queue.push_back(at.sibling(t));
+        }
+    }
+
+    /// Ends a running run otherwise than completed.
+    fn end_run(&mut self, status: RunStatus, failure: Failure) {
+        if self.ended() {
+            return;
+        }
+        self.run.header.status = status;
+        self.run.header.failure = Some(failure.clone());
+        self.event(EventKind::run_end(status, &failure), None);
+        self.burn_tokens();
+        self.drop_all_worktrees();
+    }
+
+    /// The run completed with `output`.
+    fn complete(&mut self, output: Value) {
+        self.run.header.output = Some(output.clone());
+        self.run.header.status = RunStatus::Completed;
+        self.event(EventKind::Completed { output }, None);
+        self.burn_tokens();
+    }
+
+    /// Drops every live token (terminal runs hand nothing out).
+    fn burn_tokens(&mut self) {
+        self.burn_where(|_| true);
+    }
+
+    /// Drops the live tokens of the frames `frame` selects (steps, fanout items and gates).
+    fn burn_where(&mut self, frame: impl Fn(FrameIx) -> bool) {
+        let ready: Vec<Slot> = self
+            .run
+            .header
+            .ready
+            .iter()
+            .copied()
+            .filter(|s| frame(s.at.frame))
+            .collect();
+        for slot in ready {
+            self.run.header.ready.remove(&slot);
+            match slot.item {
+                None => self.st_mut(slot.at).token = None,
+                Some(k) => {
+                    if let Some(it) = self.st_mut(slot.at).items.get_mut(k as usize) {
+                        it.token = None;
+                    }
+                }
+            }
+        }
+        let gates: Vec<StepAt> = self
+            .run
+            .header
+            .gates
+            .iter()
+            .copied()
+            .filter(|g| frame(g.frame))
+            .collect();
+        for at in gates {
+            self.run.header.gates.remove(&at);
+            self.st_mut(at).token = None;
+        }
+    }
+}
+
+// ----- public API ----------------------------------------------------------------
+
+/// Starts a run of `flow` (default: the entry flow) with `input`.
+#[allow(clippy::too_many_arguments)]
+pub fn start(
+    plan: &Plan,
+    index: &PlanIndex,
+    plan_hash: &str,
+    run_id: &str,
+    flow: Option<&str>,
+    input: Value,
+    workspace: Option<String>,
+    host: &mut dyn Host,
+) -> Result<(Run, Outcome), VmError> {
+    let flow_i = ops::entry_flow(plan, index, flow)?;
+    ops::check_startable(plan, flow_i, workspace.as_deref(), host)?;
+    let fd = &plan.flows[flow_i as usize];
+    crate::eval::contract::check_record_at(plan, fd.input, &input, "input")
+        .map_err(VmError::InvalidInput)?;
+    let mut run = ops::new_run(
+        plan_hash,
+        run_id,
+        flow_i,
+        fd,
+        input,
+        workspace,
+        host.now_ms(),
+    );
+    let mut t = Transition::new(plan, index, &mut run, host);
+    t.event(
+        EventKind::Planned {
+            plan_hash: plan_hash.to_string(),
+            flow: plan.str(fd.name).to_string(),
+        },
+        None,
+    );
+    let n = fd.steps.len() as u32;
+    t.queue
+        .extend((0..n).map(|s| StepAt::new(FrameIx::ENTRY, s)));
+    t.advance();
+    let out = t.outcome();
+    Ok((run, out))
+}
+
+/// Reports the result of a dispatch (`step`, `parent/child` or `fanout/3`).
+pub fn report(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    step_id: &str,
+    token: Option<&str>,
+    result: &Report,
+    host: &mut dyn Host,
+) -> Result<Outcome, VmError> {
+    let mut t = Transition::new(plan, index, run, host);
+    t.report(step_id, token, result)?;
+    t.advance();
+    Ok(t.outcome())
+}
+
+/// Decides a waiting gate (`approve`, `revise`, `kill`).
+#[allow(clippy::too_many_arguments)]
+pub fn resolve_gate(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    step_id: &str,
+    token: Option<&str>,
+    decision: &str,
+    note: Option<&str>,
+    resolved_by: &str,
+    host: &mut dyn Host,
+) -> Result<Outcome, VmError> {
+    let mut t = Transition::new(plan, index, run, host);
+    t.resolve_gate(step_id, token, decision, note, resolved_by)?;
+    t.advance();
+    Ok(t.outcome())
+}
+
+/// Cancels a run: every live token is burned; later reports are refused.
+pub fn cancel(plan: &Plan, index: &PlanIndex, run: &mut Run, host: &mut dyn Host) -> Outcome {
+    let mut t = Transition::new(plan, index, run, host);
+    t.cancel();
+    t.outcome()
+}
+
+/// Records that a driver continues the run (tokens unchanged); cancelled runs are refused.
+pub fn resume(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    host: &mut dyn Host,
+) -> Result<Outcome, VmError> {
+    if run.header.status == RunStatus::Cancelled {
+        return Err(VmError::Cancelled(run.header.id.clone()));
+    }
+    let mut t = Transition::new(plan, index, run, host);
+    t.event(EventKind::Resumed, None);
+    Ok(t.outcome())
+}
+
+/// Restores the state saved in a checkpoint under `label`. Live tokens are
+/// replaced, spend is never given back, receipts survive.
+pub fn revert(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    saved: &Saved,
+    label: &str,
+    host: &mut dyn Host,
+) -> Result<Outcome, VmError> {
+    let mut t = Transition::new(plan, index, run, host);
+    t.revert(saved, label)?;
+    Ok(t.outcome())
+}
+
+/// Settles a usage receipt; see [`Receipt`].
+pub fn usage_report(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    receipt: &Receipt,
+    host: &mut dyn Host,
+) -> Result<(ReceiptOutcome, Outcome), VmError> {
+    let mut t = Transition::new(plan, index, run, host);
+    let r = t.usage_report(receipt)?;
+    Ok((r, t.outcome()))
+}
+
+/// The current outcome without changing anything (resume, poll).
+pub fn view(plan: &Plan, index: &PlanIndex, run: &mut Run, host: &mut dyn Host) -> Outcome {
+    Transition::new(plan, index, run, host).outcome()
+}

@@ -1,0 +1,240 @@
+//! Values inside a run: references, templates, expressions and `with`
+//! inputs, evaluated against the frame's input, the steps' outputs, carry
+//! variables and a fanout item's `item`/`prev`.
+//!
+//! Owns: reference resolution (a reference reads only a succeeded step),
+//! template rendering and expression evaluation in a frame, the evidence
+//! events of file functions, and building a sub-flow's `with` input.
+//! Must never: change step state (values are read, not written).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::Transition;
+use crate::eval::template::{RefValues, render};
+use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, eval};
+use crate::interp::event::EventKind;
+use crate::interp::host::{FileEvidence, FileRoot, Host};
+use crate::interp::state::*;
+use crate::plan::{Plan, RefDef, RefTarget, Seg, WithNode};
+
+/// What `result` is bound to in an expression.
+pub(super) enum ResultSel<'v> {
+    /// The outputs of the frame's steps (`when`, `set`).
+    Steps,
+    /// One output (`ensure`, `until`).
+    Value(&'v Value),
+}
+
+/// Follows a path into a value.
+pub(super) fn walk<'v>(base: &'v Value, path: &[Seg], plan: &Plan) -> Option<&'v Value> {
+    let mut cur = base;
+    for s in path {
+        cur = match s {
+            Seg::Field(f) => cur.as_object()?.get(plan.str(*f))?,
+            Seg::Index(i) => cur.as_array()?.get(*i as usize)?,
+        };
+    }
+    Some(cur)
+}
+
+impl Transition<'_> {
+    /// Resolves a reference in frame `f` (items bind `item`/`prev`).
+    pub(super) fn resolve(
+        &self,
+        f: FrameIx,
+        r: &RefDef,
+        item: Option<&Value>,
+        prev: Option<&Value>,
+    ) -> Option<Value> {
+        let base: Value = match r.target {
+            RefTarget::Input => self.frame(f).input.clone(),
+            RefTarget::Step(s) => {
+                let st = self.run.steps[f.ix()].get(s as usize)?;
+                if st.status != StepStatus::Succeeded {
+                    return None;
+                }
+                st.output.clone()?
+            }
+            RefTarget::Item => item?.clone(),
+            RefTarget::Prev => prev?.clone(),
+            RefTarget::Carry(c) => {
+                let def = self.flow(FrameIx::ENTRY).carry.get(c as usize)?;
+                self.run
+                    .header
+                    .carry
+                    .get(self.plan.str(def.name))?
+                    .value
+                    .clone()
+            }
+        };
+        walk(&base, &r.path, self.plan).cloned()
+    }
+
+    /// Renders template `t` of frame `f`'s flow.
+    pub(super) fn render(
+        &self,
+        f: FrameIx,
+        t: u32,
+        item: Option<&Value>,
+        prev: Option<&Value>,
+    ) -> Result<Value, String> {
+        let td = &self.flow(f).templates[t as usize];
+        let refs = Refs {
+            t: self,
+            f,
+            item,
+            prev,
+        };
+        render(self.plan, td, &refs)
+    }
+
+    /// Evaluates expression chunk `c` of frame `f`'s flow.
+    pub(super) fn run_chunk(
+        &mut self,
+        f: FrameIx,
+        c: u32,
+        result: ResultSel<'_>,
+        item: Option<&Value>,
+        prev: Option<Option<&Value>>,
+    ) -> Result<Value, String> {
+        let chunk = &self.flow(f).chunks[c as usize];
+        let outputs = Outputs {
+            ids: &self.fidx(f).ids,
+            steps: &self.run.steps[f.ix()],
+        };
+        let result = match result {
+            ResultSel::Steps => ResultBinding::Steps(&outputs),
+            ResultSel::Value(v) => ResultBinding::Value(v),
+        };
+        let b = Bindings {
+            result,
+            input: &self.run.header.frames[f.ix()].input,
+            item,
+            prev,
+        };
+        let mut files = HostFiles {
+            host: &mut *self.host,
+            root: self.file_root.as_deref(),
+            evidence: Vec::new(),
+        };
+        let r = eval(self.plan, chunk, &b, &mut files);
+        let evidence = std::mem::take(&mut files.evidence);
+        let in_worktree = self.file_root.is_some();
+        for e in evidence {
+            self.evidence(e, in_worktree, None);
+        }
+        r.map_err(|e| e.to_string())
+    }
+
+    /// Records what a file check saw.
+    pub(super) fn evidence(&mut self, file: FileEvidence, in_worktree: bool, step: Option<&str>) {
+        let root = in_worktree.then(|| "worktree".to_string());
+        self.event(EventKind::Evidence { file, root }, step.map(str::to_string));
+    }
+
+    /// The value of `with` node `node` of frame `f`'s flow.
+    pub(super) fn with_value(&self, f: FrameIx, node: u32) -> Result<Value, String> {
+        // children come before parents (verified), so this recursion is bounded by the verified depth (≤ 64)
+        match &self.flow(f).with_nodes[node as usize] {
+            WithNode::Template(t) => self.render(f, *t, None, None),
+            WithNode::Null => Ok(Value::Null),
+            WithNode::Bool(b) => Ok(Value::Bool(*b)),
+            WithNode::Number(n) => {
+                Ok(serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number))
+            }
+            WithNode::List(items) => items
+                .iter()
+                .map(|&c| self.with_value(f, c))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            WithNode::Map(entries) => {
+                let mut m = serde_json::Map::new();
+                for (k, c) in entries {
+                    m.insert(self.plan.str(*k).to_string(), self.with_value(f, *c)?);
+                }
+                Ok(Value::Object(m))
+            }
+        }
+    }
+}
+
+struct Refs<'m, 'a> {
+    t: &'m Transition<'a>,
+    f: FrameIx,
+    item: Option<&'m Value>,
+    prev: Option<&'m Value>,
+}
+
+impl RefValues for Refs<'_, '_> {
+    fn value(&self, target: RefTarget) -> Option<Cow<'_, Value>> {
+        let r = RefDef {
+            target,
+            path: Vec::new(),
+        };
+        self.t
+            .resolve(self.f, &r, self.item, self.prev)
+            .map(Cow::Owned)
+    }
+}
+
+struct Outputs<'s> {
+    ids: &'s HashMap<String, u32>,
+    steps: &'s [StepState],
+}
+
+impl StepOutputs for Outputs<'_> {
+    fn get(&self, id: &str) -> Option<&Value> {
+        let st = self.steps.get(*self.ids.get(id)? as usize)?;
+        if st.status == StepStatus::Succeeded {
+            st.output.as_ref()
+        } else {
+            None
+        }
+    }
+
+    fn to_object(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        let mut ids: Vec<(&String, &u32)> = self.ids.iter().collect();
+        ids.sort_by_key(|(_, i)| **i);
+        for (id, _) in ids {
+            if let Some(o) = self.get(id) {
+                m.insert(id.clone(), o.clone());
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// The evaluator's file functions, through the host, collecting evidence.
+struct HostFiles<'h> {
+    host: &'h mut dyn Host,
+    /// An item's worktree, else the workspace root.
+    root: Option<&'h str>,
+    evidence: Vec<FileEvidence>,
+}
+
+impl Files for HostFiles<'_> {
+    fn file_exists(&mut self, path: &str) -> Result<bool, String> {
+        let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let ev = self
+            .host
+            .file_exists(root, path)
+            .map_err(|e| e.to_string())?;
+        let exists = ev.exists;
+        self.evidence.push(ev);
+        Ok(exists)
+    }
+
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, String> {
+        let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let (holds, ev) = self
+            .host
+            .file_contains(root, path, text)
+            .map_err(|e| e.to_string())?;
+        self.evidence.push(ev);
+        Ok(holds)
+    }
+}

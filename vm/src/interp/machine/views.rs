@@ -1,0 +1,189 @@
+//! What a transition hands back: the ready entries (E4/E5: the rendered
+//! task, its contract and ensures, the previous failure), the waiting gates,
+//! and the entry flow's ledger.
+//!
+//! Owns: building [`Outcome`] from the run.
+//! Must never: change the run (views are built after the transition).
+
+use super::Transition;
+use super::checks::stakes_name;
+use crate::interp::outcome::*;
+use crate::interp::state::*;
+use crate::plan::{BaseType, PredDef, StepKindDef};
+
+impl Transition<'_> {
+    pub(super) fn outcome(&self) -> Outcome {
+        let h = &self.run.header;
+        let ready = h
+            .ready
+            .iter()
+            .filter_map(|&s| self.ready_entry(s))
+            .collect();
+        let gates = h.gates.iter().filter_map(|&at| self.waiting(at)).collect();
+        let entry = self.flow(FrameIx::ENTRY);
+        Outcome {
+            status: h.status,
+            ready,
+            gates,
+            output: h.output.clone(),
+            failure: h.failure.clone(),
+            ledger: LedgerView {
+                spent: h.frames[0].spent,
+                budget: entry.budget.as_ref().map(BudgetView::from),
+            },
+        }
+    }
+
+    fn waiting(&self, at: StepAt) -> Option<WaitingGate> {
+        let StepKindDef::Gate {
+            on_approve,
+            on_revise,
+            on_kill,
+            max_rounds,
+        } = self.def(at).kind
+        else {
+            return None;
+        };
+        let name = |t: Option<u32>| t.map(|t| self.own_id(at.sibling(t)).to_string());
+        Some(WaitingGate {
+            step_id: self.sid(at),
+            gate_token: self.st(at).token.clone().unwrap_or_default(),
+            round: self.frame(at.frame).rounds,
+            max_rounds: self.flow(at.frame).max_rounds,
+            gate_max_rounds: max_rounds,
+            routes: GateRoutes {
+                approve: name(on_approve),
+                revise: name(on_revise),
+                kill: name(on_kill),
+            },
+        })
+    }
+
+    fn contract_view(&self, record: u32) -> ContractView {
+        let mut contracts: Vec<(String, Ordered<String>)> = Vec::new();
+        let mut todo = vec![record];
+        while let Some(r) = todo.pop() {
+            let rec = &self.plan.records[r as usize];
+            let name = self.plan.str(rec.name).to_string();
+            if contracts.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let mut fields = Vec::new();
+            for fd in &rec.fields {
+                if let BaseType::Record(inner) = fd.ty.base {
+                    todo.push(inner);
+                }
+                let ty = crate::plan::disasm::type_string(self.plan, &fd.ty, fd.optional);
+                fields.push((self.plan.str(fd.name).to_string(), ty));
+            }
+            contracts.push((name, Ordered(fields)));
+        }
+        ContractView {
+            root: self
+                .plan
+                .str(self.plan.records[record as usize].name)
+                .to_string(),
+            contracts: Ordered(contracts),
+        }
+    }
+
+    fn ensure_views(&self, f: FrameIx, preds: &[PredDef]) -> Vec<EnsureView> {
+        let s = |id: u32| self.plan.str(id).to_string();
+        preds
+            .iter()
+            .map(|p| match p {
+                PredDef::Expr(c) => EnsureView::Expr(s(self.flow(f).chunks[*c as usize].source)),
+                PredDef::FileExists(p) => EnsureView::FileExists(s(*p)),
+                PredDef::FileContains(a, b) => EnsureView::FileContains {
+                    path: s(*a),
+                    text: s(*b),
+                },
+                PredDef::Judged(st, k) => EnsureView::Judged {
+                    statement: s(*st),
+                    stakes: stakes_name(*k).to_string(),
+                },
+            })
+            .collect()
+    }
+
+    fn ready_entry(&self, slot: Slot) -> Option<ReadyEntry> {
+        let at = slot.at;
+        let st = self.st(at);
+        let def = self.def(at);
+        let Some(k) = slot.item else {
+            let StepKindDef::Do {
+                task,
+                agent,
+                attempts,
+                ..
+            } = def.kind
+            else {
+                return None;
+            };
+            return Some(ReadyEntry {
+                id: self.sid(at),
+                task: self.render_task(at.frame, task, None, None)?,
+                agent,
+                attempt: st.attempts,
+                attempts_left: attempts.saturating_sub(st.attempts),
+                dispatch_token: st.token.clone()?,
+                dispatch: Dispatch::Step,
+                contract: def.out.map(|o| self.contract_view(o)),
+                ensure: self.ensure_views(at.frame, &def.ensure),
+                previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
+                item: None,
+                cwd: None,
+            });
+        };
+        let StepKindDef::Fanout {
+            stages, consumer, ..
+        } = &def.kind
+        else {
+            return None;
+        };
+        let it = st.items.get(k as usize)?;
+        let stage = stages.get(it.stage as usize)?;
+        Some(ReadyEntry {
+            id: self.slot_id(slot),
+            task: self.render_task(at.frame, stage.task, Some(&it.value), it.output.as_ref())?,
+            agent: stage.agent,
+            attempt: it.attempts,
+            attempts_left: stage.attempts.saturating_sub(it.stage_attempts),
+            dispatch_token: it.token.clone()?,
+            dispatch: if *consumer {
+                Dispatch::Consumer
+            } else {
+                Dispatch::Engine
+            },
+            contract: stage.out.map(|o| self.contract_view(o)),
+            ensure: self.ensure_views(at.frame, &stage.ensure),
+            previous_failure: it.failure.clone(),
+            item: Some(ItemEntry {
+                item: it.value.clone(),
+                item_index: k,
+                stage: it.stage,
+                prev: if it.stage > 0 {
+                    it.output.clone()
+                } else {
+                    None
+                },
+            }),
+            // the item's agent works in its worktree
+            cwd: it.worktree.clone(),
+        })
+    }
+
+    /// A task as the agent reads it (its template rendered to text).
+    fn render_task(
+        &self,
+        f: FrameIx,
+        t: u32,
+        item: Option<&serde_json::Value>,
+        prev: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        match self.render(f, t, item, prev).ok()? {
+            serde_json::Value::String(s) => Some(s),
+            other => Some(other.to_string()),
+        }
+    }
+}
