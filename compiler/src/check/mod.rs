@@ -55,6 +55,8 @@ pub(crate) struct FlowCtx<'f> {
     pub carry: HashMap<&'f str, usize>,
     /// Carry uses: (variable, using step, span).
     pub carry_uses: Vec<(usize, StepId, Span)>,
+    /// What each revise resets (filled once the graph is complete).
+    pub resets: Vec<ir::ResetIr>,
     /// Memo of dependency ancestors per step.
     ancestors: HashMap<StepId, Vec<bool>>,
 }
@@ -72,6 +74,29 @@ impl FlowCtx<'_> {
         self.ancestors
             .get(&b)
             .is_some_and(|s| s.get(a).copied().unwrap_or(false))
+    }
+
+    /// The reset region of every gate whose `on_revise` names another step
+    /// of the flow, in document order (a wrong target is reported by
+    /// `revise_gates`).
+    fn reset_regions(&self) -> Vec<ir::ResetIr> {
+        self.flow
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(g, s)| {
+                let StepKind::Gate(gate) = &s.kind else {
+                    return None;
+                };
+                let &t = self.index.get(gate.on_revise.step()?.text.as_str())?;
+                (t != g).then(|| self.graph.reset_closure(g, t))
+            })
+            .collect()
+    }
+
+    /// What a revise of gate `gate` resets.
+    pub fn reset_of(&self, gate: StepId) -> Option<&ir::ResetIr> {
+        self.resets.iter().find(|r| r.from == gate)
     }
 }
 
@@ -698,6 +723,7 @@ impl<'a> Checker<'a> {
             never_runs: Vec::new(),
             carry: HashMap::new(),
             carry_uses: Vec::new(),
+            resets: Vec::new(),
             ancestors: HashMap::new(),
         };
         // ids
@@ -750,6 +776,7 @@ impl<'a> Checker<'a> {
             }
         }
         let steps = self.steps(&mut fc);
+        fc.resets = fc.reset_regions();
         let carry = self.carry(&mut fc);
         self.revise_gates(&mut fc);
         self.consumer_worktrees(&mut fc);
@@ -767,6 +794,7 @@ impl<'a> Checker<'a> {
             budget: flow.budget.clone(),
             max_rounds: flow.max_rounds.map(|m| m.value),
             carry: carry?,
+            resets: fc.resets,
         })
     }
 

@@ -1237,13 +1237,12 @@ impl<'a> Checker<'a> {
                     ok = false;
                     continue;
                 };
-                let Some(&t) = fc.index.get(target.text.as_str()) else {
+                // an unknown target, or a gate revising to itself, is reported
+                // with the revise gates
+                let Some(reset) = fc.reset_of(g) else {
                     continue;
                 };
-                if t == g {
-                    continue;
-                }
-                let closure = fc.graph.closure(t);
+                let closure = &reset.steps;
                 let uses: Vec<(StepId, Span)> = fc
                     .carry_uses
                     .iter()
