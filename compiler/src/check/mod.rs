@@ -9,9 +9,16 @@
 //! Must never: re-read YAML (it works on the AST) or emit a follow-on error for
 //! something already reported: broken parts resolve to error types (C1).
 
+mod carry;
 pub mod expr;
+mod gates;
 mod graph;
-mod refs;
+mod output;
+mod recursion;
+mod steps;
+mod template;
+mod unreachable;
+mod worktrees;
 
 use std::collections::HashMap;
 
@@ -391,8 +398,9 @@ fn stub_spec(tables: &Tables) -> Spec {
 
 /// Validates a literal `matches` pattern: the safe-shape filter of reference
 /// §7.8 and compilability.
+/// (The rule lives in `stratum_vm::eval::regex`, shared with the evaluator.)
 pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
-    refs::regex_check(pattern)
+    stratum_vm::eval::regex::check_pattern(pattern)
 }
 
 impl<'a> Checker<'a> {
