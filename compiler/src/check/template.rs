@@ -168,181 +168,225 @@ impl<'a> Checker<'a> {
         stage: &StageScope,
     ) -> Option<RefIr> {
         let span = self.map(s, r.span.start, r.span.end);
+        match r.kind {
+            RefKind::Item | RefKind::Prev => self.binding_reference(s, r, span, leaf, stage),
+            RefKind::Input => self.input_reference(fc, s, r, span),
+            RefKind::StepOutput => self.step_reference(fc, step, s, r, span, leaf),
+            RefKind::Carry => self.carry_reference(fc, step, s, r, span, leaf),
+        }
+    }
+
+    /// `${item...}` and `${prev...}`: bound in fanout stages only.
+    fn binding_reference(
+        &mut self,
+        s: &Str,
+        r: &Reference,
+        span: Span,
+        leaf: Leaf,
+        stage: &StageScope,
+    ) -> Option<RefIr> {
         let path: Vec<Segment> = r.path.iter().map(seg).collect();
         let in_stage = leaf == Leaf::StageTask;
-        match r.kind {
-            RefKind::Item | RefKind::Prev => {
-                let word = if r.kind == RefKind::Item {
-                    "item"
-                } else {
-                    "prev"
-                };
-                if !in_stage {
-                    self.sink.push(
-                        Diagnostic::new(Code::ReferenceScope, span, format!("`${{{word}}}` is only available in fanout stages"))
-                            .with_note("`${item}` and `${prev}` are bound in a fanout stage's `do`, `when` and `ensure`"),
-                    );
-                    return None;
-                }
-                let base = if r.kind == RefKind::Item {
-                    stage.item.clone().unwrap_or(Type::Any)
-                } else {
-                    match &stage.prev {
-                        Some(Some(t)) => t.clone(),
-                        _ => {
-                            self.sink.push(
-                                Diagnostic::new(
-                                    Code::ReferenceScope,
-                                    span,
-                                    "`${prev}` has no value in the first fanout stage",
-                                )
-                                .with_note("`${prev}` is the output of the previous stage"),
-                            );
-                            return None;
-                        }
-                    }
-                };
-                self.fact_at(
-                    s,
-                    (r.head_span.start, r.head_span.end),
-                    super::FactKind::Binding(word.into()),
-                    &base,
-                );
-                let ty = self.typed_path(base, &r.path, s, word)?;
-                self.fact(span, super::FactKind::Reference, &ty);
-                Some(RefIr {
-                    target: if r.kind == RefKind::Item {
-                        RefTarget::Item
-                    } else {
-                        RefTarget::Prev
-                    },
-                    path,
-                    ty,
-                    span,
-                })
-            }
-            RefKind::Input => {
-                if r.path.is_empty() {
+        let word = if r.kind == RefKind::Item {
+            "item"
+        } else {
+            "prev"
+        };
+        if !in_stage {
+            self.sink.push(
+                Diagnostic::new(Code::ReferenceScope, span, format!("`${{{word}}}` is only available in fanout stages"))
+                    .with_note("`${item}` and `${prev}` are bound in a fanout stage's `do`, `when` and `ensure`"),
+            );
+            return None;
+        }
+        let base = if r.kind == RefKind::Item {
+            stage.item.clone().unwrap_or(Type::Any)
+        } else {
+            match &stage.prev {
+                Some(Some(t)) => t.clone(),
+                _ => {
                     self.sink.push(
                         Diagnostic::new(
-                            Code::InvalidReference,
+                            Code::ReferenceScope,
                             span,
-                            "`${input}` needs a field: write `${input.<field>}`",
+                            "`${prev}` has no value in the first fanout stage",
                         )
-                        .with_note("the whole input cannot be referenced; name one of its fields"),
+                        .with_note("`${prev}` is the output of the previous stage"),
                     );
                     return None;
                 }
+            }
+        };
+        self.fact_at(
+            s,
+            (r.head_span.start, r.head_span.end),
+            super::FactKind::Binding(word.into()),
+            &base,
+        );
+        let ty = self.typed_path(base, &r.path, s, word)?;
+        self.fact(span, super::FactKind::Reference, &ty);
+        Some(RefIr {
+            target: if r.kind == RefKind::Item {
+                RefTarget::Item
+            } else {
+                RefTarget::Prev
+            },
+            path,
+            ty,
+            span,
+        })
+    }
+
+    /// `${input.field...}`.
+    fn input_reference(
+        &mut self,
+        fc: &FlowCtx<'_>,
+        s: &Str,
+        r: &Reference,
+        span: Span,
+    ) -> Option<RefIr> {
+        let path: Vec<Segment> = r.path.iter().map(seg).collect();
+        if r.path.is_empty() {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::InvalidReference,
+                    span,
+                    "`${input}` needs a field: write `${input.<field>}`",
+                )
+                .with_note("the whole input cannot be referenced; name one of its fields"),
+            );
+            return None;
+        }
+        self.fact_at(
+            s,
+            (r.head_span.start, r.head_span.end),
+            super::FactKind::Binding("input".into()),
+            &Type::Record(fc.input),
+        );
+        let ty = self.typed_path(Type::Record(fc.input), &r.path, s, "input")?;
+        self.fact(span, super::FactKind::Reference, &ty);
+        Some(RefIr {
+            target: RefTarget::Input,
+            path,
+            ty,
+            span,
+        })
+    }
+
+    /// `${step.output...}`.
+    fn step_reference(
+        &mut self,
+        fc: &FlowCtx<'_>,
+        step: Option<StepId>,
+        s: &Str,
+        r: &Reference,
+        span: Span,
+        leaf: Leaf,
+    ) -> Option<RefIr> {
+        let path: Vec<Segment> = r.path.iter().map(seg).collect();
+        let (src, base) = self.step_source(fc, r, span)?;
+        self.fact_at(
+            s,
+            (r.head_span.start, r.head_span.end),
+            super::FactKind::Step(src),
+            &base,
+        );
+        let name = format!("{}.output", r.head);
+        if let Type::List(_) = base
+            && leaf == Leaf::OutputFrom
+            && !matches!(r.path.first().map(|p| &p.kind), Some(SegmentKind::Index(_)))
+        {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::UnknownPath,
+                    span,
+                    format!("the output of fanout `{}` is a list: index it", r.head),
+                )
+                .with_help(format!(
+                    "write `${{{}.output[0]}}` or `${{{}.output[0].field}}`",
+                    r.head, r.head
+                )),
+            );
+            return None;
+        }
+        let ty = self.typed_path(base, &r.path, s, &name)?;
+        self.fact(span, super::FactKind::Reference, &ty);
+        if Some(src) == step {
+            // reported with the graph (self reference)
+            return None;
+        }
+        Some(RefIr {
+            target: RefTarget::Step(src),
+            path,
+            ty,
+            span,
+        })
+    }
+
+    /// `${name...}`: a carry variable of the entry flow.
+    fn carry_reference(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        step: Option<StepId>,
+        s: &Str,
+        r: &Reference,
+        span: Span,
+        leaf: Leaf,
+    ) -> Option<RefIr> {
+        let path: Vec<Segment> = r.path.iter().map(seg).collect();
+        if leaf == Leaf::OutputFrom || leaf == Leaf::Carry {
+            return None; // the caller reports the wrong kind
+        }
+        match fc.carry.get(r.head.as_str()) {
+            Some(&v) if fc.is_entry => {
                 self.fact_at(
                     s,
                     (r.head_span.start, r.head_span.end),
-                    super::FactKind::Binding("input".into()),
-                    &Type::Record(fc.input),
+                    super::FactKind::Carry(v),
+                    &Type::Any,
                 );
-                let ty = self.typed_path(Type::Record(fc.input), &r.path, s, "input")?;
-                self.fact(span, super::FactKind::Reference, &ty);
+                if let Some(step) = step {
+                    fc.carry_uses.push((v, step, span));
+                }
                 Some(RefIr {
-                    target: RefTarget::Input,
+                    target: RefTarget::Carry(v),
                     path,
-                    ty,
+                    ty: Type::Any,
                     span,
                 })
             }
-            RefKind::StepOutput => {
-                let (src, base) = self.step_source(fc, r, span)?;
-                self.fact_at(
-                    s,
-                    (r.head_span.start, r.head_span.end),
-                    super::FactKind::Step(src),
-                    &base,
-                );
-                let name = format!("{}.output", r.head);
-                if let Type::List(_) = base
-                    && leaf == Leaf::OutputFrom
-                    && !matches!(r.path.first().map(|p| &p.kind), Some(SegmentKind::Index(_)))
-                {
-                    self.sink.push(
-                        Diagnostic::new(
-                            Code::UnknownPath,
-                            span,
-                            format!("the output of fanout `{}` is a list: index it", r.head),
-                        )
-                        .with_help(format!(
-                            "write `${{{}.output[0]}}` or `${{{}.output[0].field}}`",
-                            r.head, r.head
-                        )),
-                    );
-                    return None;
-                }
-                let ty = self.typed_path(base, &r.path, s, &name)?;
-                self.fact(span, super::FactKind::Reference, &ty);
-                if Some(src) == step {
-                    // reported with the graph (self reference)
-                    return None;
-                }
-                Some(RefIr {
-                    target: RefTarget::Step(src),
-                    path,
-                    ty,
+            _ => {
+                let mut d = Diagnostic::new(
+                    Code::UnknownCarry,
                     span,
-                })
-            }
-            RefKind::Carry => {
-                if leaf == Leaf::OutputFrom || leaf == Leaf::Carry {
-                    return None; // the caller reports the wrong kind
-                }
-                match fc.carry.get(r.head.as_str()) {
-                    Some(&v) if fc.is_entry => {
-                        self.fact_at(
-                            s,
-                            (r.head_span.start, r.head_span.end),
-                            super::FactKind::Carry(v),
-                            &Type::Any,
-                        );
-                        if let Some(step) = step {
-                            fc.carry_uses.push((v, step, span));
-                        }
-                        Some(RefIr {
-                            target: RefTarget::Carry(v),
-                            path,
-                            ty: Type::Any,
-                            span,
+                    format!("`${{{}}}` names no carry variable", r.head),
+                );
+                if fc.index.contains_key(r.head.as_str()) {
+                    let rest: String = r
+                        .path
+                        .iter()
+                        .map(|p| match &p.kind {
+                            SegmentKind::Field(f) => format!(".{f}"),
+                            SegmentKind::Index(i) => format!("[{i}]"),
                         })
-                    }
-                    _ => {
-                        let mut d = Diagnostic::new(
-                            Code::UnknownCarry,
-                            span,
-                            format!("`${{{}}}` names no carry variable", r.head),
-                        );
-                        if fc.index.contains_key(r.head.as_str()) {
-                            let rest: String = r
-                                .path
-                                .iter()
-                                .map(|p| match &p.kind {
-                                    SegmentKind::Field(f) => format!(".{f}"),
-                                    SegmentKind::Index(i) => format!("[{i}]"),
-                                })
-                                .collect();
-                            let rest = rest
-                                .strip_prefix(".outputs")
-                                .or_else(|| rest.strip_prefix(".result"))
-                                .unwrap_or(&rest);
-                            d = d.with_help(format!(
-                                "`{}` is a step; its output is `${{{}.output{rest}}}`",
-                                r.head, r.head
-                            ));
-                        } else if let Some(h) = did_you_mean(&r.head, fc.carry.keys().copied()) {
-                            d = d.with_help(h);
-                        } else if let Some(h) = did_you_mean(&r.head, fc.index.keys().copied()) {
-                            d = d.with_help(format!("{h} (a step's output is `${{step.output}}`)"));
-                        } else {
-                            d = d.with_note("a `${name}` reference reads a carry variable declared under the entry flow's `carry:`");
-                        }
-                        self.sink.push(d);
-                        None
-                    }
+                        .collect();
+                    let rest = rest
+                        .strip_prefix(".outputs")
+                        .or_else(|| rest.strip_prefix(".result"))
+                        .unwrap_or(&rest);
+                    d = d.with_help(format!(
+                        "`{}` is a step; its output is `${{{}.output{rest}}}`",
+                        r.head, r.head
+                    ));
+                } else if let Some(h) = did_you_mean(&r.head, fc.carry.keys().copied()) {
+                    d = d.with_help(h);
+                } else if let Some(h) = did_you_mean(&r.head, fc.index.keys().copied()) {
+                    d = d.with_help(format!("{h} (a step's output is `${{step.output}}`)"));
+                } else {
+                    d = d.with_note("a `${name}` reference reads a carry variable declared under the entry flow's `carry:`");
                 }
+                self.sink.push(d);
+                None
             }
         }
     }
