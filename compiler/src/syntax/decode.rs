@@ -18,6 +18,8 @@ pub const STEP_FIELDS: &[&str] = &[
     "ensure", "attempts", "iterate", "budget", "on_fail", "with",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
+/// Step fields every construct takes.
+pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
 pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
 pub const FANOUT_FIELDS: &[&str] = &[
     "over",
@@ -66,7 +68,8 @@ pub const STAKES: &[(&str, Stakes)] = &[
 /// Names that may never be used as field, carry or key names.
 pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 
-/// Which step fields each construct accepts (besides `id`, `after`, `when`).
+/// Which step fields each construct accepts (besides [`SHARED_STEP_FIELDS`]):
+/// the construct/field matrix.
 pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
@@ -764,13 +767,43 @@ impl Decoder<'_> {
         let label = id
             .as_ref()
             .map_or_else(|| "this step".to_string(), |n| format!("step `{}`", n.text));
-        // construct detection
+        let construct = self.construct(&obj, &label);
+        if let Some(c) = construct {
+            self.construct_fields(&obj, c);
+        }
+        let kw = construct.map(|c| c.key.text.as_str());
+        let mut step = Step {
+            span: item.span,
+            id,
+            construct_span: construct.map_or(item.span, |c| c.key.span),
+            kind: StepKind::Broken,
+            after: Vec::new(),
+            when: None,
+            agent: None,
+            out: None,
+            ensure: Vec::new(),
+            attempts: None,
+            iterate: None,
+            budget: None,
+            on_fail: None,
+            out_broken: false,
+        };
+        self.step_fields(&obj, kw, &mut step);
+        if let Some(construct) = construct {
+            step.kind = self.step_kind(&obj, construct, &label);
+        }
+        Some(step)
+    }
+
+    /// Construct detection: the one key of `CONSTRUCTS` a step has (the
+    /// first, when it has several).
+    fn construct<'a>(&mut self, obj: &Obj<'a>, label: &str) -> Option<&'a Entry> {
         let present: Vec<&Entry> = obj
             .entries
             .iter()
             .filter(|e| CONSTRUCTS.contains(&e.key.text.as_str()))
             .collect();
-        let construct = match present.as_slice() {
+        match present.as_slice() {
             [] => {
                 let d = self.err(
                     Code::MissingConstruct,
@@ -798,56 +831,43 @@ impl Decoder<'_> {
                 self.sink.push(d);
                 Some(*first)
             }
-        };
-        let kw = construct.map(|c| c.key.text.as_str());
-        // fields not allowed for this construct
-        if let Some(kw) = kw {
-            let allowed = allowed_for(kw);
-            for e in obj.entries {
-                let k = e.key.text.as_str();
-                if STEP_FIELDS.contains(&k)
-                    && !CONSTRUCTS.contains(&k)
-                    && !["id", "after", "when"].contains(&k)
-                    && !allowed.contains(&k)
-                {
-                    let d = Diagnostic::new(
-                        Code::FieldForKind,
-                        e.key.span,
-                        format!("a `{kw}` step does not take `{k}`"),
+        }
+    }
+
+    /// The construct/field matrix: step fields that `construct` does not take.
+    fn construct_fields(&mut self, obj: &Obj<'_>, construct: &Entry) {
+        let kw = construct.key.text.as_str();
+        let allowed = allowed_for(kw);
+        for e in obj.entries {
+            let k = e.key.text.as_str();
+            if STEP_FIELDS.contains(&k)
+                && !CONSTRUCTS.contains(&k)
+                && !SHARED_STEP_FIELDS.contains(&k)
+                && !allowed.contains(&k)
+            {
+                let d = Diagnostic::new(
+                    Code::FieldForKind,
+                    e.key.span,
+                    format!("a `{kw}` step does not take `{k}`"),
+                )
+                .with_label(construct.key.span, format!("this is a `{kw}` step"))
+                .with_note(if allowed.is_empty() {
+                    format!("a `{kw}` step takes only `id`, `after` and `when` besides `{kw}`")
+                } else {
+                    format!(
+                        "a `{kw}` step takes `id`, `after`, `when`, `{kw}` and: {}",
+                        allowed.join(", ")
                     )
-                    .with_label(
-                        construct.map_or(e.key.span, |c| c.key.span),
-                        format!("this is a `{kw}` step"),
-                    )
-                    .with_note(if allowed.is_empty() {
-                        format!("a `{kw}` step takes only `id`, `after` and `when` besides `{kw}`")
-                    } else {
-                        format!(
-                            "a `{kw}` step takes `id`, `after`, `when`, `{kw}` and: {}",
-                            allowed.join(", ")
-                        )
-                    });
-                    self.sink.push(d);
-                }
+                });
+                self.sink.push(d);
             }
         }
+    }
+
+    /// The fields besides the construct, each read only when the construct
+    /// `kw` takes it (the others are reported by [`Self::construct_fields`]).
+    fn step_fields(&mut self, obj: &Obj<'_>, kw: Option<&str>, step: &mut Step) {
         let allowed = |k: &str| kw.is_some_and(|kw| allowed_for(kw).contains(&k));
-        let mut step = Step {
-            span: item.span,
-            id,
-            construct_span: construct.map_or(item.span, |c| c.key.span),
-            kind: StepKind::Broken,
-            after: Vec::new(),
-            when: None,
-            agent: None,
-            out: None,
-            ensure: Vec::new(),
-            attempts: None,
-            iterate: None,
-            budget: None,
-            on_fail: None,
-            out_broken: false,
-        };
         if let Some(a) = obj.get("after") {
             match &a.value.value {
                 Value::Sequence(items) => {
@@ -876,17 +896,8 @@ impl Decoder<'_> {
         if let Some(a) = obj.get("attempts").filter(|_| allowed("attempts")) {
             step.attempts = self.positive_int(&a.value, "`attempts`");
         }
-        if let Some(i) = obj.get("iterate").filter(|_| allowed("iterate"))
-            && let Some(it) = self.obj(&i.value, "`iterate`", Some(i.key.span))
-        {
-            self.strict(&it, ITERATE_FIELDS, "`iterate`");
-            let max = self
-                .required(&it, "max", "`iterate`")
-                .and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
-            let until = self
-                .required(&it, "until", "`iterate`")
-                .and_then(|u| self.string(&u.value, "`iterate.until`"));
-            step.iterate = Some(Iterate { max, until });
+        if let Some(i) = obj.get("iterate").filter(|_| allowed("iterate")) {
+            step.iterate = self.iterate(i);
         }
         if let Some(b) = obj.get("budget").filter(|_| allowed("budget")) {
             step.budget = self.budget(&b.value, b.key.span);
@@ -894,10 +905,24 @@ impl Decoder<'_> {
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
         }
-        let Some(construct) = construct else {
-            return Some(step);
-        };
-        step.kind = match kw.unwrap_or_default() {
+    }
+
+    /// `iterate: {max, until}`.
+    fn iterate(&mut self, e: &Entry) -> Option<Iterate> {
+        let it = self.obj(&e.value, "`iterate`", Some(e.key.span))?;
+        self.strict(&it, ITERATE_FIELDS, "`iterate`");
+        let max = self
+            .required(&it, "max", "`iterate`")
+            .and_then(|m| self.positive_int(&m.value, "`iterate.max`"));
+        let until = self
+            .required(&it, "until", "`iterate`")
+            .and_then(|u| self.string(&u.value, "`iterate.until`"));
+        Some(Iterate { max, until })
+    }
+
+    /// The construct's own value.
+    fn step_kind(&mut self, obj: &Obj<'_>, construct: &Entry, label: &str) -> StepKind {
+        match construct.key.text.as_str() {
             "do" => self
                 .string(&construct.value, "`do`")
                 .map_or(StepKind::Broken, StepKind::Do),
@@ -922,44 +947,7 @@ impl Decoder<'_> {
             "fanout" => self
                 .fanout(construct)
                 .map_or(StepKind::Broken, StepKind::Fanout),
-            "run" => {
-                let flow = self.string(&construct.value, "`run`").map(|s| name(&s));
-                let (with, with_span) = match obj.get("with") {
-                    Some(w) => match &w.value.value {
-                        Value::Mapping(entries) => (
-                            Some(
-                                entries
-                                    .iter()
-                                    .filter(|e| !self.reserved(&e.key, "a `with` key"))
-                                    .map(|e| WithEntry {
-                                        key: name(&e.key),
-                                        value: e.value.clone(),
-                                    })
-                                    .collect(),
-                            ),
-                            Some(w.key.span),
-                        ),
-                        _ => {
-                            self.wrong_type(&w.value, "a mapping", "`with`");
-                            (None, Some(w.key.span))
-                        }
-                    },
-                    None => {
-                        let d = self.err(
-                            Code::MissingField,
-                            obj.owner,
-                            format!("{label} is a `run` step without `with`"),
-                        );
-                        d.help = Some("add `with:` giving a value for every input of the called flow (`with: {}` when it has none)".into());
-                        (None, None)
-                    }
-                };
-                flow.map_or(StepKind::Broken, |flow| StepKind::Run {
-                    flow,
-                    with,
-                    with_span,
-                })
-            }
+            "run" => self.run(obj, construct, label),
             _ => {
                 let d = self.err(
                     Code::NotSupportedYet,
@@ -971,8 +959,47 @@ impl Decoder<'_> {
                 );
                 StepKind::Broken
             }
+        }
+    }
+
+    /// A `run` step: the callee and its `with` mapping.
+    fn run(&mut self, obj: &Obj<'_>, construct: &Entry, label: &str) -> StepKind {
+        let flow = self.string(&construct.value, "`run`").map(|s| name(&s));
+        let (with, with_span) = match obj.get("with") {
+            Some(w) => match &w.value.value {
+                Value::Mapping(entries) => (
+                    Some(
+                        entries
+                            .iter()
+                            .filter(|e| !self.reserved(&e.key, "a `with` key"))
+                            .map(|e| WithEntry {
+                                key: name(&e.key),
+                                value: e.value.clone(),
+                            })
+                            .collect(),
+                    ),
+                    Some(w.key.span),
+                ),
+                _ => {
+                    self.wrong_type(&w.value, "a mapping", "`with`");
+                    (None, Some(w.key.span))
+                }
+            },
+            None => {
+                let d = self.err(
+                    Code::MissingField,
+                    obj.owner,
+                    format!("{label} is a `run` step without `with`"),
+                );
+                d.help = Some("add `with:` giving a value for every input of the called flow (`with: {}` when it has none)".into());
+                (None, None)
+            }
         };
-        Some(step)
+        flow.map_or(StepKind::Broken, |flow| StepKind::Run {
+            flow,
+            with,
+            with_span,
+        })
     }
 
     fn set(&mut self, node: &Node, owner: Span) -> Option<Vec<(Name, Option<Str>)>> {
