@@ -780,21 +780,9 @@ impl<'a> Ctx<'a> {
 
         // entries through reset closures
         let fmax = flow.max_rounds.unwrap_or(0);
-        let mut extra = vec![0u64; n];
-        let mut revisers: Vec<(u64, &[bool])> = Vec::new();
-        for reset in &flow.resets {
-            if let StepKindIr::Gate { max_rounds, .. } = flow.steps[reset.from].kind {
-                let rounds = max_rounds.unwrap_or(fmax).min(fmax);
-                for (x, &m) in extra.iter_mut().zip(&reset.steps) {
-                    if m {
-                        *x = x.saturating_add(rounds);
-                    }
-                }
-                revisers.push((rounds, &reset.steps));
-            }
-        }
-        for (calc, x) in steps.iter_mut().zip(&extra) {
-            calc.entries = 1 + (*x).min(fmax);
+        let (entries, revisers) = entries(flow);
+        for (calc, e) in steps.iter_mut().zip(entries) {
+            calc.entries = e;
         }
 
         // activation probabilities (expected model), in topological order
@@ -1048,6 +1036,28 @@ fn judged_count(ensure: &[PredicateIr]) -> usize {
         .iter()
         .filter(|p| matches!(p, PredicateIr::Judged { .. }))
         .count()
+}
+
+/// Entries of each step (1 + the rounds of the revises that reset it,
+/// capped by the flow's `max_rounds`), and each revising gate's rounds with
+/// the reset closure the checker recorded for it.
+fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
+    let fmax = flow.max_rounds.unwrap_or(0);
+    let mut extra = vec![0u64; flow.steps.len()];
+    let mut revisers: Vec<(u64, &[bool])> = Vec::new();
+    for reset in &flow.resets {
+        if let StepKindIr::Gate { max_rounds, .. } = flow.steps[reset.from].kind {
+            let rounds = max_rounds.unwrap_or(fmax).min(fmax);
+            for (x, &m) in extra.iter_mut().zip(&reset.steps) {
+                if m {
+                    *x = x.saturating_add(rounds);
+                }
+            }
+            revisers.push((rounds, &reset.steps));
+        }
+    }
+    let entries = extra.into_iter().map(|x| 1 + x.min(fmax)).collect();
+    (entries, revisers)
 }
 
 /// The heaviest path through the steps of `topo` that are members (weights
