@@ -15,7 +15,8 @@
 //!
 //! **Entries.** Only gate revises re-enter steps in v1. A revise by gate `g`
 //! to target `t` resets `t` and every step reachable from `t` through any
-//! forward edge (dependency or route): the reset closure of `g`. The flow's
+//! forward edge (dependency or route): the reset closure of `g`, read from
+//! the IR (`FlowIr::resets`, computed by the checker). The flow's
 //! `max_rounds` bounds all revisions of the flow together and a gate's own
 //! `max_rounds` bounds its own revisions, so
 //!
@@ -758,12 +759,10 @@ impl<'a> Ctx<'a> {
         let n = flow.steps.len();
         let mut notes = Vec::new();
         let mut preds: Vec<Vec<StepId>> = vec![Vec::new(); n];
-        let mut succs: Vec<Vec<StepId>> = vec![Vec::new(); n];
         let mut route_target = vec![false; n];
         let mut routes_in: Vec<Vec<(StepId, EdgeKind)>> = vec![Vec::new(); n];
         for e in &flow.edges {
             preds[e.to].push(e.from);
-            succs[e.from].push(e.to);
             if !e.kind.is_dependency() {
                 route_target[e.to] = true;
                 routes_in[e.to].push((e.from, e.kind));
@@ -781,27 +780,9 @@ impl<'a> Ctx<'a> {
 
         // entries through reset closures
         let fmax = flow.max_rounds.unwrap_or(0);
-        let mut extra = vec![0u64; n];
-        let mut revisers: Vec<(u64, Vec<bool>)> = Vec::new();
-        for step in &flow.steps {
-            if let StepKindIr::Gate {
-                on_revise: Some(target),
-                max_rounds,
-                ..
-            } = step.kind
-            {
-                let rounds = max_rounds.unwrap_or(fmax).min(fmax);
-                let members = closure(&succs, target);
-                for (x, &m) in extra.iter_mut().zip(&members) {
-                    if m {
-                        *x = x.saturating_add(rounds);
-                    }
-                }
-                revisers.push((rounds, members));
-            }
-        }
-        for (calc, x) in steps.iter_mut().zip(&extra) {
-            calc.entries = 1 + (*x).min(fmax);
+        let (entries, revisers) = entries(flow);
+        for (calc, e) in steps.iter_mut().zip(entries) {
+            calc.entries = e;
         }
 
         // activation probabilities (expected model), in topological order
@@ -1057,20 +1038,26 @@ fn judged_count(ensure: &[PredicateIr]) -> usize {
         .count()
 }
 
-/// `target` and every step reachable from it through any edge.
-fn closure(succs: &[Vec<StepId>], target: StepId) -> Vec<bool> {
-    let mut seen = vec![false; succs.len()];
-    seen[target] = true;
-    let mut stack = vec![target];
-    while let Some(v) = stack.pop() {
-        for &t in &succs[v] {
-            if !seen[t] {
-                seen[t] = true;
-                stack.push(t);
+/// Entries of each step (1 + the rounds of the revises that reset it,
+/// capped by the flow's `max_rounds`), and each revising gate's rounds with
+/// the reset closure the checker recorded for it.
+fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
+    let fmax = flow.max_rounds.unwrap_or(0);
+    let mut extra = vec![0u64; flow.steps.len()];
+    let mut revisers: Vec<(u64, &[bool])> = Vec::new();
+    for reset in &flow.resets {
+        if let StepKindIr::Gate { max_rounds, .. } = flow.steps[reset.from].kind {
+            let rounds = max_rounds.unwrap_or(fmax).min(fmax);
+            for (x, &m) in extra.iter_mut().zip(&reset.steps) {
+                if m {
+                    *x = x.saturating_add(rounds);
+                }
             }
+            revisers.push((rounds, &reset.steps));
         }
     }
-    seen
+    let entries = extra.into_iter().map(|x| 1 + x.min(fmax)).collect();
+    (entries, revisers)
 }
 
 /// The heaviest path through the steps of `topo` that are members (weights
@@ -1124,38 +1111,13 @@ fn longest_path(
     best
 }
 
-/// `input.items`, `plan.output.files`, `pending[0]`.
-fn reference_text(flow: &FlowIr, r: &RefIr) -> String {
-    let mut text = match r.target {
-        RefTarget::Input => "input".to_string(),
-        RefTarget::Step(s) => format!("{}.output", flow.steps[s].id),
-        RefTarget::Item => "item".to_string(),
-        RefTarget::Prev => "prev".to_string(),
-        RefTarget::Carry(c) => flow.carry[c].name.clone(),
-    };
-    push_path(&mut text, &r.path);
-    text
-}
-
-fn push_path(text: &mut String, path: &[Segment]) {
-    for seg in path {
-        match seg {
-            Segment::Field(f) => {
-                text.push('.');
-                text.push_str(f);
-            }
-            Segment::Index(i) => text.push_str(&format!("[{i}]")),
-        }
-    }
-}
-
 fn resolve_items(
     flow: &FlowIr,
     over: &RefIr,
     inputs: Option<&serde_json::Value>,
     notes: &mut Vec<String>,
 ) -> Items {
-    let shown = reference_text(flow, over);
+    let shown = flow.reference_text(&over.target, &over.path);
     let path: Vec<Segment> = match over.target {
         RefTarget::Input => over.path.clone(),
         RefTarget::Carry(c)
@@ -1180,8 +1142,7 @@ fn resolve_items(
         match next {
             Some(v) => at = v,
             None => {
-                let mut p = "input".to_string();
-                push_path(&mut p, &path);
+                let p = flow.reference_text(&RefTarget::Input, &path);
                 notes.push(format!(
                     "`{p}` is missing from the inputs: the length of `{shown}` stays symbolic"
                 ));

@@ -65,6 +65,9 @@ pub struct FlowIr {
     pub max_rounds: Option<u64>,
     /// Carry variables (entry flow only).
     pub carry: Vec<CarryIr>,
+    /// The region each back edge resets (every gate with an `on_revise`
+    /// target, in document order), computed once by the checker.
+    pub resets: Vec<ResetIr>,
 }
 
 impl FlowIr {
@@ -72,6 +75,51 @@ impl FlowIr {
     pub fn step(&self, id: &str) -> Option<StepId> {
         self.steps.iter().position(|s| s.id == id)
     }
+
+    /// What a revise of gate `gate` resets, when the gate has an `on_revise` target.
+    pub fn reset_of(&self, gate: StepId) -> Option<&ResetIr> {
+        self.resets.iter().find(|r| r.from == gate)
+    }
+
+    /// A reference written back as the text inside its `${…}`:
+    /// `input.items`, `plan.output.files[0]`, `pending`. The one printer of
+    /// references (cost notes, graph labels).
+    pub fn reference_text(&self, target: &RefTarget, path: &[Segment]) -> String {
+        let mut text = match *target {
+            RefTarget::Input => "input".to_string(),
+            RefTarget::Step(s) => format!("{}.output", self.steps[s].id),
+            RefTarget::Item => "item".to_string(),
+            RefTarget::Prev => "prev".to_string(),
+            RefTarget::Carry(c) => self.carry[c].name.clone(),
+        };
+        for seg in path {
+            match seg {
+                Segment::Field(f) => {
+                    text.push('.');
+                    text.push_str(f);
+                }
+                Segment::Index(i) => {
+                    text.push('[');
+                    text.push_str(&i.to_string());
+                    text.push(']');
+                }
+            }
+        }
+        text
+    }
+}
+
+/// The steps a back edge resets: a gate's `on_revise` now, a router's
+/// `goto` later. The target and every step reachable from it through any
+/// forward edge (dependency or route) run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetIr {
+    /// The step that goes back (the gate).
+    pub from: StepId,
+    /// The step it goes back to.
+    pub target: StepId,
+    /// Membership by step index (document order), `steps[target]` set.
+    pub steps: Vec<bool>,
 }
 
 /// `output: {from, contract}` resolved.
@@ -345,4 +393,98 @@ pub struct CarryIr {
     pub initial: RefIr,
     /// Gate → value written when that gate revises.
     pub on_revise: Vec<(StepId, RefIr)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"version: 1
+contracts:
+  Tasks: {tasks: "string[]"}
+  Done: {summary: string}
+flows:
+  entry: main
+  main:
+    input: {goal: string}
+    output: {from: "${execute.output}", contract: Done}
+    max_rounds: 3
+    carry:
+      wave:
+        initial: "${plan.output.tasks}"
+        on_revise:
+          assess_gate: "${assess.output.tasks}"
+    steps:
+      - id: plan
+        do: "Plan ${input.goal}"
+        out: Tasks
+      - id: execute
+        after: [plan]
+        do: "Execute the wave ${wave}"
+        out: Done
+      - id: assess
+        do: "Assess ${execute.output.summary}; list what is left"
+        out: Tasks
+      - id: assess_gate
+        after: [assess]
+        gate: {on_approve: null, on_revise: execute, on_kill: null}
+"#;
+
+    fn task_refs(f: &FlowIr) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &f.steps {
+            if let StepKindIr::Do { task, .. } = &s.kind {
+                for p in &task.pieces {
+                    if let Piece::Ref(r) = p {
+                        out.push(f.reference_text(&r.target, &r.path));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_checker_records_each_revise_region_once() {
+        let ir = crate::analysis::analyze(SPEC)
+            .ir
+            .expect("the spec is valid");
+        let f = &ir.flows[ir.entry];
+        assert_eq!(
+            f.resets,
+            vec![ResetIr {
+                from: 3,
+                target: 1,
+                steps: vec![false, true, true, true],
+            }]
+        );
+        assert_eq!(f.reset_of(3), f.resets.first());
+        assert_eq!(f.reset_of(1), None);
+    }
+
+    #[test]
+    fn references_print_as_written() {
+        let ir = crate::analysis::analyze(SPEC)
+            .ir
+            .expect("the spec is valid");
+        let f = &ir.flows[ir.entry];
+        assert_eq!(
+            task_refs(f),
+            vec!["input.goal", "wave", "execute.output.summary"]
+        );
+        let path = [
+            Segment::Field("items".into()),
+            Segment::Index(0),
+            Segment::Field("name".into()),
+        ];
+        assert_eq!(
+            f.reference_text(&RefTarget::Input, &path),
+            "input.items[0].name"
+        );
+        assert_eq!(
+            f.reference_text(&RefTarget::Prev, &path[1..]),
+            "prev[0].name"
+        );
+        assert_eq!(f.reference_text(&RefTarget::Item, &[]), "item");
+    }
 }

@@ -4,7 +4,7 @@
 //! records, steps in topological order, edges, templates with their
 //! type-preservation mode, expressions compiled to stack bytecode with a
 //! recorded stack bound and a pc → source-offset map, `with` trees as
-//! index-linked nodes, reset closures as bitsets, and the cost bounds the
+//! index-linked nodes, the IR's reset closures as bitsets, and the cost bounds the
 //! cost analysis computed.
 //! Must never: check a rule (the IR is already valid) or decide a cost (that
 //! is `cost`); the same IR must always lower to the same plan.
@@ -17,7 +17,7 @@ use stratum_vm::plan::*;
 
 use crate::analysis::Analysis;
 use crate::ir::{
-    self, EdgeKind as IrEdge, FlowIr, Piece, RefIr, StepId, StepKindIr, TemplateIr, WithValue,
+    self, EdgeKind as IrEdge, FlowIr, Piece, RefIr, StepKindIr, TemplateIr, WithValue,
 };
 use crate::source::Span;
 use crate::syntax::ast;
@@ -353,28 +353,19 @@ impl Lowerer<'_> {
             .collect();
         edges.sort_by_key(|e| (e.to, e.from, e.kind as u8));
         let closures = f
-            .steps
+            .resets
             .iter()
-            .enumerate()
-            .filter_map(|(g, s)| match s.kind {
-                StepKindIr::Gate {
-                    on_revise: Some(target),
-                    ..
-                } => Some((g, target)),
-                _ => None,
-            })
-            .map(|(g, target)| {
-                let members = reset_closure(f, target);
+            .map(|r| {
                 let mut words = vec![0u64; n.div_ceil(64)];
-                for (old, inside) in members.iter().enumerate() {
+                for (old, inside) in r.steps.iter().enumerate() {
                     if *inside {
                         let i = t.index[old] as usize;
                         words[i / 64] |= 1 << (i % 64);
                     }
                 }
                 ClosureDef {
-                    gate: t.index[g],
-                    target: t.index[target],
+                    gate: t.index[r.from],
+                    target: t.index[r.target],
                     steps: words,
                 }
             })
@@ -506,27 +497,6 @@ impl Lowerer<'_> {
             worst_dispatches,
         }
     }
-}
-
-/// The steps a revise to `target` resets: the target and everything reachable
-/// from it through any forward edge (dependency or route).
-pub fn reset_closure(f: &FlowIr, target: StepId) -> Vec<bool> {
-    let mut out: Vec<Vec<StepId>> = vec![Vec::new(); f.steps.len()];
-    for e in &f.edges {
-        out[e.from].push(e.to);
-    }
-    let mut seen = vec![false; f.steps.len()];
-    seen[target] = true;
-    let mut stack = vec![target];
-    while let Some(v) = stack.pop() {
-        for &t in &out[v] {
-            if !seen[t] {
-                seen[t] = true;
-                stack.push(t);
-            }
-        }
-    }
-    seen
 }
 
 /// Compiles one expression tree to stack bytecode. The tree's height is

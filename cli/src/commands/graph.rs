@@ -17,7 +17,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StepKindIr};
-use stratum_compiler::lower::reset_closure;
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
@@ -420,25 +419,12 @@ impl Builder<'_> {
                     require,
                     ..
                 } => {
-                    let path: String = over
-                        .path
-                        .iter()
-                        .map(|s| match s {
-                            stratum_compiler::ir::Segment::Field(n) => format!(".{n}"),
-                            stratum_compiler::ir::Segment::Index(i) => format!("[{i}]"),
-                        })
-                        .collect();
-                    let target = match &over.target {
-                        stratum_compiler::ir::RefTarget::Input => "input".to_string(),
-                        stratum_compiler::ir::RefTarget::Step(s) => {
-                            format!("{}.output", f.steps[*s].id)
-                        }
-                        stratum_compiler::ir::RefTarget::Item => "item".into(),
-                        stratum_compiler::ir::RefTarget::Prev => "prev".into(),
-                        stratum_compiler::ir::RefTarget::Carry(c) => f.carry[*c].name.clone(),
-                    };
                     let mut label = vec![
-                        format!("fanout {} over ${{{target}{path}}}", step.id),
+                        format!(
+                            "fanout {} over ${{{}}}",
+                            step.id,
+                            f.reference_text(&over.target, &over.path)
+                        ),
                         format!(
                             "concurrency {concurrency} · require {} · isolation {}",
                             match require {
@@ -559,23 +545,20 @@ impl Builder<'_> {
             let (from, to) = (anchors[e.from].exit.clone(), anchors[e.to].entry.clone());
             self.edge(&from, &to, style, label);
         }
-        for (gi, step) in f.steps.iter().enumerate() {
-            if let StepKindIr::Gate {
-                on_revise: Some(t), ..
-            } = &step.kind
-            {
-                let closure = reset_closure(f, *t);
-                let reset: Vec<&str> = f
-                    .steps
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| closure.get(*i).copied().unwrap_or(false))
-                    .map(|(_, s)| s.id.as_str())
-                    .collect();
-                let label = format!("revise ↺ resets {}", reset.join(", "));
-                let (from, to) = (anchors[gi].exit.clone(), anchors[*t].entry.clone());
-                self.edge(&from, &to, Style::Revise, Some(label));
-            }
+        for r in &f.resets {
+            let reset: Vec<&str> = f
+                .steps
+                .iter()
+                .zip(&r.steps)
+                .filter(|(_, inside)| **inside)
+                .map(|(s, _)| s.id.as_str())
+                .collect();
+            let label = format!("revise ↺ resets {}", reset.join(", "));
+            let (from, to) = (
+                anchors[r.from].exit.clone(),
+                anchors[r.target].entry.clone(),
+            );
+            self.edge(&from, &to, Style::Revise, Some(label));
         }
         (items, anchors)
     }

@@ -1,5 +1,6 @@
 //! The step graph of one flow: edges by kind, cycle breaking, reachability,
-//! reset closures and a deterministic topological order.
+//! reset closures (computed here once per back edge and recorded in the IR)
+//! and a deterministic topological order.
 //!
 //! Owns: graph algorithms, all iterative (no recursion on user-sized input).
 //! Must never: produce diagnostics; callers word them.
@@ -7,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::ir::{Edge, EdgeKind, StepId};
+use crate::ir::{Edge, EdgeKind, ResetIr, StepId};
 use crate::source::Span;
 
 /// The edges between the steps of a flow.
@@ -159,12 +160,16 @@ impl Graph {
         seen
     }
 
-    /// `a` and every step reachable from it through any forward edge: the
-    /// steps a gate revise to `a` resets.
-    pub fn closure(&self, a: StepId) -> Vec<bool> {
+    /// What the back edge `from` → `target` resets: `target` and every step
+    /// reachable from it through any forward edge. The one computation of a
+    /// reset region, for a gate's `on_revise` (and, in 1.1, `route: goto`);
+    /// lowering, cost and the graph picture read it from [`FlowIr::resets`].
+    ///
+    /// [`FlowIr::resets`]: crate::ir::FlowIr::resets
+    pub fn reset_closure(&self, from: StepId, target: StepId) -> ResetIr {
         let mut seen = vec![false; self.n];
-        seen[a] = true;
-        let mut stack = vec![a];
+        seen[target] = true;
+        let mut stack = vec![target];
         while let Some(v) = stack.pop() {
             for &e in &self.out[v] {
                 let t = self.edges[e].to;
@@ -174,7 +179,11 @@ impl Graph {
                 }
             }
         }
-        seen
+        ResetIr {
+            from,
+            target,
+            steps: seen,
+        }
     }
 
     /// Direct dependency predecessors of `b`.
@@ -249,6 +258,9 @@ mod tests {
         assert!(g.reaches(0, 2, false));
         assert!(!g.reaches(0, 2, true));
         assert_eq!(g.ancestors(2, true), vec![false, true, false]);
-        assert_eq!(g.closure(0), vec![true, true, true]);
+        let reset = g.reset_closure(2, 0);
+        assert_eq!((reset.from, reset.target), (2, 0));
+        assert_eq!(reset.steps, vec![true, true, true]);
+        assert_eq!(g.reset_closure(0, 1).steps, vec![false, true, true]);
     }
 }

@@ -1,17 +1,27 @@
 //! Resolution and every static rule of the language (reference §6, decisions
 //! C1–C8), producing the checked IR.
 //!
-//! Owns: the contract type table, name resolution (contracts, flows, steps,
-//! carry variables), the step graph (order, data and route edges; cycles;
-//! revise ancestry), flow-level rules (entry, sub-flows, fanout, consumer
-//! worktrees, carry, output), and the driver that runs reference and
-//! expression checks ([`refs`], [`expr`]).
+//! Owns: the phases of the checker and its per-flow state, the flow table,
+//! step ids and their resolution, the step graph's edges (order, data and
+//! route edges; self references; cycles), the reset region of every revise
+//! (computed once, recorded in the IR), sub-flow bodies, and the driver that
+//! runs the rule files: [`contracts`], [`template`] (references), [`steps`],
+//! [`output`], [`carry`], [`gates`], [`worktrees`], [`unreachable`],
+//! [`recursion`] and [`expr`]; graph algorithms are in [`graph`].
 //! Must never: re-read YAML (it works on the AST) or emit a follow-on error for
 //! something already reported: broken parts resolve to error types (C1).
 
+mod carry;
+mod contracts;
 pub mod expr;
+mod gates;
 mod graph;
-mod refs;
+mod output;
+mod recursion;
+mod steps;
+mod template;
+mod unreachable;
+mod worktrees;
 
 use std::collections::HashMap;
 
@@ -19,7 +29,7 @@ use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
 use crate::ir::{self, FlowIr, Ir, StepId};
 use crate::source::Span;
 use crate::syntax::ast::{self, Spec, StepKind};
-use crate::types::{FieldType, Record, RecordId, Ty, Type, TypeExpr, TypeTable, parse_type};
+use crate::types::{FieldType, Record, RecordId, Ty, Type, TypeTable};
 
 pub use graph::Graph;
 
@@ -55,6 +65,8 @@ pub(crate) struct FlowCtx<'f> {
     pub carry: HashMap<&'f str, usize>,
     /// Carry uses: (variable, using step, span).
     pub carry_uses: Vec<(usize, StepId, Span)>,
+    /// What each revise resets (filled once the graph is complete).
+    pub resets: Vec<ir::ResetIr>,
     /// Memo of dependency ancestors per step.
     ancestors: HashMap<StepId, Vec<bool>>,
 }
@@ -72,6 +84,29 @@ impl FlowCtx<'_> {
         self.ancestors
             .get(&b)
             .is_some_and(|s| s.get(a).copied().unwrap_or(false))
+    }
+
+    /// The reset region of every gate whose `on_revise` names another step
+    /// of the flow, in document order (a wrong target is reported by
+    /// `revise_gates`).
+    fn reset_regions(&self) -> Vec<ir::ResetIr> {
+        self.flow
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(g, s)| {
+                let StepKind::Gate(gate) = &s.kind else {
+                    return None;
+                };
+                let &t = self.index.get(gate.on_revise.step()?.text.as_str())?;
+                (t != g).then(|| self.graph.reset_closure(g, t))
+            })
+            .collect()
+    }
+
+    /// What a revise of gate `gate` resets.
+    pub fn reset_of(&self, gate: StepId) -> Option<&ir::ResetIr> {
+        self.resets.iter().find(|r| r.from == gate)
     }
 }
 
@@ -366,8 +401,9 @@ fn stub_spec(tables: &Tables) -> Spec {
 
 /// Validates a literal `matches` pattern: the safe-shape filter of reference
 /// §7.8 and compilability.
+/// (The rule lives in `stratum_vm::eval::regex`, shared with the evaluator.)
 pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
-    refs::regex_check(pattern)
+    stratum_vm::eval::regex::check_pattern(pattern)
 }
 
 impl<'a> Checker<'a> {
@@ -427,196 +463,6 @@ impl<'a> Checker<'a> {
         ck.flow_outputs = t.flow_outputs.clone();
         ck.flow_output_records = t.flow_output_records.clone();
         ck
-    }
-
-    // ----- contracts -------------------------------------------------------
-
-    fn contracts(&mut self) {
-        let spec = self.spec;
-        // records first, so that names resolve in any order
-        for (i, c) in spec.contracts.iter().enumerate() {
-            self.types.records.push(Record {
-                name: c.name.text.clone(),
-                fields: Vec::new(),
-            });
-            self.contracts
-                .insert(c.name.text.as_str(), if c.ok { Some(i) } else { None });
-        }
-        let mut named: Vec<Vec<(usize, String, Span)>> = vec![Vec::new(); spec.contracts.len()];
-        for (i, c) in spec.contracts.iter().enumerate() {
-            let mut fields = Vec::new();
-            for f in &c.fields {
-                let ft = match &f.ty {
-                    Some(t) => self.field_type(t, &mut named[i]),
-                    None => FieldType {
-                        ty: Ty::Error,
-                        optional: true,
-                    },
-                };
-                fields.push((f.name.text.clone(), ft));
-            }
-            self.types.records[i].fields = fields;
-        }
-        // cycles through references, contracts in declaration order
-        let mut state = vec![0u8; spec.contracts.len()]; // 0 new, 1 on stack, 2 done
-        for start in 0..spec.contracts.len() {
-            self.contract_cycle(start, &named, &mut state);
-        }
-    }
-
-    fn contract_cycle(&mut self, c: usize, named: &[Vec<(usize, String, Span)>], state: &mut [u8]) {
-        if state[c] != 0 {
-            return;
-        }
-        state[c] = 1;
-        for (target, field, span) in &named[c] {
-            match state[*target] {
-                1 => {
-                    let names = (
-                        self.spec.contracts[c].name.text.clone(),
-                        self.spec.contracts[*target].name.text.clone(),
-                    );
-                    self.sink.push(
-                        Diagnostic::new(
-                            Code::RecursiveContract,
-                            *span,
-                            format!(
-                                "contract `{}` refers back to `{}` through field `{field}`",
-                                names.0, names.1
-                            ),
-                        )
-                        .with_label(
-                            self.spec.contracts[*target].name.span,
-                            "the cycle starts here",
-                        )
-                        .with_note(
-                            "contract values must be finite JSON; `?` does not break a cycle",
-                        )
-                        .with_help("use `object` for the recursive field"),
-                    );
-                    // break the cycle for later users
-                    if let Some((_, ft)) = self.types.records[c]
-                        .fields
-                        .iter_mut()
-                        .find(|(n, _)| n == field)
-                    {
-                        ft.ty = Ty::Error;
-                    }
-                }
-                0 => self.contract_cycle(*target, named, state),
-                _ => {}
-            }
-        }
-        state[c] = 2;
-    }
-
-    /// Resolves a type string; reports problems; collects named references.
-    fn field_type(
-        &mut self,
-        s: &crate::yaml::Str,
-        named: &mut Vec<(usize, String, Span)>,
-    ) -> FieldType {
-        match parse_type(&s.text) {
-            Err(why) => {
-                let mut d = Diagnostic::new(Code::InvalidTypeString, s.span, format!("invalid type `{}`: {why}", s.text))
-                    .with_note("types are `string`, `integer`, `number`, `boolean`, `object`, `array`, `a|b` enums, `T[]` lists, contract names, and `T?` for optional");
-                let bare = s.text.trim_end_matches('?').trim_end_matches("[]");
-                if let Some(Some(_)) = self.contracts.get(bare) {
-                    d = d.with_help(format!("contract `{bare}` exists, but only contracts whose names start with an uppercase letter can be used in a type"));
-                } else if let Some(h) = did_you_mean(
-                    bare,
-                    ["string", "integer", "number", "boolean", "object", "array"],
-                ) {
-                    d = d.with_help(h);
-                } else if matches!(bare, "int" | "float" | "str" | "bool") {
-                    let m = match bare {
-                        "int" => "integer",
-                        "float" => "number",
-                        "str" => "string",
-                        _ => "boolean",
-                    };
-                    d = d.with_help(format!("write `{m}`"));
-                }
-                self.sink.push(d);
-                FieldType {
-                    ty: Ty::Error,
-                    optional: true,
-                }
-            }
-            Ok((expr, optional)) => FieldType {
-                ty: self.resolve_type(&expr, s, named),
-                optional,
-            },
-        }
-    }
-
-    fn resolve_type(
-        &mut self,
-        t: &TypeExpr,
-        s: &crate::yaml::Str,
-        named: &mut Vec<(usize, String, Span)>,
-    ) -> Ty {
-        match t {
-            TypeExpr::String => Ty::String,
-            TypeExpr::Integer => Ty::Integer,
-            TypeExpr::Number => Ty::Number,
-            TypeExpr::Boolean => Ty::Boolean,
-            TypeExpr::Object => Ty::Object,
-            TypeExpr::Array => Ty::Array,
-            TypeExpr::Enum(v) => Ty::Enum(v.clone()),
-            TypeExpr::List(inner) => Ty::List(Box::new(self.resolve_type(inner, s, named))),
-            TypeExpr::Named(n) => match self.contracts.get(n.as_str()) {
-                Some(Some(id)) => {
-                    named.push((*id, String::new(), s.span));
-                    Ty::Record(*id)
-                }
-                Some(None) => Ty::Error,
-                None => {
-                    self.unknown_contract(n, s.span);
-                    Ty::Error
-                }
-            },
-        }
-    }
-
-    fn unknown_contract(&mut self, name: &str, span: Span) {
-        if self.spec.contracts_broken {
-            return; // the broken `contracts` section is already reported
-        }
-        let names: Vec<&str> = self
-            .spec
-            .contracts
-            .iter()
-            .map(|c| c.name.text.as_str())
-            .collect();
-        let help = did_you_mean(name, names.iter().copied());
-        let d = Diagnostic::new(
-            Code::UnknownContract,
-            span,
-            format!("unknown contract `{name}`"),
-        )
-        .with_note(if names.is_empty() {
-            "the spec declares no contracts".to_string()
-        } else {
-            format!("declared contracts: {}", names.join(", "))
-        })
-        .with_help_opt(help.or_else(|| {
-            Some(format!(
-                "declare it under `contracts:` as `{name}: {{field: type}}`"
-            ))
-        }));
-        self.sink.push(d);
-    }
-
-    /// Looks up a contract named by `out:` or `output.contract` (any declared name).
-    fn contract_named(&mut self, n: &ast::Name) -> Option<Option<RecordId>> {
-        match self.contracts.get(n.text.as_str()) {
-            Some(r) => Some(*r),
-            None => {
-                self.unknown_contract(&n.text, n.span);
-                None
-            }
-        }
     }
 
     // ----- flows -----------------------------------------------------------
@@ -698,6 +544,7 @@ impl<'a> Checker<'a> {
             never_runs: Vec::new(),
             carry: HashMap::new(),
             carry_uses: Vec::new(),
+            resets: Vec::new(),
             ancestors: HashMap::new(),
         };
         // ids
@@ -750,6 +597,7 @@ impl<'a> Checker<'a> {
             }
         }
         let steps = self.steps(&mut fc);
+        fc.resets = fc.reset_regions();
         let carry = self.carry(&mut fc);
         self.revise_gates(&mut fc);
         self.consumer_worktrees(&mut fc);
@@ -767,6 +615,7 @@ impl<'a> Checker<'a> {
             budget: flow.budget.clone(),
             max_rounds: flow.max_rounds.map(|m| m.value),
             carry: carry?,
+            resets: fc.resets,
         })
     }
 

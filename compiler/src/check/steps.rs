@@ -1,0 +1,516 @@
+//! Per-step content: `when`, `ensure` predicates, `do` and `iterate`, `set`
+//! against its `out` contract, fanout stages (their bindings, `when`,
+//! `ensure`, attempts), and `run` with `with` against the callee's inputs;
+//! builds each step's IR.
+//!
+//! Owns: the rules of reference v1-language §6.2 that read one step at a time.
+//! Must never: add graph edges (the driver does, in `mod.rs`) or check
+//! rules that span steps (carry, gates, worktrees have their own files).
+
+use super::expr::{Role, Scope};
+use super::template::{Leaf, StageScope};
+use super::{Checker, FlowCtx, StepOut};
+use crate::diagnostics::{Code, Diagnostic, did_you_mean};
+use crate::ir::{self, Piece, StepId, WithValue};
+use crate::source::Span;
+use crate::syntax::ast::{self, PredicateKind, Route, StepKind};
+use crate::types::{FieldType, Type};
+use crate::yaml::{Node, Str, Value};
+
+impl<'a> Checker<'a> {
+    fn result_type(&self, fc: &FlowCtx<'_>, out: &Option<ast::Name>) -> Type {
+        match out {
+            Some(n) => match self.contracts.get(n.text.as_str()) {
+                Some(Some(r)) => Type::Record(*r),
+                _ => Type::Any,
+            },
+            None => {
+                let _ = fc;
+                Type::Any
+            }
+        }
+    }
+
+    fn predicates(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        preds: &[ast::Predicate],
+        scope: &Scope,
+    ) -> Option<Vec<ir::PredicateIr>> {
+        let mut out = Vec::new();
+        let mut ok = true;
+        for p in preds {
+            let Some(kind) = &p.kind else {
+                ok = false;
+                continue;
+            };
+            out.push(match kind {
+                PredicateKind::Expr(e) => match self.expr(fc, e, scope) {
+                    Some(x) => ir::PredicateIr::Expr(x),
+                    None => {
+                        ok = false;
+                        continue;
+                    }
+                },
+                PredicateKind::FileExists(p) => ir::PredicateIr::FileExists(p.text.clone()),
+                PredicateKind::FileContains { path, text } => ir::PredicateIr::FileContains {
+                    path: path.text.clone(),
+                    text: text.text.clone(),
+                },
+                PredicateKind::Judged { statement, stakes } => ir::PredicateIr::Judged {
+                    statement: statement.text.clone(),
+                    stakes: *stakes,
+                },
+            });
+        }
+        ok.then_some(out)
+    }
+
+    /// Checks step `i` and builds its IR.
+    pub(super) fn step(&mut self, fc: &mut FlowCtx<'a>, i: StepId) -> Option<ir::StepIr> {
+        let s: &'a ast::Step = &fc.flow.steps[i];
+        let steps_scope = |field: &'static str, role: Role| Scope {
+            field,
+            role,
+            result: Type::Steps(fc.flow_index),
+            item: None,
+            prev: None,
+            reader: i,
+        };
+        let when = match &s.when {
+            Some(w) => {
+                let sc = steps_scope("when", Role::Condition);
+                Some(self.expr(fc, w, &sc))
+            }
+            None => None,
+        };
+        let own = self.result_type(fc, &s.out);
+        let ensure_scope = Scope {
+            field: "ensure",
+            role: Role::Condition,
+            result: own.clone(),
+            item: None,
+            prev: None,
+            reader: i,
+        };
+        let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
+        let on_fail = s
+            .on_fail
+            .as_ref()
+            .and_then(|n| fc.index.get(n.text.as_str()).copied());
+        let kind = match &s.kind {
+            StepKind::Do(task) => {
+                let task = self.template(fc, Some(i), task, Leaf::Task, &StageScope::default());
+                let iterate = match &s.iterate {
+                    Some(it) => {
+                        let until = it.until.as_ref().and_then(|u| {
+                            let sc = Scope {
+                                field: "iterate.until",
+                                ..ensure_scope.clone()
+                            };
+                            self.expr(fc, u, &sc)
+                        });
+                        Some(until.zip(it.max).map(|(until, max)| ir::IterateIr {
+                            max: max.value,
+                            until,
+                        }))
+                    }
+                    None => Some(None),
+                };
+                Some(ir::StepKindIr::Do {
+                    task: task?,
+                    agent: s.agent.unwrap_or_default(),
+                    attempts: s.attempts.map_or(2, |a| a.value),
+                    iterate: iterate?,
+                })
+            }
+            StepKind::Set(fields) => self.set_step(fc, s, i, fields),
+            StepKind::Gate(g) => {
+                let route = |r: &Route| {
+                    r.step()
+                        .and_then(|n| fc.index.get(n.text.as_str()).copied())
+                };
+                Some(ir::StepKindIr::Gate {
+                    on_approve: route(&g.on_approve),
+                    on_revise: route(&g.on_revise),
+                    on_kill: route(&g.on_kill),
+                    max_rounds: g.max_rounds.map(|m| m.value),
+                })
+            }
+            StepKind::Fanout(f) => self.fanout_step(fc, s, i, f),
+            StepKind::Run {
+                flow,
+                with,
+                with_span,
+            } => self.run_step(fc, s, i, flow, with.as_deref(), *with_span),
+            StepKind::Broken => None,
+        };
+        let out = match &fc.outputs[i] {
+            StepOut::Known(Type::Record(r)) => Some(*r),
+            StepOut::Known(Type::List(inner)) => match **inner {
+                Type::Record(r) => Some(r),
+                _ => None,
+            },
+            _ => None,
+        };
+        let output_type = match &fc.outputs[i] {
+            StepOut::Known(t) => Some(t.clone()),
+            _ => None,
+        };
+        Some(ir::StepIr {
+            id: s.id.as_ref()?.text.clone(),
+            span: s.span,
+            kind: kind?,
+            out,
+            output_type,
+            when: match when {
+                Some(w) => Some(w?),
+                None => None,
+            },
+            ensure: ensure?,
+            budget: s.budget.clone(),
+            on_fail,
+        })
+    }
+
+    fn set_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+        fields: &[(ast::Name, Option<Str>)],
+    ) -> Option<ir::StepKindIr> {
+        let scope = Scope {
+            field: "set",
+            role: Role::Value,
+            result: Type::Steps(fc.flow_index),
+            item: None,
+            prev: None,
+            reader: i,
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        let record = match self.result_type(fc, &s.out) {
+            Type::Record(r) => Some(r),
+            _ => None,
+        };
+        for (key, e) in fields {
+            let Some(x) = e.as_ref().and_then(|e| self.expr(fc, e, &scope)) else {
+                ok = false;
+                continue;
+            };
+            if let Some(r) = record {
+                let rec = &self.types.records[r];
+                match rec.field(&key.text) {
+                    None => {
+                        let help =
+                            did_you_mean(&key.text, rec.fields.iter().map(|(n, _)| n.as_str()));
+                        let name = rec.name.clone();
+                        self.sink.push(
+                            Diagnostic::new(Code::SetContractMismatch, key.span, format!("contract `{name}` has no field `{}`, so this `set` output would be rejected", key.text))
+                                .with_note("contracts are strict: an object with an undeclared field fails validation")
+                                .with_help_opt(help),
+                        );
+                        ok = false;
+                    }
+                    Some(ft) if !self.types.fits(&x.ty, ft) => {
+                        let (want, got) = (self.types.display_ty(ft), self.types.display(&x.ty));
+                        self.sink.push(
+                            Diagnostic::new(
+                                Code::SetContractMismatch,
+                                x.span,
+                                format!(
+                                    "`set.{}` is {got}, but contract field `{}` is {want}",
+                                    key.text, key.text
+                                ),
+                            )
+                            .with_span_label(format!("this is {got}")),
+                        );
+                        ok = false;
+                    }
+                    Some(ft) => {
+                        if ft.ty == crate::types::Ty::Integer
+                            && let Some(n) = super::expr::constant_number(&x.ast)
+                            && n.fract() != 0.0
+                        {
+                            self.sink.push(
+                                Diagnostic::new(Code::SetContractMismatch, x.span, format!("`set.{}` is always `{n}`, which is not an integer, but contract field `{}` is integer", key.text, key.text))
+                                    .with_note("an integer is a number with no fraction"),
+                            );
+                            ok = false;
+                        }
+                    }
+                }
+            }
+            out.push((key.text.clone(), x));
+        }
+        if let Some(r) = record {
+            let rec = &self.types.records[r];
+            let missing: Vec<String> = rec
+                .fields
+                .iter()
+                .filter(|(n, ft)| !ft.optional && !fields.iter().any(|(k, _)| &k.text == n))
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
+            if !missing.is_empty() {
+                let name = rec.name.clone();
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::SetContractMismatch,
+                        s.construct_span,
+                        format!(
+                            "`set` gives no value for the required field{} {} of contract `{name}`",
+                            if missing.len() == 1 { "" } else { "s" },
+                            missing.join(", ")
+                        ),
+                    )
+                    .with_help("add a key for every required field of the `out` contract"),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(ir::StepKindIr::Set { fields: out })
+    }
+
+    fn fanout_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+        f: &ast::Fanout,
+    ) -> Option<ir::StepKindIr> {
+        let over = f.over.as_ref().and_then(|o| {
+            let parsed = self.parses.template(&o.text);
+            if !parsed.errors.is_empty() || parsed.template.full_value().is_none() {
+                self.sink.push(
+                    Diagnostic::new(Code::FanoutOverNotSingleRef, o.span, "`fanout.over` must be exactly one reference such as `${plan.output.tasks}`")
+                        .with_note("the fanout runs its stages once for each element of that list"),
+                );
+                return None;
+            }
+            let tir = self.template(fc, Some(i), o, Leaf::Over, &StageScope::default())?;
+            match tir.pieces.into_iter().next() {
+                Some(Piece::Ref(r)) => Some(r),
+                _ => None,
+            }
+        });
+        let item = over.as_ref().map(|r| match &r.ty {
+            Type::List(inner) => (**inner).clone(),
+            _ => Type::Any,
+        });
+        let mut stages = Vec::new();
+        let mut ok = true;
+        let mut prev: Option<Type> = None;
+        for (j, st) in f.stages.iter().enumerate() {
+            let stage_scope = StageScope {
+                item: Some(item.clone().unwrap_or(Type::Any)),
+                prev: Some(if j == 0 {
+                    None
+                } else {
+                    Some(prev.clone().unwrap_or(Type::Any))
+                }),
+            };
+            let task = st
+                .task
+                .as_ref()
+                .and_then(|t| self.template(fc, Some(i), t, Leaf::StageTask, &stage_scope));
+            let when = st.when.as_ref().map(|w| {
+                let sc = Scope {
+                    field: "when",
+                    role: Role::Condition,
+                    result: Type::Steps(fc.flow_index),
+                    item: stage_scope.item.clone(),
+                    prev: stage_scope.prev.clone(),
+                    reader: i,
+                };
+                self.expr(fc, w, &sc)
+            });
+            let own = self.result_type(fc, &st.out);
+            let sc = Scope {
+                field: "ensure",
+                role: Role::Condition,
+                result: own.clone(),
+                item: stage_scope.item.clone(),
+                prev: stage_scope.prev.clone(),
+                reader: i,
+            };
+            let ensure = self.predicates(fc, &st.ensure, &sc);
+            let out = match own {
+                Type::Record(r) => Some(r),
+                _ => None,
+            };
+            prev = Some(if st.out.is_some() {
+                self.result_type(fc, &st.out)
+            } else {
+                Type::Any
+            });
+            match (task, ensure, when) {
+                (Some(task), Some(ensure), w) if !matches!(w, Some(None)) => {
+                    stages.push(ir::StageIr {
+                        task,
+                        agent: st.agent.unwrap_or_default(),
+                        out,
+                        ensure,
+                        attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
+                        when: w.flatten(),
+                    })
+                }
+                _ => ok = false,
+            }
+        }
+        if !ok {
+            return None;
+        }
+        Some(ir::StepKindIr::Fanout {
+            over: over?,
+            stages,
+            concurrency: f.concurrency?.value,
+            isolation: f.isolation?.0,
+            require: f.require?,
+            pre_merge: f.pre_merge.iter().map(|p| p.text.clone()).collect(),
+            dispatch: f.dispatch,
+            attempts: s.attempts.map_or(2, |a| a.value),
+        })
+    }
+
+    fn run_step(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        _s: &ast::Step,
+        i: StepId,
+        flow: &ast::Name,
+        with: Option<&[ast::WithEntry]>,
+        with_span: Option<Span>,
+    ) -> Option<ir::StepKindIr> {
+        let Some(&callee) = self.flows.get(flow.text.as_str()) else {
+            let names: Vec<&str> = self
+                .spec
+                .flows
+                .iter()
+                .map(|f| f.name.text.as_str())
+                .collect();
+            self.sink.push(
+                Diagnostic::new(
+                    Code::UnknownFlow,
+                    flow.span,
+                    format!("`run` names `{}`, which is not a flow", flow.text),
+                )
+                .with_help_opt(did_you_mean(&flow.text, names.iter().copied())),
+            );
+            return None;
+        };
+        let with = with?;
+        let input = self.flow_inputs[callee];
+        let fields: Vec<(String, FieldType)> = self.types.records[input].fields.clone();
+        let callee_decl = self.spec.flows[callee].input.is_some();
+        let mut ok = true;
+        if callee_decl {
+            for e in with {
+                if !fields.iter().any(|(n, _)| n == &e.key.text) {
+                    let help = did_you_mean(&e.key.text, fields.iter().map(|(n, _)| n.as_str()));
+                    self.sink.push(
+                        Diagnostic::new(
+                            Code::WithMismatch,
+                            e.key.span,
+                            format!("flow `{}` has no input `{}`", flow.text, e.key.text),
+                        )
+                        .with_note(format!(
+                            "`{}` takes: {}",
+                            flow.text,
+                            if fields.is_empty() {
+                                "nothing".into()
+                            } else {
+                                fields
+                                    .iter()
+                                    .map(|(n, _)| format!("`{n}`"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ))
+                        .with_help_opt(help),
+                    );
+                    ok = false;
+                }
+            }
+            let missing: Vec<String> = fields
+                .iter()
+                .filter(|(n, _)| !with.iter().any(|e| &e.key.text == n))
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
+            if !missing.is_empty() {
+                self.sink.push(
+                    Diagnostic::new(Code::WithMismatch, with_span.unwrap_or(flow.span), format!("`with` gives no value for input{} {} of flow `{}`", if missing.len() == 1 { "" } else { "s" }, missing.join(", "), flow.text))
+                        .with_note("`with` must list every input of the called flow, optional ones included (pass `null` for an optional input you leave empty)"),
+                );
+                ok = false;
+            }
+        }
+        let mut values = Vec::new();
+        for e in with {
+            let Some(v) = self.with_value(fc, i, &e.value) else {
+                ok = false;
+                continue;
+            };
+            if let (WithValue::Template(t), Some((_, ft))) =
+                (&v, fields.iter().find(|(n, _)| n == &e.key.text))
+                && t.full_value
+                && let Some(Piece::Ref(r)) = t.pieces.first()
+                && !self.types.fits(&r.ty, ft)
+            {
+                let (want, got) = (self.types.display_ty(ft), self.types.display(&r.ty));
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::ReferenceTypeMismatch,
+                        r.span,
+                        format!(
+                            "input `{}` of flow `{}` is {want}, but this reference is {got}",
+                            e.key.text, flow.text
+                        ),
+                    )
+                    .with_span_label(format!("this is {got}")),
+                );
+                ok = false;
+            }
+            values.push((e.key.text.clone(), v));
+        }
+        ok.then_some(ir::StepKindIr::Run {
+            flow: callee,
+            with: values,
+        })
+    }
+
+    fn with_value(&mut self, fc: &mut FlowCtx<'a>, i: StepId, node: &Node) -> Option<WithValue> {
+        Some(match &node.value {
+            Value::String(s) => WithValue::Template(self.template(
+                fc,
+                Some(i),
+                s,
+                Leaf::With,
+                &StageScope::default(),
+            )?),
+            Value::Sequence(items) => {
+                let mut out = Vec::new();
+                for it in items {
+                    out.push(self.with_value(fc, i, it));
+                }
+                WithValue::List(out.into_iter().collect::<Option<Vec<_>>>()?)
+            }
+            Value::Mapping(entries) => {
+                let mut out = Vec::new();
+                for e in entries {
+                    out.push(
+                        self.with_value(fc, i, &e.value)
+                            .map(|v| (e.key.text.clone(), v)),
+                    );
+                }
+                WithValue::Map(out.into_iter().collect::<Option<Vec<_>>>()?)
+            }
+            Value::Null => WithValue::Literal(serde_json::Value::Null),
+            Value::Bool(b) => WithValue::Literal(serde_json::Value::Bool(*b)),
+            Value::Number(n) => WithValue::Literal(
+                serde_json::Number::from_f64(*n)
+                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            ),
+        })
+    }
+}
