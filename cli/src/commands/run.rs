@@ -17,23 +17,31 @@ use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
 
-/// Options of `run`.
-pub struct Args<'a> {
-    /// Spec or plan (absent with `--resume`).
-    pub source: Option<&'a Path>,
-    /// Run to resume.
-    pub resume: Option<&'a str>,
-    /// Flow input (`JSON` or `@file`).
-    pub inputs: Option<&'a str>,
-    /// Flow to run.
-    pub flow: Option<&'a str>,
-    /// Agent command.
-    pub agent: &'a str,
-    /// Workspace root.
-    pub workspace: Option<&'a Path>,
-    /// Scripted gate decision.
-    pub gate: Option<&'a str>,
-    /// Output format.
+/// Arguments of `stratumc run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The spec (`.stratum.yaml`) or plan (`.stratumc`); not needed with `--resume`.
+    pub source: Option<PathBuf>,
+    /// Continue this run (after a crash, or to decide a gate).
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// The flow input: JSON text, or `@FILE`.
+    #[arg(long)]
+    pub inputs: Option<String>,
+    /// The flow to run (default: the entry flow).
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
+    #[arg(long)]
+    pub agent: String,
+    /// Workspace root for file predicates and the agent's working directory (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Decide every gate this way instead of asking (`approve`, `revise`, `kill`).
+    #[arg(long, value_parser = ["approve", "revise", "kill"])]
+    pub gate: Option<String>,
+    /// `json` prints one final JSON object on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
@@ -114,7 +122,7 @@ fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
 }
 
 /// Runs the command.
-pub fn run(args: &Args<'_>) -> Exit {
+pub fn run(args: &RunArgs) -> Exit {
     let store = match SqliteStore::open_default() {
         Ok(s) => s,
         Err(e) => {
@@ -124,11 +132,11 @@ pub fn run(args: &Args<'_>) -> Exit {
     };
     let mut engine = Engine::new(Box::new(store));
     // a resumed run keeps the workspace it was started with, unless told otherwise
-    let recorded = match (args.resume, args.workspace) {
+    let recorded = match (args.resume.as_deref(), args.workspace.as_deref()) {
         (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
         _ => None,
     };
-    let workspace_dir: PathBuf = match (args.workspace, recorded) {
+    let workspace_dir: PathBuf = match (args.workspace.as_deref(), recorded) {
         (Some(w), _) => w.to_path_buf(),
         (None, Some(r)) => r,
         (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -140,7 +148,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let (run_id, mut outcome) = match (args.resume, args.source) {
+    let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
         (Some(id), _) => match engine.resume(id, None, &mut host) {
             Ok((o, _)) => (id.to_string(), o),
             Err(e) => {
@@ -156,7 +164,7 @@ pub fn run(args: &Args<'_>) -> Exit {
                     return code;
                 }
             };
-            let input = match read_inputs(args.inputs) {
+            let input = match read_inputs(args.inputs.as_deref()) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -172,7 +180,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             };
             match engine.start(
                 &plan,
-                args.flow,
+                args.flow.as_deref(),
                 input,
                 &mut host,
                 Some(workspace_dir.display().to_string()),
@@ -238,7 +246,7 @@ pub fn run(args: &Args<'_>) -> Exit {
         if let Some(gate) = outcome.gates.first().cloned() {
             let id = gate["stepId"].as_str().unwrap_or("").to_string();
             let token = gate["gateToken"].as_str().map(str::to_string);
-            let decision = match args.gate {
+            let decision = match args.gate.as_deref() {
                 Some(d) => Some((d.to_string(), None)),
                 None => ask_gate(&gate),
             };
