@@ -11,15 +11,15 @@
 use std::collections::HashMap;
 
 use lsp_types::{
-    CodeActionKind, CodeActionOrCommand, CodeActionParams, CompletionItemKind,
-    CompletionParams, CompletionResponse, Diagnostic as LspDiagnostic,
-    DiagnosticRelatedInformation, DiagnosticSeverity, DidChangeTextDocumentParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams,
-    DocumentSymbolResponse, FoldingRange, FoldingRangeKind, FoldingRangeParams,
-    GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location,
-    MarkupContent, MarkupKind, NumberOrString, Position, PrepareRenameResponse,
-    PublishDiagnosticsParams, ReferenceParams, RenameParams, SymbolKind as LspSymbolKind,
-    TextDocumentPositionParams, TextEdit as LspTextEdit, Uri, WorkspaceEdit,
+    CodeActionKind, CodeActionOrCommand, CodeActionParams, CompletionItemKind, CompletionParams,
+    CompletionResponse, Diagnostic as LspDiagnostic, DiagnosticRelatedInformation,
+    DiagnosticSeverity, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse,
+    FoldingRange, FoldingRangeKind, FoldingRangeParams, GotoDefinitionParams,
+    GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location, MarkupContent, MarkupKind,
+    NumberOrString, Position, PrepareRenameResponse, PublishDiagnosticsParams, ReferenceParams,
+    RenameParams, SymbolKind as LspSymbolKind, TextDocumentPositionParams, TextEdit as LspTextEdit,
+    Uri, WorkspaceEdit,
 };
 use stratum_compiler::diagnostics::Diagnostic;
 use stratum_compiler::ide::{self, CompletionKind, Db, SymbolKind};
