@@ -1,5 +1,6 @@
 //! `stratumc run SPEC|PLAN --inputs JSON|@file --agent CMD` and
-//! `stratumc run --resume RUN --agent CMD`: the headless driver.
+//! `stratumc run [SPEC|PLAN] --resume RUN --agent CMD`: the headless driver
+//! (a resume given a spec or plan holds the run to that plan's hash, E6).
 //!
 //! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
 //! ready entry as JSON on stdin, the result JSON on stdout), asking or
@@ -121,6 +122,49 @@ fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
     }
 }
 
+/// Continues run `id`. With a `source` (spec or plan file), the plan it
+/// builds must be the run's own (E6): another plan is refused before
+/// anything is recorded, naming both hashes. Errors are printed here.
+fn resume(
+    engine: &mut Engine,
+    id: &str,
+    source: Option<&Path>,
+    host: &mut StdHost,
+) -> Result<Outcome, Exit> {
+    let given = match source.map(plan_hash).transpose() {
+        Ok(h) => h,
+        Err((code, msg)) => {
+            eprintln!("{msg}");
+            return Err(code);
+        }
+    };
+    match engine.resume(id, given.as_deref(), host) {
+        Ok((o, _)) => Ok(o),
+        Err(e @ EngineError::PlanMismatch { .. }) => {
+            eprintln!("error: {e}");
+            if let Some(source) = source {
+                eprintln!(
+                    "help: {} is not the plan the run started from (did the spec change?); nothing was changed: give the run's own spec or plan, or none to continue on its stored plan",
+                    source.display()
+                );
+            }
+            Err(Exit::Usage)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// The hash of the plan `source` builds (a spec) or holds (a plan file).
+fn plan_hash(source: &Path) -> Result<String, (Exit, String)> {
+    let bytes = plan_bytes(source)?;
+    stratum_vm::plan::file::load(&bytes)
+        .map(|(_, hash)| hash.to_hex())
+        .map_err(|e| (Exit::Usage, format!("error: {}: {e}", source.display())))
+}
+
 /// Runs the command.
 pub fn run(args: &RunArgs) -> Exit {
     let store = match SqliteStore::open_default() {
@@ -149,12 +193,9 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
     let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
-        (Some(id), _) => match engine.resume(id, None, &mut host) {
-            Ok((o, _)) => (id.to_string(), o),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Exit::Usage;
-            }
+        (Some(id), source) => match resume(&mut engine, id, source, &mut host) {
+            Ok(o) => (id.to_string(), o),
+            Err(code) => return code,
         },
         (None, Some(source)) => {
             let bytes = match plan_bytes(source) {
