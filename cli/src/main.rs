@@ -143,3 +143,15 @@ fn main() -> ExitCode {
     };
     ExitCode::from(exit as u8)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks over every subcommand's `Args` struct
+    /// (duplicate names, bad defaults, conflicting positionals).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}
