@@ -7,7 +7,7 @@
 //!   the same setup as `scripts/run-examples.sh`;
 //! - exit codes (0 completed, 1 failed or paused, 2 usage / invalid spec /
 //!   invalid input), the `--format json` document, the `run: <id>` line;
-//! - `--resume` after a gate pause;
+//! - `--resume` after a gate pause, and refused against another plan (E6);
 //! - crash safety: a 200-step chain killed with SIGKILL at random points and
 //!   resumed until it completes, then checked against the audit in SQLite.
 //!
@@ -901,6 +901,101 @@ fn gate_kill_and_revise() {
     let ev = ex.events(&r.run_id());
     assert_eq!(of_type(&ev, "step_reset", "work").len(), 2, "{ev:#?}");
     assert_eq!(accepted(&ev, "work").len(), 3);
+}
+
+/// `stratumc build SPEC -o OUT` in the example's scratch dir; the plan hash it prints.
+fn build_plan(ex: &Example, spec: &Path, out: &Path) -> String {
+    let mut cmd = ex.scratch.stratumc();
+    cmd.arg("build").arg(spec).arg("-o").arg(out);
+    let r = Ran::of(&mut cmd);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let hash = r.stdout.trim().to_string();
+    assert_eq!(hash.len(), 64, "{}", r.context());
+    hash
+}
+
+/// E6: `run SPEC --resume RUN` with a spec (or a built plan) whose plan is
+/// not the run's is refused, naming both hashes, and changes nothing; the
+/// run still resumes with its own spec.
+#[test]
+fn resume_against_a_different_plan_is_refused() {
+    let ex = Example::new("reviewed-work-gate");
+    let r = ex.run(&[]);
+    let id = r.run_id();
+    assert_eq!((r.code, r.doc()["status"].as_str()), (1, Some("running")));
+    let before = ex.events(&id);
+
+    // the same flow with one reworded instruction: another plan
+    let text = std::fs::read_to_string(ex.spec()).unwrap();
+    let changed_text = text.replace("Summarise the diff", "Summarize the diff");
+    assert_ne!(changed_text, text);
+    let changed = ex.scratch.write("changed.stratum.yaml", &changed_text);
+    let ours = build_plan(&ex, &ex.spec(), &ex.scratch.path().join("ours.stratumc"));
+    let theirs_plan = ex.scratch.path().join("changed.stratumc");
+    let theirs = build_plan(&ex, &changed, &theirs_plan);
+    assert_ne!(ours, theirs);
+
+    for source in [&changed, &theirs_plan] {
+        let source = source.display().to_string();
+        let r = Ran::of(&mut ex.command_with(&[&source, "--resume", &id], &["--gate", "approve"]));
+        assert_eq!(r.code, 2, "{}", r.context());
+        assert_eq!(r.stdout, "", "{}", r.context());
+        assert!(
+            r.stderr.contains(&format!(
+                "error: run `{id}` executes plan {ours}, not {theirs}"
+            )),
+            "{}",
+            r.context()
+        );
+        assert!(
+            r.stderr.contains(&format!(
+                "help: {source} is not the plan the run started from"
+            )),
+            "{}",
+            r.context()
+        );
+        // nothing recorded: no `resumed` marker, no decision, still running
+        assert_eq!(ex.events(&id), before);
+        assert_eq!(
+            runs(&ex.scratch.db()),
+            vec![(id.clone(), "running".to_string())]
+        );
+    }
+
+    // with its own spec the run resumes and the gate is decided
+    let spec = ex.spec().display().to_string();
+    let r = Ran::of(&mut ex.command_with(&[&spec, "--resume", &id], &["--gate", "approve"]));
+    assert_eq!(r.run_id(), id);
+    assert_eq!(r.completed()["quality_score"], 0.9);
+    let ev = ex.events(&id);
+    assert_eq!(ev[before.len()]["type"], "resumed", "{ev:#?}");
+    assert_eq!(of_type(&ev, "gate_resolved", "review").len(), 1);
+}
+
+/// A resume given the run's own plan file (built from its spec) resumes.
+#[test]
+fn resume_with_the_runs_own_plan_file_resumes() {
+    let ex = Example::new("reviewed-work-gate");
+    let plan = ex.scratch.path().join("ours.stratumc");
+    build_plan(&ex, &ex.spec(), &plan);
+    let plan = plan.display().to_string();
+    let inputs = format!(
+        "@{}",
+        root()
+            .join("examples/inputs/reviewed-work-gate.json")
+            .display()
+    );
+    let r = Ran::of(&mut ex.command_with(&[&plan, "--inputs", &inputs], &[]));
+    let id = r.run_id();
+    assert_eq!((r.code, r.doc()["status"].as_str()), (1, Some("running")));
+
+    let r = Ran::of(&mut ex.command_with(&[&plan, "--resume", &id], &["--gate", "approve"]));
+    assert_eq!(r.run_id(), id);
+    assert_eq!(r.completed()["quality_score"], 0.9);
+    assert_eq!(
+        runs(&ex.scratch.db()),
+        vec![(id.clone(), "completed".to_string())]
+    );
 }
 
 /// `Engine::resume` records a `resumed` event (a process continued the run);

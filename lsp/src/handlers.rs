@@ -11,15 +11,15 @@
 use std::collections::HashMap;
 
 use lsp_types::{
-    CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeDescription, CompletionItemKind,
-    CompletionParams, CompletionResponse, Diagnostic as LspDiagnostic,
-    DiagnosticRelatedInformation, DiagnosticSeverity, DidChangeTextDocumentParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams,
-    DocumentSymbolResponse, FoldingRange, FoldingRangeKind, FoldingRangeParams,
-    GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location,
-    MarkupContent, MarkupKind, NumberOrString, Position, PrepareRenameResponse,
-    PublishDiagnosticsParams, ReferenceParams, RenameParams, SymbolKind as LspSymbolKind,
-    TextDocumentPositionParams, TextEdit as LspTextEdit, Uri, WorkspaceEdit,
+    CodeActionKind, CodeActionOrCommand, CodeActionParams, CompletionItemKind, CompletionParams,
+    CompletionResponse, Diagnostic as LspDiagnostic, DiagnosticRelatedInformation,
+    DiagnosticSeverity, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse,
+    FoldingRange, FoldingRangeKind, FoldingRangeParams, GotoDefinitionParams,
+    GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location, MarkupContent, MarkupKind,
+    NumberOrString, Position, PrepareRenameResponse, PublishDiagnosticsParams, ReferenceParams,
+    RenameParams, SymbolKind as LspSymbolKind, TextDocumentPositionParams, TextEdit as LspTextEdit,
+    Uri, WorkspaceEdit,
 };
 use stratum_compiler::diagnostics::Diagnostic;
 use stratum_compiler::ide::{self, CompletionKind, Db, SymbolKind};
@@ -139,18 +139,10 @@ fn publish_diagnostics(
     ))
 }
 
-/// Where `stratumc explain CODE` text is published.
-fn code_href(code: &str) -> Option<CodeDescription> {
-    let url = format!(
-        "{}/blob/main/docs/diagnostics.md#{}",
-        env!("CARGO_PKG_REPOSITORY"),
-        code.to_ascii_lowercase()
-    );
-    url.parse().ok().map(|href| CodeDescription { href })
-}
-
 /// One compiler diagnostic as an LSP diagnostic: same code, range and
 /// message; secondary labels, notes and help become related information.
+/// No `codeDescription`: the project has no public location to link the
+/// code's explanation to (`stratumc explain CODE` prints it).
 pub fn to_lsp_diagnostic(uri: &Uri, text: &str, doc: &Document, d: &Diagnostic) -> LspDiagnostic {
     let range = doc.lines.range(text, d.span);
     let mut related: Vec<DiagnosticRelatedInformation> = d
@@ -182,7 +174,7 @@ pub fn to_lsp_diagnostic(uri: &Uri, text: &str, doc: &Document, d: &Diagnostic) 
             Severity::Warning => DiagnosticSeverity::WARNING,
         }),
         code: Some(NumberOrString::String(code.to_string())),
-        code_description: code_href(code),
+        code_description: None,
         source: Some("stratumc".to_string()),
         message: d.message.clone(),
         related_information: (!related.is_empty()).then_some(related),

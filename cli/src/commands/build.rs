@@ -37,8 +37,29 @@ pub fn default_output(spec: &Path) -> PathBuf {
     spec.with_file_name(format!("{stem}.stratumc"))
 }
 
+/// Arguments of `stratumc build`.
+#[derive(clap::Args, Debug)]
+pub struct BuildArgs {
+    /// The spec.
+    pub spec: PathBuf,
+    /// Where to write the plan.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// `plan` writes the plan file; `asm` prints a readable listing instead.
+    #[arg(long, value_enum, default_value_t = Emit::Plan)]
+    pub emit: Emit,
+}
+
+/// Arguments of `stratumc inspect`.
+#[derive(clap::Args, Debug)]
+pub struct InspectArgs {
+    /// The plan file.
+    pub plan: PathBuf,
+}
+
 /// Runs `build`.
-pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
+pub fn run(args: &BuildArgs) -> Exit {
+    let (spec, output, emit) = (args.spec.as_path(), args.output.as_deref(), args.emit);
     let shown = spec.display().to_string();
     let bytes = match std::fs::read(spec) {
         Ok(b) => b,
@@ -90,7 +111,8 @@ pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
 }
 
 /// Runs `inspect`.
-pub fn inspect(path: &Path) -> Exit {
+pub fn inspect(args: &InspectArgs) -> Exit {
+    let path = args.plan.as_path();
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => {

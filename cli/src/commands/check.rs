@@ -44,8 +44,28 @@ fn specs_below(dir: &Path, out: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
     out.extend(found);
 }
 
+/// Arguments of `stratumc check`.
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Spec files, or directories to search for `*.stratum.yaml`.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Colour of human output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
 /// Runs the command.
-pub fn run(paths: &[PathBuf], format: Format, color: Color) -> Exit {
+pub fn run(args: &CheckArgs) -> Exit {
+    let CheckArgs {
+        paths,
+        format,
+        color,
+    } = args;
+    let (format, color) = (*format, *color);
     let mut files = Vec::new();
     let mut problems = Vec::new();
     for p in paths {

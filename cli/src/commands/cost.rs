@@ -28,37 +28,45 @@ use crate::{Exit, Format};
 pub const JSON_VERSION: u32 = 1;
 
 /// Arguments of `stratumc cost`.
-pub struct Args<'a> {
+#[derive(clap::Args, Debug)]
+pub struct CostArgs {
     /// The spec file.
-    pub spec: &'a Path,
+    pub spec: PathBuf,
     /// The flow (default: the entry flow).
-    pub flow: Option<&'a str>,
-    /// `--inputs`: JSON text or `@file`.
-    pub inputs: Option<&'a str>,
-    /// `--config`: a `stratum.toml`.
-    pub config: Option<&'a Path>,
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// The flow's input object: JSON text, or `@FILE` to read it from a file.
+    #[arg(long)]
+    pub inputs: Option<String>,
+    /// Agent profiles (default: `./stratum.toml` when it exists, else built-in defaults).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
 /// Runs the command.
-pub fn run(args: &Args<'_>) -> Exit {
+pub fn run(args: &CostArgs) -> Exit {
     let shown = args.spec.display().to_string();
-    let analysis =
-        match super::error_free_spec(args.spec, "no cost computed", args.format == Format::Human) {
-            Ok(a) => a,
-            Err(exit) => return exit,
-        };
+    let analysis = match super::error_free_spec(
+        &args.spec,
+        "no cost computed",
+        args.format == Format::Human,
+    ) {
+        Ok(a) => a,
+        Err(exit) => return exit,
+    };
     let Some(ir) = analysis.ir.as_ref() else {
         return Exit::Errors;
     };
 
-    let (config, config_name) = match load_config(args.config) {
+    let (config, config_name) = match load_config(args.config.as_deref()) {
         Ok(c) => c,
         Err(e) => return usage(e),
     };
 
-    let flow = match args.flow {
+    let flow = match args.flow.as_deref() {
         None => ir.entry,
         Some(name) => match ir.flow(name) {
             Some((id, _)) => id,
@@ -72,7 +80,7 @@ pub fn run(args: &Args<'_>) -> Exit {
         },
     };
 
-    let inputs = match args.inputs.map(read_inputs).transpose() {
+    let inputs = match args.inputs.as_deref().map(read_inputs).transpose() {
         Ok(v) => v,
         Err(e) => return usage(e),
     };

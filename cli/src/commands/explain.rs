@@ -7,8 +7,19 @@ use stratum_compiler::Code;
 
 use crate::Exit;
 
+/// Arguments of `stratumc explain`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The code (`S0305`), or `--list` to list every code.
+    pub code: Option<String>,
+    /// List every code with its title.
+    #[arg(long)]
+    pub list: bool,
+}
+
 /// Runs the command.
-pub fn run(code: Option<&str>, list: bool) -> Exit {
+pub fn run(args: &ExplainArgs) -> Exit {
+    let (code, list) = (args.code.as_deref(), args.list);
     if list || code.is_none() {
         for c in Code::ALL {
             super::emit(&format!(

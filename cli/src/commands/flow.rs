@@ -19,6 +19,14 @@ use stratum_vm::interp::RunStatus;
 use super::query;
 use crate::{Exit, Format};
 
+/// Arguments of `stratumc flow`: the operation.
+#[derive(clap::Args, Debug)]
+pub struct FlowArgs {
+    /// The operation.
+    #[command(subcommand)]
+    pub what: Cmd,
+}
+
 /// Flow operations.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
@@ -33,8 +41,8 @@ pub enum Cmd {
 }
 
 /// Runs the command.
-pub fn run(cmd: &Cmd) -> Exit {
-    let Cmd::Cancel { run, format } = cmd;
+pub fn run(args: &FlowArgs) -> Exit {
+    let Cmd::Cancel { run, format } = &args.what;
     let mut engine = match query::open() {
         Ok(e) => e,
         Err(code) => return code,

@@ -49,33 +49,38 @@ impl Action {
     }
 }
 
-/// Options of `gate`.
-pub struct Args<'a> {
-    /// The decision.
+/// Arguments of `stratumc gate`.
+#[derive(clap::Args, Debug)]
+pub struct GateArgs {
+    /// approve, reject (kill) or revise.
+    #[arg(value_enum)]
     pub action: Action,
-    /// Run id.
-    pub run: &'a str,
-    /// Gate step id (`review`, `sub/review`).
-    pub step: &'a str,
-    /// Why (recorded in the audit).
-    pub note: Option<&'a str>,
-    /// Decide only if the gate still waits with this token.
-    pub token: Option<&'a str>,
+    /// The run id (`run-…`).
+    pub run: String,
+    /// The gate's step id (`review`, or `sub/review` inside a sub-flow).
+    pub step: String,
+    /// Why (recorded in the audit with the decision).
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Decide only if the gate still waits with this token (as listed by `query gates`).
+    #[arg(long)]
+    pub token: Option<String>,
     /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
 /// Runs the command.
-pub fn run(args: &Args<'_>) -> Exit {
+pub fn run(args: &GateArgs) -> Exit {
     let mut engine = match query::open() {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let view = match query::load(&mut engine, args.run) {
+    let view = match query::load(&mut engine, &args.run) {
         Ok(v) => v,
         Err(code) => return code,
     };
-    let (run, step) = (args.run, args.step);
+    let (run, step) = (args.run.as_str(), args.step.as_str());
     let gate = match view.gate(step) {
         Some(g) => g.clone(),
         None => {
@@ -117,7 +122,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Errors;
         }
     };
-    if let Some(t) = args.token
+    if let Some(t) = args.token.as_deref()
         && t != gate.token
     {
         eprintln!(
@@ -146,7 +151,7 @@ pub fn run(args: &Args<'_>) -> Exit {
         step,
         Some(&gate.token),
         args.action.decision(),
-        args.note,
+        args.note.as_deref(),
         "human",
         &mut host,
     ) {

@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StepKindIr};
@@ -35,28 +35,32 @@ pub enum GraphFormat {
 }
 
 /// Arguments of `stratumc graph`.
-pub struct Args<'a> {
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
     /// The spec file.
-    pub spec: &'a Path,
-    /// The flow (default: the run's flow with `--run`, else the entry flow).
-    pub flow: Option<&'a str>,
+    pub spec: PathBuf,
+    /// The flow to draw (default: the run's flow with `--run`, else the entry flow).
+    #[arg(long)]
+    pub flow: Option<String>,
     /// Output format.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
     pub format: GraphFormat,
-    /// A run whose step statuses colour the nodes.
-    pub run: Option<&'a str>,
+    /// A run in the store ($STRATUM_HOME) whose step statuses colour the nodes.
+    #[arg(long)]
+    pub run: Option<String>,
 }
 
 /// Runs the command.
-pub fn run(args: &Args<'_>) -> Exit {
+pub fn run(args: &GraphArgs) -> Exit {
     let shown = args.spec.display().to_string();
-    let analysis = match super::error_free_spec(args.spec, "no graph drawn", false) {
+    let analysis = match super::error_free_spec(&args.spec, "no graph drawn", false) {
         Ok(a) => a,
         Err(exit) => return exit,
     };
     let Some(ir) = analysis.ir.as_ref() else {
         return Exit::Errors;
     };
-    let run = match args.run.map(load_run).transpose() {
+    let run = match args.run.as_deref().map(load_run).transpose() {
         Ok(r) => r,
         Err(e) => return usage(e),
     };
@@ -73,6 +77,7 @@ pub fn run(args: &Args<'_>) -> Exit {
     }
     let flow_name = args
         .flow
+        .as_deref()
         .or(run.as_ref().map(|r| r.flows[0].as_str()))
         .unwrap_or(ir.flows[ir.entry].name.as_str());
     let Some((flow, _)) = ir.flow(flow_name) else {

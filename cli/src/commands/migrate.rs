@@ -7,14 +7,28 @@
 //! Must never: classify anything itself (`stratum_compiler::migrate` does),
 //! or write a translated spec.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use stratum_compiler::migrate;
 
 use crate::{Exit, Format};
 
+/// Arguments of `stratumc migrate`.
+#[derive(clap::Args, Debug)]
+pub struct MigrateArgs {
+    /// Report only (required: nothing is ever translated).
+    #[arg(long)]
+    pub check: bool,
+    /// The legacy spec file.
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
 /// Runs the command.
-pub fn run(check: bool, file: &Path, format: Format) -> Exit {
+pub fn run(args: &MigrateArgs) -> Exit {
+    let (check, file, format) = (args.check, args.file.as_path(), args.format);
     if !check {
         eprintln!(
             "error: `stratumc migrate` only reports (nothing is translated): run `stratumc migrate --check {}`",

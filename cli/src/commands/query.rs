@@ -28,6 +28,14 @@ pub const STATUSES: [&str; 6] = [
     "cancelled",
 ];
 
+/// Arguments of `stratumc query`: what to query.
+#[derive(clap::Args, Debug)]
+pub struct QueryArgs {
+    /// The query.
+    #[command(subcommand)]
+    pub what: Cmd,
+}
+
 /// What to query.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
@@ -90,7 +98,8 @@ pub fn load(engine: &mut Engine, run: &str) -> Result<RunView, Exit> {
 }
 
 /// Runs a query.
-pub fn run(cmd: &Cmd) -> Exit {
+pub fn run(args: &QueryArgs) -> Exit {
+    let cmd = &args.what;
     let mut engine = match open() {
         Ok(e) => e,
         Err(code) => return code,

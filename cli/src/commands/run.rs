@@ -1,5 +1,6 @@
 //! `stratumc run SPEC|PLAN --inputs JSON|@file --agent CMD` and
-//! `stratumc run --resume RUN --agent CMD`: the headless driver.
+//! `stratumc run [SPEC|PLAN] --resume RUN --agent CMD`: the headless driver
+//! (a resume given a spec or plan holds the run to that plan's hash, E6).
 //!
 //! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
 //! ready entry as JSON on stdin, the result JSON on stdout), asking or
@@ -18,23 +19,31 @@ use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
 
-/// Options of `run`.
-pub struct Args<'a> {
-    /// Spec or plan (absent with `--resume`).
-    pub source: Option<&'a Path>,
-    /// Run to resume.
-    pub resume: Option<&'a str>,
-    /// Flow input (`JSON` or `@file`).
-    pub inputs: Option<&'a str>,
-    /// Flow to run.
-    pub flow: Option<&'a str>,
-    /// Agent command.
-    pub agent: &'a str,
-    /// Workspace root.
-    pub workspace: Option<&'a Path>,
-    /// Scripted gate decision.
-    pub gate: Option<&'a str>,
-    /// Output format.
+/// Arguments of `stratumc run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The spec (`.stratum.yaml`) or plan (`.stratumc`); not needed with `--resume`.
+    pub source: Option<PathBuf>,
+    /// Continue this run (after a crash, or to decide a gate).
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// The flow input: JSON text, or `@FILE`.
+    #[arg(long)]
+    pub inputs: Option<String>,
+    /// The flow to run (default: the entry flow).
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
+    #[arg(long)]
+    pub agent: String,
+    /// Workspace root for file predicates and the agent's working directory (default: the current directory).
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Decide every gate this way instead of asking (`approve`, `revise`, `kill`).
+    #[arg(long, value_parser = ["approve", "revise", "kill"])]
+    pub gate: Option<String>,
+    /// `json` prints one final JSON object on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
@@ -114,8 +123,51 @@ fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
     }
 }
 
+/// Continues run `id`. With a `source` (spec or plan file), the plan it
+/// builds must be the run's own (E6): another plan is refused before
+/// anything is recorded, naming both hashes. Errors are printed here.
+fn resume(
+    engine: &mut Engine,
+    id: &str,
+    source: Option<&Path>,
+    host: &mut StdHost,
+) -> Result<Outcome, Exit> {
+    let given = match source.map(plan_hash).transpose() {
+        Ok(h) => h,
+        Err((code, msg)) => {
+            eprintln!("{msg}");
+            return Err(code);
+        }
+    };
+    match engine.resume(id, given.as_deref(), host) {
+        Ok((o, _)) => Ok(o),
+        Err(e @ EngineError::PlanMismatch { .. }) => {
+            eprintln!("error: {e}");
+            if let Some(source) = source {
+                eprintln!(
+                    "help: {} is not the plan the run started from (did the spec change?); nothing was changed: give the run's own spec or plan, or none to continue on its stored plan",
+                    source.display()
+                );
+            }
+            Err(Exit::Usage)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// The hash of the plan `source` builds (a spec) or holds (a plan file).
+fn plan_hash(source: &Path) -> Result<String, (Exit, String)> {
+    let bytes = plan_bytes(source)?;
+    stratum_vm::plan::file::load(&bytes)
+        .map(|(_, hash)| hash.to_hex())
+        .map_err(|e| (Exit::Usage, format!("error: {}: {e}", source.display())))
+}
+
 /// Runs the command.
-pub fn run(args: &Args<'_>) -> Exit {
+pub fn run(args: &RunArgs) -> Exit {
     let store = match SqliteStore::open_default() {
         Ok(s) => s,
         Err(e) => {
@@ -125,11 +177,11 @@ pub fn run(args: &Args<'_>) -> Exit {
     };
     let mut engine = Engine::new(Box::new(store));
     // a resumed run keeps the workspace it was started with, unless told otherwise
-    let recorded = match (args.resume, args.workspace) {
+    let recorded = match (args.resume.as_deref(), args.workspace.as_deref()) {
         (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
         _ => None,
     };
-    let workspace_dir: PathBuf = match (args.workspace, recorded) {
+    let workspace_dir: PathBuf = match (args.workspace.as_deref(), recorded) {
         (Some(w), _) => w.to_path_buf(),
         (None, Some(r)) => r,
         (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -141,13 +193,10 @@ pub fn run(args: &Args<'_>) -> Exit {
             return Exit::Usage;
         }
     };
-    let (run_id, mut outcome) = match (args.resume, args.source) {
-        (Some(id), _) => match engine.resume(id, None, &mut host) {
-            Ok((o, _)) => (id.to_string(), o),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Exit::Usage;
-            }
+    let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
+        (Some(id), source) => match resume(&mut engine, id, source, &mut host) {
+            Ok(o) => (id.to_string(), o),
+            Err(code) => return code,
         },
         (None, Some(source)) => {
             let bytes = match plan_bytes(source) {
@@ -157,7 +206,7 @@ pub fn run(args: &Args<'_>) -> Exit {
                     return code;
                 }
             };
-            let input = match read_inputs(args.inputs) {
+            let input = match read_inputs(args.inputs.as_deref()) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -173,7 +222,7 @@ pub fn run(args: &Args<'_>) -> Exit {
             };
             match engine.start(
                 &plan,
-                args.flow,
+                args.flow.as_deref(),
                 input,
                 &mut host,
                 Some(workspace_dir.display().to_string()),
@@ -238,7 +287,7 @@ pub fn run(args: &Args<'_>) -> Exit {
         if let Some(gate) = outcome.gates.first().cloned() {
             let id = gate.step_id.clone();
             let token = Some(gate.gate_token.clone());
-            let decision = match args.gate {
+            let decision = match args.gate.as_deref() {
                 Some(d) => Some((d.to_string(), None)),
                 None => ask_gate(&gate),
             };

@@ -8,15 +8,33 @@
 //! directory, unwritable output).
 //! Must never: compile anything itself (`stratum_compiler::speckit` does).
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use stratum_compiler::speckit;
 use stratum_mcp::tools::compile_speckit::read_tasks_dir;
 
 use crate::Exit;
 
+/// Arguments of `stratumc compile-speckit`.
+#[derive(clap::Args, Debug)]
+pub struct CompileSpeckitArgs {
+    /// The tasks directory.
+    pub tasks_dir: PathBuf,
+    /// Name of the generated flow.
+    #[arg(long, default_value = "tasks")]
+    pub flow: String,
+    /// Write the spec to this file instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
 /// Runs the command.
-pub fn run(dir: &Path, flow: Option<&str>, output: Option<&Path>) -> Exit {
+pub fn run(args: &CompileSpeckitArgs) -> Exit {
+    let (dir, flow, output) = (
+        args.tasks_dir.as_path(),
+        Some(args.flow.as_str()),
+        args.output.as_deref(),
+    );
     let files = match read_tasks_dir(dir) {
         Ok(f) => f,
         Err(e) if e.error_type == "directory_not_found" => {

@@ -17,8 +17,19 @@ use stratum_vm::view::{RunView, StepView};
 use super::query;
 use crate::Exit;
 
+/// Arguments of `stratumc watch`.
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    /// The run id (`run-…`).
+    pub run: String,
+    /// How often to look at the store, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub interval: u64,
+}
+
 /// Runs the command.
-pub fn run(run: &str, interval_ms: u64) -> Exit {
+pub fn run(args: &WatchArgs) -> Exit {
+    let (run, interval_ms) = (args.run.as_str(), args.interval);
     let mut engine = match query::open() {
         Ok(e) => e,
         Err(code) => return code,
