@@ -36,7 +36,11 @@ pub fn drive(
             .iter()
             .filter(|e| e["dispatch"] == "engine")
             .filter_map(|e| {
-                let cmd = agents.commands.get(e["agent"].as_str()?)?;
+                let agent = e["agent"]
+                    .as_str()?
+                    .parse::<stratum_vm::plan::Agent>()
+                    .ok()?;
+                let cmd = agents.commands.get(&agent)?;
                 Some((cmd.clone(), e.clone()))
             })
             .collect();

@@ -65,16 +65,25 @@ pub struct StdHost {
 impl StdHost {
     /// The host of a run whose workspace root is `root` (`None`: file
     /// predicates are refused), with the judge of the `stratum.toml` that
-    /// applies to it ([`crate::host::stratum_toml_near`]).
+    /// applies to it ([`crate::config::load_near`]).
     pub fn for_root(root: Option<&std::path::Path>) -> Result<StdHost, String> {
+        let config = crate::config::load_near(root).map_err(|e| e.to_string())?;
+        StdHost::with_config(root, &config)
+    }
+
+    /// The host of a run whose workspace root is `root`, with the judge of
+    /// an already read `config`.
+    pub fn with_config(
+        root: Option<&std::path::Path>,
+        config: &crate::config::Config,
+    ) -> Result<StdHost, String> {
         let workspace = root
             .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
             .transpose()?;
-        let judge = match crate::host::stratum_toml_near(root)? {
-            Some(text) => crate::host::judge_config_from_toml(&text)?,
-            None => None,
-        };
-        Ok(StdHost { workspace, judge })
+        Ok(StdHost {
+            workspace,
+            judge: config.judge_runner(),
+        })
     }
 }
 
