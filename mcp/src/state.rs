@@ -136,3 +136,40 @@ impl State {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch workspace holding `toml` as its `stratum.toml`.
+    fn workspace(name: &str, toml: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("stratum-mcp-state-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("stratum.toml"), toml).unwrap();
+        dir
+    }
+
+    #[test]
+    fn agent_commands_and_host_come_from_one_reading() {
+        let dir = workspace("ok", "[agents.codex]\ncommand = \"codex exec\"\nusd = 1\n");
+        let (host, agents) = host_and_agents(Some(&dir)).unwrap();
+        assert_eq!(agents.commands[&Agent::Codex], "codex exec");
+        assert_eq!(agents.commands.len(), 1);
+        assert!(host.judge.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unknown_agent_is_refused_like_the_cost_model_refuses_it() {
+        // before the one reader, the runner took any agent name (and never used it)
+        let dir = workspace("gpt", "[agents.gpt]\ncommand = \"x\"\n");
+        let e = agents_for_root(Some(&dir)).unwrap_err();
+        assert!(
+            e.contains("unknown agent `gpt`") && e.contains("`claude`, `codex`"),
+            "{e}"
+        );
+        assert!(host_and_agents(Some(&dir)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
