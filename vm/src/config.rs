@@ -501,7 +501,7 @@ trait Named: Sized + Copy + Ord {
 }
 
 impl Named for Agent {
-    const WHAT: &'static str = "agent";
+    const WHAT: &'static str = Agent::WHAT;
     const NAMES: &'static [&'static str] = Agent::NAMES;
     fn from_name(name: &str) -> Option<Self> {
         Agent::from_name(name)
@@ -509,7 +509,7 @@ impl Named for Agent {
 }
 
 impl Named for Stakes {
-    const WHAT: &'static str = "stakes";
+    const WHAT: &'static str = Stakes::WHAT;
     const NAMES: &'static [&'static str] = Stakes::NAMES;
     fn from_name(name: &str) -> Option<Self> {
         Stakes::from_name(name)
@@ -622,9 +622,9 @@ impl de::Error for DeError {
 
     fn unknown_variant(_variant: &str, expected: &'static [&'static str]) -> Self {
         let what = if expected == Agent::NAMES {
-            "agent"
+            Agent::WHAT
         } else if expected == Stakes::NAMES {
-            "stakes"
+            Stakes::WHAT
         } else {
             "name"
         };

@@ -45,6 +45,8 @@ fn quoted(names: &[&str]) -> String {
 macro_rules! names {
     ($ty:ident, $what:literal: $($variant:ident => $name:literal),+ $(,)?) => {
         impl $ty {
+            /// What a name of this enum names (`agent`, `stakes`).
+            pub const WHAT: &'static str = $what;
             /// Every variant, in declaration order.
             pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
             /// Every name, in declaration order.
@@ -70,7 +72,7 @@ macro_rules! names {
 
             fn from_str(s: &str) -> Result<Self, UnknownName> {
                 $ty::from_name(s).ok_or_else(|| UnknownName {
-                    what: $what,
+                    what: $ty::WHAT,
                     given: s.to_owned(),
                     expected: $ty::NAMES,
                 })
