@@ -1,7 +1,8 @@
 //! Cost analysis of a checked flow: how many dispatches, tokens, dollars and
 //! milliseconds a run can take, before any run.
 //!
-//! Owns: the agent profiles ([`CostConfig`], with `stratum.toml` parsing),
+//! Owns: the agent profiles ([`CostConfig`], built from the `stratum.toml`
+//! that `stratum_vm::config` reads),
 //! the multiplicity analysis (how often each step can be entered), the
 //! minimum / expected / worst estimates per step and per flow
 //! ([`analyze_cost`]), and the budget check that `check` reports as S0701
@@ -87,8 +88,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use serde::{Serialize, Serializer};
+use stratum_vm::config::{Config, Figures};
 
-use crate::diagnostics::{Code, Diagnostic, suggest};
+use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::{
     EdgeKind, FlowId, FlowIr, Ir, PredicateIr, RefIr, RefTarget, Segment, StepId, StepKindIr,
 };
@@ -139,6 +141,24 @@ impl Profile {
         usd: 0.01,
         ms: 10_000.0,
     };
+
+    /// The built-in profile of an agent.
+    pub fn built_in(agent: Agent) -> Profile {
+        match agent {
+            Agent::Claude => Profile::CLAUDE,
+            Agent::Codex => Profile::CODEX,
+        }
+    }
+
+    /// This profile with the figures that `stratum.toml` gives.
+    fn overridden(self, f: Figures) -> Profile {
+        Profile {
+            p_success: f.p_success.unwrap_or(self.p_success),
+            tokens: f.tokens.unwrap_or(self.tokens),
+            usd: f.usd.unwrap_or(self.usd),
+            ms: f.ms.unwrap_or(self.ms),
+        }
+    }
 }
 
 /// Agent and judge profiles.
@@ -147,8 +167,8 @@ impl Profile {
 /// them in `stratum.toml` with what your own runs show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostConfig {
-    /// Profile per agent name (`claude`, `codex`).
-    pub agents: BTreeMap<String, Profile>,
+    /// Profile per agent.
+    pub agents: BTreeMap<Agent, Profile>,
     /// Profile of one judge call.
     pub judge: Profile,
 }
@@ -156,24 +176,18 @@ pub struct CostConfig {
 impl Default for CostConfig {
     fn default() -> Self {
         CostConfig {
-            agents: BTreeMap::from([
-                ("claude".to_string(), Profile::CLAUDE),
-                ("codex".to_string(), Profile::CODEX),
-            ]),
+            agents: Agent::ALL
+                .iter()
+                .map(|a| (*a, Profile::built_in(*a)))
+                .collect(),
             judge: Profile::JUDGE,
         }
     }
 }
 
-/// Keys of an `[agents.NAME]` or `[judge]` table.
-const PROFILE_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
-/// Keys of `[judge]` that configure the judge runner (read by the VM's host).
-const JUDGE_RUNNER_KEYS: [&str; 5] = ["url", "model", "api_key_env", "timeout_ms", "stakes"];
-/// Agent names that specs may use.
-const AGENT_NAMES: [&str; 2] = ["claude", "codex"];
-
 impl CostConfig {
-    /// Reads a `stratum.toml` over the built-in defaults:
+    /// The profiles of a `stratum.toml` (read and checked by
+    /// [`stratum_vm::config`]) over the built-in defaults:
     ///
     /// ```toml
     /// [agents.claude]
@@ -181,146 +195,39 @@ impl CostConfig {
     /// tokens = 18000
     /// usd = 0.27
     /// ms = 90000
-    /// command = "..."      # read by the runner, ignored here
     ///
     /// [judge]
     /// usd = 0
     /// ```
-    ///
-    /// Unknown tables, agents and keys are refused with a message naming the
-    /// accepted ones.
-    pub fn from_toml(text: &str) -> Result<CostConfig, String> {
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| format!("invalid TOML: {}", e.message().trim_end()))?;
-        let mut config = CostConfig::default();
-        for (key, value) in &table {
-            match key.as_str() {
-                "agents" => {
-                    let agents = value.as_table().ok_or_else(|| {
-                        format!("`agents` must be a table, found {}", kind(value))
-                    })?;
-                    for (name, body) in agents {
-                        if !AGENT_NAMES.contains(&name.as_str()) {
-                            return Err(unknown(
-                                "agent",
-                                &format!("agents.{name}"),
-                                name,
-                                &AGENT_NAMES,
-                            ));
-                        }
-                        let profile = config.agents.entry(name.clone()).or_insert(Profile::CLAUDE);
-                        read_profile(&format!("agents.{name}"), body, profile, true)?;
-                    }
-                }
-                "judge" => read_profile("judge", value, &mut config.judge, false)?,
-                other => return Err(unknown("table", other, other, &["agents", "judge"])),
-            }
+    pub fn from_config(config: &Config) -> CostConfig {
+        let mut out = CostConfig::default();
+        for (agent, table) in &config.agents {
+            out.agents.insert(
+                *agent,
+                Profile::built_in(*agent).overridden(table.figures()),
+            );
         }
-        Ok(config)
+        if let Some(judge) = &config.judge {
+            out.judge = out.judge.overridden(judge.figures());
+        }
+        out
+    }
+
+    /// [`CostConfig::from_config`] of a `stratum.toml` text; the reader's
+    /// refusal as text otherwise.
+    pub fn from_toml(text: &str) -> Result<CostConfig, String> {
+        Config::from_toml(text)
+            .map(|c| CostConfig::from_config(&c))
+            .map_err(|e| e.to_string())
     }
 
     /// The profile of an agent (the built-in one when the map lacks it).
     pub fn agent(&self, agent: Agent) -> Profile {
         self.agents
-            .get(agent.as_str())
+            .get(&agent)
             .copied()
-            .unwrap_or(match agent {
-                Agent::Claude => Profile::CLAUDE,
-                Agent::Codex => Profile::CODEX,
-            })
+            .unwrap_or_else(|| Profile::built_in(agent))
     }
-}
-
-fn kind(value: &toml::Value) -> &'static str {
-    match value {
-        toml::Value::String(_) => "a string",
-        toml::Value::Integer(_) => "an integer",
-        toml::Value::Float(_) => "a float",
-        toml::Value::Boolean(_) => "a boolean",
-        toml::Value::Datetime(_) => "a datetime",
-        toml::Value::Array(_) => "an array",
-        toml::Value::Table(_) => "a table",
-    }
-}
-
-fn unknown(what: &str, path: &str, name: &str, expected: &[&str]) -> String {
-    let mut text = format!(
-        "unknown {what} `{path}` in stratum.toml; expected one of {}",
-        expected
-            .iter()
-            .map(|e| format!("`{e}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if let Some(s) = suggest(name, expected.iter().copied()) {
-        text.push_str(&format!(" (did you mean `{s}`?)"));
-    }
-    text
-}
-
-fn read_profile(
-    path: &str,
-    value: &toml::Value,
-    profile: &mut Profile,
-    agent: bool,
-) -> Result<(), String> {
-    let table = value
-        .as_table()
-        .ok_or_else(|| format!("`{path}` must be a table, found {}", kind(value)))?;
-    for (key, v) in table {
-        if !agent && JUDGE_RUNNER_KEYS.contains(&key.as_str()) {
-            // the judge runner's settings (the VM reads them): not cost figures
-            continue;
-        }
-        if agent && key == "command" {
-            // the runner's agent command (LANGUAGE.md E8): not a cost figure
-            if !v.is_str() {
-                return Err(format!(
-                    "`{path}.command` must be a string, found {}",
-                    kind(v)
-                ));
-            }
-            continue;
-        }
-        let slot = match key.as_str() {
-            "p_success" => &mut profile.p_success,
-            "tokens" => &mut profile.tokens,
-            "usd" => &mut profile.usd,
-            "ms" => &mut profile.ms,
-            other => {
-                let mut keys: Vec<&str> = PROFILE_KEYS.to_vec();
-                if agent {
-                    keys.push("command");
-                } else {
-                    keys.extend(JUDGE_RUNNER_KEYS);
-                }
-                return Err(unknown("key", &format!("{path}.{other}"), other, &keys));
-            }
-        };
-        let number = match v {
-            toml::Value::Integer(i) => *i as f64,
-            toml::Value::Float(f) => *f,
-            _ => {
-                return Err(format!(
-                    "`{path}.{key}` must be a number, found {}",
-                    kind(v)
-                ));
-            }
-        };
-        if key == "p_success" && !(0.0..=1.0).contains(&number) {
-            return Err(format!(
-                "`{path}.p_success` must be between 0 and 1, found {number}"
-            ));
-        }
-        if !number.is_finite() || number < 0.0 {
-            return Err(format!(
-                "`{path}.{key}` must be a finite number ≥ 0, found {number}"
-            ));
-        }
-        *slot = number;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -1510,7 +1417,7 @@ mod tests {
             "{e}"
         );
         let e = CostConfig::from_toml("[agents.gpt]\nusd = 1\n").unwrap_err();
-        assert!(e.contains("unknown agent `agents.gpt`"), "{e}");
+        assert!(e.contains("unknown agent `gpt` in `[agents.gpt]`"), "{e}");
         let e = CostConfig::from_toml("[model]\nusd = 1\n").unwrap_err();
         assert!(e.contains("unknown table `model`"), "{e}");
         let e = CostConfig::from_toml("[agents.codex]\np_success = 2\n").unwrap_err();

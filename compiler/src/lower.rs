@@ -282,14 +282,9 @@ impl Lowerer<'_> {
                 ir::PredicateIr::FileContains { path, text } => {
                     PredDef::FileContains(self.s(path), self.s(text))
                 }
-                ir::PredicateIr::Judged { statement, stakes } => PredDef::Judged(
-                    self.s(statement),
-                    match stakes {
-                        ast::Stakes::Cheap => Stakes::Cheap,
-                        ast::Stakes::Default => Stakes::Default,
-                        ast::Stakes::Paranoid => Stakes::Paranoid,
-                    },
-                ),
+                ir::PredicateIr::Judged { statement, stakes } => {
+                    PredDef::Judged(self.s(statement), *stakes)
+                }
             })
             .collect()
     }
@@ -399,10 +394,8 @@ impl Lowerer<'_> {
     ) -> StepDef {
         let u = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
         let when = s.when.as_ref().map(|w| self.chunk(t, w, Context::Steps));
-        let agent = |a: ast::Agent| match a {
-            ast::Agent::Claude => Agent::Claude,
-            ast::Agent::Codex => Agent::Codex,
-        };
+        // the AST's agents are the plan's enum (one list of names)
+        let agent = |a: ast::Agent| -> Agent { a };
         let kind = match &s.kind {
             StepKindIr::Do {
                 task,

@@ -37,7 +37,7 @@ pub fn drive(
             .iter()
             .filter(|e| e.dispatch == Dispatch::Engine)
             .filter_map(|e| {
-                let cmd = agents.commands.get(agent_name(e))?;
+                let cmd = agents.commands.get(&e.agent)?;
                 Some((e, (cmd.clone(), entry_json(e))))
             })
             .unzip();
@@ -68,14 +68,6 @@ pub fn drive(
         outcome = engine.poll(run_id, host)?;
     }
     Ok(outcome)
-}
-
-/// The agent's name as `[agents.NAME]` spells it.
-fn agent_name(e: &ReadyEntry) -> &'static str {
-    match e.agent {
-        stratum_vm::plan::Agent::Claude => "claude",
-        stratum_vm::plan::Agent::Codex => "codex",
-    }
 }
 
 /// A ready entry as the agent command reads it on stdin.

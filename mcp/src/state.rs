@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use stratum_vm::agent::commands_from_toml;
+use stratum_vm::config::{Config, load_near};
 use stratum_vm::engine::Engine;
 use stratum_vm::host::StdHost;
-use stratum_vm::host::stratum_toml_near;
+use stratum_vm::plan::Agent;
 
 use crate::reply::{Reply, engine_error};
 
@@ -39,8 +39,8 @@ struct RunCtx {
 /// commands of `stratum.toml` and the directory they run in.
 #[derive(Debug, Clone, Default)]
 pub struct Agents {
-    /// Agent name → command line (`[agents.NAME] command`).
-    pub commands: BTreeMap<String, String>,
+    /// Agent → command line (`[agents.NAME] command`).
+    pub commands: BTreeMap<Agent, String>,
     /// The workspace root (the commands' working directory).
     pub root: PathBuf,
 }
@@ -59,15 +59,29 @@ pub struct RunAccess<'a> {
 
 /// The agent commands of `stratum.toml` beside `root` (else in the current directory).
 pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
-    let commands = match stratum_toml_near(root)? {
-        Some(text) => commands_from_toml(&text)?,
-        None => BTreeMap::new(),
-    };
+    let config = load_near(root).map_err(|e| e.to_string())?;
+    agents_of(root, &config)
+}
+
+/// The host and the agent commands of a run rooted at `root`, from one read
+/// of the `stratum.toml` that applies to it.
+pub fn host_and_agents(root: Option<&Path>) -> Result<(StdHost, Agents), String> {
+    let config = load_near(root).map_err(|e| e.to_string())?;
+    Ok((
+        StdHost::with_config(root, &config)?,
+        agents_of(root, &config)?,
+    ))
+}
+
+fn agents_of(root: Option<&Path>, config: &Config) -> Result<Agents, String> {
     let root = match root {
         Some(r) => r.to_path_buf(),
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
-    Ok(Agents { commands, root })
+    Ok(Agents {
+        commands: config.commands(),
+        root,
+    })
 }
 
 /// Source text of a `spec` argument: YAML as given, or an object as JSON
@@ -107,8 +121,8 @@ impl State {
         if !self.runs.contains_key(run_id) {
             let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
             let root = run.header.workspace.as_deref().map(Path::new);
-            let host = StdHost::for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
-            let agents = agents_for_root(root).map_err(|e| Reply::error("host_unavailable", e))?;
+            let (host, agents) =
+                host_and_agents(root).map_err(|e| Reply::error("host_unavailable", e))?;
             self.remember(run_id, host, &run.header.plan_hash, agents);
         }
         let ctx = self
@@ -121,5 +135,42 @@ impl State {
             plan_hash: ctx.plan_hash.clone(),
             agents: &ctx.agents,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch workspace holding `toml` as its `stratum.toml`.
+    fn workspace(name: &str, toml: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("stratum-mcp-state-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("stratum.toml"), toml).unwrap();
+        dir
+    }
+
+    #[test]
+    fn agent_commands_and_host_come_from_one_reading() {
+        let dir = workspace("ok", "[agents.codex]\ncommand = \"codex exec\"\nusd = 1\n");
+        let (host, agents) = host_and_agents(Some(&dir)).unwrap();
+        assert_eq!(agents.commands[&Agent::Codex], "codex exec");
+        assert_eq!(agents.commands.len(), 1);
+        assert!(host.judge.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unknown_agent_is_refused_like_the_cost_model_refuses_it() {
+        // before the one reader, the runner took any agent name (and never used it)
+        let dir = workspace("gpt", "[agents.gpt]\ncommand = \"x\"\n");
+        let e = agents_for_root(Some(&dir)).unwrap_err();
+        assert!(
+            e.contains("unknown agent `gpt`") && e.contains("`claude`, `codex`"),
+            "{e}"
+        );
+        assert!(host_and_agents(Some(&dir)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

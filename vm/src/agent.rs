@@ -1,8 +1,8 @@
 //! Agent commands: who runs a dispatch when the host runs it itself
 //! (LANGUAGE.md E8).
 //!
-//! Owns: reading `[agents.NAME] command = "..."` from `stratum.toml`, and
-//! running one command for one ready entry: `sh -c CMD` in the workspace
+//! Owns: running one command (an `[agents.NAME] command` of `stratum.toml`,
+//! read by [`crate::config`], or `stratumc run --agent`) for one ready entry: `sh -c CMD` in the workspace
 //! root (or the entry's `cwd`: an isolated fanout item's worktree), the entry as one JSON object on stdin, `STRATUM_RUN_ID` and
 //! `STRATUM_STEP_ID` in the environment, the result JSON (`{"output": ..}` or
 //! `{"failure": ".."}`) on stdout. Every way a command can go wrong becomes a
@@ -10,7 +10,6 @@
 //! Must never: touch run state (the caller reports the result through the
 //! engine), or wait on a command's output without a size bound.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -24,34 +23,6 @@ use crate::interp::Report;
 const MAX_STDOUT: u64 = 8 * 1024 * 1024;
 /// How much of a command's stderr is kept for a failure message.
 const MAX_STDERR: u64 = 64 * 1024;
-
-/// The agent commands of `stratum.toml`: agent name → command line.
-/// Tables and keys other than `[agents.NAME] command` are ignored here (the
-/// cost model and the judge read their own parts of the file).
-pub fn commands_from_toml(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let table: toml::Table = text.parse().map_err(|e| format!("stratum.toml: {e}"))?;
-    let mut out = BTreeMap::new();
-    let Some(agents) = table.get("agents") else {
-        return Ok(out);
-    };
-    let agents = agents
-        .as_table()
-        .ok_or("stratum.toml: `agents` must be a table of `[agents.NAME]` tables")?;
-    for (name, body) in agents {
-        match body.as_table().and_then(|t| t.get("command")) {
-            None => {}
-            Some(toml::Value::String(cmd)) if !cmd.trim().is_empty() => {
-                out.insert(name.clone(), cmd.clone());
-            }
-            Some(_) => {
-                return Err(format!(
-                    "stratum.toml: `agents.{name}.command` must be a non-empty string"
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
 
 fn failure(text: String) -> Report {
     Report {
@@ -207,20 +178,6 @@ fn kill_group(pgid: u32) {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn commands_are_read_per_agent_and_other_tables_ignored() {
-        let c = commands_from_toml(
-            "[agents.codex]\ncommand = \"codex exec\"\ntokens = 5\n[agents.claude]\ntokens = 1\n[judge]\nurl = \"http://x\"\n",
-        )
-        .unwrap();
-        assert_eq!(c.len(), 1);
-        assert_eq!(c["codex"], "codex exec");
-        let e = commands_from_toml("[agents.codex]\ncommand = 3\n").unwrap_err();
-        assert!(e.contains("agents.codex.command"), "{e}");
-        assert!(commands_from_toml("agents = 1").is_err());
-        assert!(commands_from_toml("").unwrap().is_empty());
-    }
 
     #[test]
     fn a_command_gets_the_entry_and_its_result_is_read() {

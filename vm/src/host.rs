@@ -8,8 +8,8 @@
 //!   inside; if the file (or its deepest existing ancestor) exists, real
 //!   paths are compared, so a symlink leading outside is refused. Every call
 //!   returns [`FileEvidence`] (relative path, size, blake3) for the audit.
-//! - The judge: [`JudgeConfig`] from the `[judge]` table of `stratum.toml`
-//!   and [`judge`], one blocking call to an OpenAI-compatible
+//! - The judge: [`judge`] with the [`JudgeConfig`] that
+//!   [`crate::config::Config::judge_runner`] reads from `[judge]`, one blocking call to an OpenAI-compatible
 //!   `POST {url}/chat/completions` endpoint (a local ollama, say).
 //! - Git worktrees of `isolation: worktree` fanout items (reference
 //!   v1-runtime §4.12): [`worktree_create`] (a detached checkout of HEAD in
@@ -34,14 +34,15 @@
 //! call; it protects against spec mistakes and symlinks left in the
 //! workspace, not against a process racing to swap files during the check.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::plan::Stakes;
 use serde_json::{Value, json};
 
 pub use crate::interp::FileEvidence;
@@ -262,53 +263,12 @@ fn lexical_parts(path: &str) -> Result<Vec<&str>, String> {
 /// The reason a judged predicate fails with when no judge is configured.
 pub const NO_JUDGE_REASON: &str = "judged predicate requires a configured judge runner (add a [judge] table with url and model to stratum.toml)";
 
-/// The stakes tiers a spec may name.
-pub const STAKES: &[&str] = &["cheap", "default", "paranoid"];
+pub use crate::config::{JudgeConfig, StakesConfig};
 
-const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-const MAX_TIMEOUT_MS: u64 = 600_000;
 /// The largest reply body read from the judge.
 const MAX_REPLY_BYTES: u64 = 1024 * 1024;
 /// The largest context (as JSON text) sent to the judge.
 const MAX_CONTEXT_CHARS: usize = 100_000;
-
-/// Per-stakes overrides (`[judge.stakes.paranoid]`).
-#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct StakesConfig {
-    pub model: Option<String>,
-    pub temperature: Option<f64>,
-}
-
-/// The `[judge]` table of `stratum.toml`:
-///
-/// ```toml
-/// [judge]
-/// url = "http://127.0.0.1:11434/v1"   # OpenAI-compatible base URL
-/// model = "qwen2.5:7b"
-/// api_key_env = "OPENAI_API_KEY"      # optional: env var holding a bearer token
-/// timeout_ms = 60000                  # optional, default 60 s
-///
-/// [judge.stakes.paranoid]             # optional, per stakes tier
-/// model = "qwen2.5:32b"
-/// temperature = 0.0
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct JudgeConfig {
-    pub url: String,
-    pub model: String,
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    #[serde(default, rename = "stakes")]
-    pub per_stakes: BTreeMap<String, StakesConfig>,
-}
-
-fn default_timeout_ms() -> u64 {
-    DEFAULT_TIMEOUT_MS
-}
 
 /// The verdict of one judge call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -319,94 +279,6 @@ pub struct JudgeOutcome {
     pub model: String,
     /// `usage.total_tokens` of the reply, when reported.
     pub tokens: Option<u64>,
-}
-
-/// The text of the `stratum.toml` that applies to a workspace: the one in
-/// `root`, else the one in the current directory; `None` when neither exists.
-pub fn stratum_toml_near(root: Option<&Path>) -> Result<Option<String>, String> {
-    let candidates = root
-        .map(|r| r.join("stratum.toml"))
-        .into_iter()
-        .chain(std::iter::once(PathBuf::from("stratum.toml")));
-    for p in candidates {
-        if p.is_file() {
-            let text = fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-            return Ok(Some(text));
-        }
-    }
-    Ok(None)
-}
-
-/// Keys of `[judge]` that belong to the cost model, not to the runner.
-const JUDGE_COST_KEYS: [&str; 4] = ["p_success", "tokens", "usd", "ms"];
-
-/// Reads the `[judge]` table from the text of `stratum.toml`. `Ok(None)` when
-/// there is no such table (the caller then fails judged predicates closed
-/// with [`NO_JUDGE_REASON`]). Other tables are ignored.
-pub fn judge_config_from_toml(text: &str) -> Result<Option<JudgeConfig>, String> {
-    let mut root: toml::Table = text.parse().map_err(|e| format!("stratum.toml: {e}"))?;
-    let Some(judge) = root.remove("judge") else {
-        return Ok(None);
-    };
-    let toml::Value::Table(mut judge) = judge else {
-        return Err("stratum.toml: `judge` must be a table".into());
-    };
-    // the cost model's figures for one judge call share the table (`stratumc cost` reads them)
-    for k in JUDGE_COST_KEYS {
-        judge.remove(k);
-    }
-    if judge.is_empty() {
-        return Ok(None);
-    }
-    let cfg: JudgeConfig = toml::Value::Table(judge)
-        .try_into()
-        .map_err(|e| format!("stratum.toml: [judge]: {e}"))?;
-    validate_judge_config(&cfg).map_err(|e| format!("stratum.toml: [judge]: {e}"))?;
-    Ok(Some(cfg))
-}
-
-fn validate_judge_config(cfg: &JudgeConfig) -> Result<(), String> {
-    if !(cfg.url.starts_with("http://") || cfg.url.starts_with("https://")) {
-        return Err(format!(
-            "url {:?} must start with http:// or https://",
-            cfg.url
-        ));
-    }
-    if cfg.model.trim().is_empty() {
-        return Err("model is empty".to_owned());
-    }
-    if cfg.timeout_ms == 0 || cfg.timeout_ms > MAX_TIMEOUT_MS {
-        return Err(format!(
-            "timeout_ms {} must be between 1 and {MAX_TIMEOUT_MS}",
-            cfg.timeout_ms
-        ));
-    }
-    if cfg
-        .api_key_env
-        .as_deref()
-        .is_some_and(|v| v.trim().is_empty())
-    {
-        return Err("api_key_env is empty".to_owned());
-    }
-    for (stakes, s) in &cfg.per_stakes {
-        if !STAKES.contains(&stakes.as_str()) {
-            return Err(format!(
-                "unknown stakes `{stakes}`; expected one of {}",
-                STAKES.join(", ")
-            ));
-        }
-        if s.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-            return Err(format!("stakes.{stakes}.model is empty"));
-        }
-        if let Some(t) = s.temperature
-            && !(t.is_finite() && (0.0..=2.0).contains(&t))
-        {
-            return Err(format!(
-                "stakes.{stakes}.temperature {t} must be between 0 and 2"
-            ));
-        }
-    }
-    Ok(())
 }
 
 const SYSTEM_PROMPT: &str = "You are a strict verifier inside a workflow engine. \
@@ -426,7 +298,7 @@ pub fn judge(
     stakes: &str,
     context: &Value,
 ) -> Result<JudgeOutcome, String> {
-    let tier = cfg.per_stakes.get(stakes);
+    let tier = Stakes::from_name(stakes).and_then(|s| cfg.per_stakes.get(&s));
     let model = tier
         .and_then(|t| t.model.clone())
         .unwrap_or_else(|| cfg.model.clone());
@@ -753,23 +625,6 @@ pub fn merge_patches(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_judge_table_is_shared_with_the_cost_model() {
-        let j = judge_config_from_toml(
-            "[judge]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"m\"\nusd = 0.01\ntokens = 900\n[agents.claude]\ncommand = \"x\"\n",
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(j.model, "m");
-        // cost figures only: no runner configured (judged predicates fail closed)
-        assert_eq!(judge_config_from_toml("[judge]\nusd = 0\n").unwrap(), None);
-        assert_eq!(judge_config_from_toml("").unwrap(), None);
-        let e = judge_config_from_toml("[judge]\nurl = \"http://x\"\nmodel = \"m\"\nmodle = 1\n")
-            .unwrap_err();
-        assert!(e.contains("modle"), "{e}");
-        assert!(judge_config_from_toml("judge = 3").is_err());
-    }
 
     fn git_ok(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")

@@ -5,15 +5,18 @@
 //! types, deterministic serialization with a content hash, verification on
 //! load, and the disassembler. [`store`] — the durable run store (SQLite by
 //! default, in memory for tests). [`host`] — the workspace file jail and the
-//! judge client behind ensure predicates.
+//! judge client behind ensure predicates. [`config`] — the one reader of
+//! `stratum.toml`. [`suggest`] — the toolchain's did-you-mean.
 //! Must never: depend on the compiler or the grammar (a prebuilt plan runs
 //! without the front end), or panic on a hostile plan file.
 
 pub mod agent;
+pub mod config;
 pub mod engine;
 pub mod eval;
 pub mod host;
 pub mod interp;
 pub mod plan;
 pub mod store;
+pub mod suggest;
 pub mod view;

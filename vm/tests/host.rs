@@ -8,10 +8,19 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use stratum_vm::config::Config;
 use stratum_vm::host::{
     FileEvidence, JudgeConfig, MAX_FILE_BYTES, NO_JUDGE_REASON, StakesConfig, Workspace, judge,
-    judge_config_from_toml, parse_verdict,
+    parse_verdict,
 };
+use stratum_vm::plan::Stakes;
+
+/// The judge runner of a `stratum.toml` text, as the host gets it.
+fn judge_config_from_toml(text: &str) -> Result<Option<JudgeConfig>, String> {
+    Config::from_toml(text)
+        .map(|c| c.judge_runner())
+        .map_err(|e| e.to_string())
+}
 
 fn setup() -> (tempfile::TempDir, Workspace) {
     let dir = tempfile::tempdir().unwrap();
@@ -206,7 +215,9 @@ fn evidence_serializes_for_the_audit() {
 #[test]
 fn judge_config_is_read_from_stratum_toml() {
     assert_eq!(judge_config_from_toml("").unwrap(), None);
-    assert_eq!(judge_config_from_toml("[other]\nx = 1\n").unwrap(), None);
+    // one reader for every consumer: a table the file does not have is refused
+    // (the judge used to ignore it while the cost model refused it)
+    assert!(judge_config_from_toml("[other]\nx = 1\n").is_err());
     let cfg = judge_config_from_toml(
         r#"
         [judge]
@@ -230,13 +241,13 @@ fn judge_config_is_read_from_stratum_toml() {
     assert_eq!(cfg.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
     assert_eq!(cfg.timeout_ms, 5000);
     assert_eq!(
-        cfg.per_stakes["paranoid"],
+        cfg.per_stakes[&Stakes::Paranoid],
         StakesConfig {
             model: Some("qwen2.5:32b".into()),
             temperature: Some(0.2)
         }
     );
-    assert_eq!(cfg.per_stakes["cheap"].model, None);
+    assert_eq!(cfg.per_stakes[&Stakes::Cheap].model, None);
     let minimal =
         judge_config_from_toml("[judge]\nurl = \"https://x.example/v1\"\nmodel = \"m\"\n")
             .unwrap()
@@ -252,7 +263,7 @@ fn bad_judge_config_is_refused_with_a_reason() {
         ("[judge]\nurl = \"ftp://x\"\nmodel = \"m\"\n", "http://"),
         (
             "[judge]\nurl = \"http://x\"\nmodel = \" \"\n",
-            "model is empty",
+            "`judge.model` must be a non-empty string",
         ),
         (
             "[judge]\nurl = \"http://x\"\nmodel = \"m\"\nmodle = 1\n",
@@ -437,7 +448,7 @@ fn judge_reports_holds_false_and_uses_the_stakes_tier() {
     ));
     let mut cfg = config(&format!("{url}/"));
     cfg.per_stakes.insert(
-        "paranoid".into(),
+        Stakes::Paranoid,
         StakesConfig {
             model: Some("big-model".into()),
             temperature: Some(0.3),

@@ -119,10 +119,8 @@ fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> 
             default
         }
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let config = CostConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((config, path.display().to_string()))
+    let config = stratum_vm::config::load_file(&path).map_err(|e| e.to_string())?;
+    Ok((CostConfig::from_config(&config), path.display().to_string()))
 }
 
 /// `--inputs`: JSON text, or `@file`; a JSON object.

@@ -176,24 +176,10 @@ impl Sink {
     }
 }
 
-/// Did-you-mean: the candidate closest to `name` when it is close enough.
-pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let mut best: Option<(usize, &'a str)> = None;
-    for candidate in candidates {
-        if candidate == name {
-            continue;
-        }
-        let distance = edit_distance(&name.to_lowercase(), &candidate.to_lowercase());
-        let limit = (name.chars().count().max(candidate.chars().count()) / 3).max(1);
-        // ties go to the smaller name, so the suggestion never depends on map order
-        if distance <= limit
-            && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c))
-        {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
-}
+/// Did-you-mean: the candidate closest to `name` when it is close enough
+/// (the toolchain's one rule for it lives in the VM crate, which also reads
+/// `stratum.toml`).
+pub use stratum_vm::suggest::suggest;
 
 /// A "did you mean" help text, when a suggestion exists.
 pub fn did_you_mean<'a>(
@@ -201,29 +187,6 @@ pub fn did_you_mean<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
     suggest(name, candidates).map(|s| format!("did you mean `{s}`?"))
-}
-
-/// Levenshtein distance over chars, with transpositions counted as one edit.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev2: Vec<usize> = vec![0; b.len() + 1];
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur: Vec<usize> = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(prev2[j - 2] + 1);
-            }
-            cur[j] = v;
-        }
-        std::mem::swap(&mut prev2, &mut prev);
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

@@ -145,47 +145,10 @@ pub struct CarryVar {
     pub on_revise: Vec<(Name, Str)>,
 }
 
-/// The agent of a `do` step or stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Agent {
-    /// `claude` (the default).
-    #[default]
-    Claude,
-    /// `codex`.
-    Codex,
-}
-
-impl Agent {
-    /// The spelling in specs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-        }
-    }
-}
-
-/// Judge stakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stakes {
-    /// `cheap`.
-    Cheap,
-    /// `default`.
-    Default,
-    /// `paranoid`.
-    Paranoid,
-}
-
-impl Stakes {
-    /// The spelling in specs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stakes::Cheap => "cheap",
-            Stakes::Default => "default",
-            Stakes::Paranoid => "paranoid",
-        }
-    }
-}
+/// The agent of a `do` step or stage (`claude` by default), and judge
+/// stakes: the plan's own enums, so that every name of the language comes
+/// from one table (`stratum_vm::plan`).
+pub use stratum_vm::plan::{Agent, Stakes};
 
 /// One ensure predicate.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,16 +27,22 @@ const NO_ROOT: &str = "file function requires a workspace root";
 impl StdHost {
     /// The host of a run whose workspace root is `root` (`None`: file
     /// predicates are refused), with the judge of the `stratum.toml` that
-    /// applies to it ([`super::stratum_toml_near`]).
+    /// applies to it ([`crate::config::load_near`]).
     pub fn for_root(root: Option<&Path>) -> Result<StdHost, String> {
+        let config = crate::config::load_near(root).map_err(|e| e.to_string())?;
+        StdHost::with_config(root, &config)
+    }
+
+    /// The host of a run whose workspace root is `root`, with the judge of
+    /// an already read `config`.
+    pub fn with_config(root: Option<&Path>, config: &crate::config::Config) -> Result<StdHost, String> {
         let workspace = root
             .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
             .transpose()?;
-        let judge = match super::stratum_toml_near(root)? {
-            Some(text) => super::judge_config_from_toml(&text)?,
-            None => None,
-        };
-        Ok(StdHost { workspace, judge })
+        Ok(StdHost {
+            workspace,
+            judge: config.judge_runner(),
+        })
     }
 
     fn root(&self) -> Result<&Path, HostError> {

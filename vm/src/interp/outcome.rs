@@ -133,10 +133,7 @@ pub struct ItemEntry {
 }
 
 fn agent_name<S: Serializer>(a: &Agent, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(match a {
-        Agent::Claude => "claude",
-        Agent::Codex => "codex",
-    })
+    s.serialize_str(a.as_str())
 }
 
 /// A contract as an agent reads it: the root record and every record it

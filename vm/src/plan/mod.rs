@@ -17,6 +17,76 @@ pub mod verify;
 
 use serde::{Deserialize, Serialize};
 
+/// A name of the language that is not one of an enum's names (`FromStr` of
+/// [`Agent`] and [`Stakes`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{given}`; expected one of {}", quoted(.expected))]
+pub struct UnknownName {
+    /// What was named (`agent`, `stakes`).
+    pub what: &'static str,
+    /// The name given.
+    pub given: String,
+    /// Every name of the enum, in declaration order.
+    pub expected: &'static [&'static str],
+}
+
+/// `a`, `b` as `` `a`, `b` ``.
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The one spelling of each variant of a named enum of the language: gives
+/// it `ALL`, `NAMES` and `NAMED` (in declaration order), `as_str`,
+/// `from_name`, `FromStr` and `Display`. The names are written once, here.
+macro_rules! names {
+    ($ty:ident, $what:literal: $($variant:ident => $name:literal),+ $(,)?) => {
+        impl $ty {
+            /// What a name of this enum names (`agent`, `stakes`).
+            pub const WHAT: &'static str = $what;
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            /// Every name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+            /// (name, variant) pairs, in declaration order.
+            pub const NAMED: &'static [(&'static str, $ty)] = &[$(($name, $ty::$variant)),+];
+
+            /// The spelling in specs and in `stratum.toml`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            /// The variant spelled `name`, if any.
+            pub fn from_name(name: &str) -> Option<$ty> {
+                Self::NAMED.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = UnknownName;
+
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                $ty::from_name(s).ok_or_else(|| UnknownName {
+                    what: $ty::WHAT,
+                    given: s.to_owned(),
+                    expected: $ty::NAMES,
+                })
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 /// Index into [`Plan::strings`].
 pub type StrId = u32;
 
@@ -200,14 +270,19 @@ pub enum Bound {
     Symbolic(StrId),
 }
 
-/// Agent of a dispatch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Agent of a dispatch (the default of a `do` step is `claude`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub enum Agent {
     /// `claude`.
+    #[default]
     Claude,
     /// `codex`.
     Codex,
 }
+
+names! { Agent, "agent": Claude => "claude", Codex => "codex" }
 
 /// A step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -319,7 +394,7 @@ pub struct StageDef {
 }
 
 /// Judge stakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Stakes {
     /// `cheap`.
     Cheap,
@@ -328,6 +403,8 @@ pub enum Stakes {
     /// `paranoid`.
     Paranoid,
 }
+
+names! { Stakes, "stakes": Cheap => "cheap", Default => "default", Paranoid => "paranoid" }
 
 /// An ensure predicate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -489,4 +566,31 @@ pub struct Chunk {
     /// Runs `(pc, byte offset into source)`: the instruction at `pc` and after
     /// it come from that offset, until the next run.
     pub spans: Vec<(u32, u32)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_are_refused() {
+        for a in Agent::ALL {
+            assert_eq!(a.as_str().parse::<Agent>(), Ok(*a));
+            assert_eq!(a.to_string(), a.as_str());
+        }
+        for s in Stakes::ALL {
+            assert_eq!(Stakes::from_name(s.as_str()), Some(*s));
+        }
+        assert_eq!(Agent::NAMES, ["claude", "codex"]);
+        assert_eq!(Stakes::NAMES, ["cheap", "default", "paranoid"]);
+        let e = "gpt".parse::<Agent>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown agent `gpt`; expected one of `claude`, `codex`"
+        );
+        // the name order is the variant order (a BTreeMap keyed by the enum lists them by name)
+        let mut sorted = Stakes::NAMES.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, Stakes::NAMES);
+    }
 }

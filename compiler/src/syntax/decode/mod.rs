@@ -48,8 +48,8 @@ pub const FILE_CONTAINS_FIELDS: &[&str] = &["path", "text"];
 pub const JUDGED_FIELDS: &[&str] = &["statement", "stakes"];
 /// The forms of an ensure predicate.
 pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
-/// Values of `agent`.
-pub const AGENTS: &[(&str, Agent)] = &[("claude", Agent::Claude), ("codex", Agent::Codex)];
+/// Values of `agent` (the plan's names).
+pub const AGENTS: &[(&str, Agent)] = Agent::NAMED;
 /// Values of `fanout.isolation`.
 pub const ISOLATIONS: &[(&str, Isolation)] =
     &[("none", Isolation::None), ("worktree", Isolation::Worktree)];
@@ -62,12 +62,8 @@ pub const DISPATCHES: &[(&str, Dispatch)] = &[
     ("engine", Dispatch::Engine),
     ("consumer", Dispatch::Consumer),
 ];
-/// Values of `judged.stakes`.
-pub const STAKES: &[(&str, Stakes)] = &[
-    ("cheap", Stakes::Cheap),
-    ("default", Stakes::Default),
-    ("paranoid", Stakes::Paranoid),
-];
+/// Values of `judged.stakes` (the plan's names).
+pub const STAKES: &[(&str, Stakes)] = Stakes::NAMED;
 /// Names that may never be used as field, carry or key names.
 pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 

@@ -169,7 +169,7 @@ impl Transition<'_> {
         step_id: &str,
         usage: &mut Spend,
     ) -> Result<(), Violation> {
-        let stakes = stakes_name(stakes);
+        let stakes = stakes.as_str();
         let context = json!({"result": output, "input": self.frame(f).input});
         let verdict = self.host.judge(statement, stakes, &context);
         let (holds, reason, model, tokens, usd) = match &verdict {
@@ -194,14 +194,5 @@ impl Transition<'_> {
             format!("ensure judged {statement:?} failed: {reason}"),
             json!({"kind": "judged", "statement": statement, "reason": reason}),
         ))
-    }
-}
-
-/// The wire name of a stakes tier.
-pub(super) fn stakes_name(s: Stakes) -> &'static str {
-    match s {
-        Stakes::Cheap => "cheap",
-        Stakes::Default => "default",
-        Stakes::Paranoid => "paranoid",
     }
 }

@@ -6,7 +6,6 @@
 //! Must never: change the run (views are built after the transition).
 
 use super::Transition;
-use super::checks::stakes_name;
 use crate::interp::outcome::*;
 use crate::interp::state::*;
 use crate::plan::{BaseType, PredDef, StepKindDef};
@@ -100,7 +99,7 @@ impl Transition<'_> {
                 },
                 PredDef::Judged(st, k) => EnsureView::Judged {
                     statement: s(*st),
-                    stakes: stakes_name(*k).to_string(),
+                    stakes: k.as_str().to_string(),
                 },
             })
             .collect()

@@ -1,0 +1,948 @@
+//! `stratum.toml`: the one typed reader of the toolchain's configuration
+//! file (docs/configuration.md lists every key).
+//!
+//! Owns: finding the file that applies to a workspace ([`load_near`]),
+//! reading it into a [`Config`] (serde over toml's spanned parse, through a
+//! small deserializer of this module so that every error is typed and
+//! carries the key's dotted path and line), and every rule about its values:
+//! unknown tables, keys, agents and stakes are refused (with did-you-mean),
+//! numbers are range-checked, strings that name something must not be empty,
+//! the judge's URL must be http(s), and a `[judge]` that configures a runner
+//! names both `url` and `model`. A [`Config`] that exists is valid: its
+//! consumers (the cost model, the judge, the agent runner) never re-check it.
+//! Must never: interpret the values (what a cost figure or a command means
+//! belongs to its consumer), read anything but the one file, or panic on any
+//! text.
+//!
+//! A section of a later issue (`[judges.NAME]`, `[commands.NAME]`, `[store]`)
+//! is a new field of [`Config`] with its own struct here; everything else
+//! keeps working because unknown sections are refused until they exist.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::{Range, RangeInclusive};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use crate::plan::{Agent, Stakes};
+use crate::suggest::suggest;
+
+/// The file's name.
+pub const FILE_NAME: &str = "stratum.toml";
+/// The judge's timeout when `[judge] timeout_ms` is left out: 60 s.
+pub const DEFAULT_JUDGE_TIMEOUT_MS: u64 = 60_000;
+/// The largest `[judge] timeout_ms`: 10 minutes.
+pub const MAX_JUDGE_TIMEOUT_MS: u64 = 600_000;
+
+// ---------------------------------------------------------------------------
+// The sections
+
+/// A whole `stratum.toml`. `Config::default()` is the empty file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[agents.NAME]`, one per agent of the language that is configured.
+    #[serde(default, deserialize_with = "by_name")]
+    pub agents: BTreeMap<Agent, AgentConfig>,
+    /// `[judge]`.
+    #[serde(default)]
+    pub judge: Option<JudgeSection>,
+}
+
+/// What a cost figure of `stratum.toml` overrides (any left out keeps the
+/// cost model's built-in value).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Figures {
+    /// Probability that one attempt passes (0..=1).
+    pub p_success: Option<f64>,
+    /// Tokens per call (≥ 0).
+    pub tokens: Option<f64>,
+    /// Dollars per call (≥ 0).
+    pub usd: Option<f64>,
+    /// Milliseconds per call (≥ 0).
+    pub ms: Option<f64>,
+}
+
+/// `[agents.NAME]`: the agent runner's command and the cost model's profile.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The command that runs a dispatch of this agent (`sh -c`, LANGUAGE.md
+    /// E8); non-empty.
+    #[serde(default, deserialize_with = "non_empty")]
+    pub command: Option<String>,
+    /// How long one run of `command` may take, in ms (≥ 1).
+    #[serde(default, deserialize_with = "positive")]
+    pub timeout_ms: Option<u64>,
+    /// Cost model: probability that one attempt passes.
+    #[serde(default, deserialize_with = "probability")]
+    pub p_success: Option<f64>,
+    /// Cost model: tokens per dispatch.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub tokens: Option<f64>,
+    /// Cost model: dollars per dispatch.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub usd: Option<f64>,
+    /// Cost model: milliseconds per dispatch.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub ms: Option<f64>,
+}
+
+impl AgentConfig {
+    /// The cost figures of the table.
+    pub fn figures(&self) -> Figures {
+        Figures {
+            p_success: self.p_success,
+            tokens: self.tokens,
+            usd: self.usd,
+            ms: self.ms,
+        }
+    }
+}
+
+/// `[judge]`: the judge runner (`url`, `model`, ...) and the cost model's
+/// figures for one judge call. A table with cost figures only configures no
+/// runner (judged predicates then fail closed).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSection {
+    /// OpenAI-compatible base URL (`http://` or `https://`).
+    #[serde(default, deserialize_with = "http_url")]
+    pub url: Option<String>,
+    /// Model name.
+    #[serde(default, deserialize_with = "non_empty")]
+    pub model: Option<String>,
+    /// Environment variable holding a bearer token.
+    #[serde(default, deserialize_with = "non_empty")]
+    pub api_key_env: Option<String>,
+    /// Timeout of one call in ms (1..=600000, default 60000).
+    #[serde(default, deserialize_with = "judge_timeout")]
+    pub timeout_ms: Option<u64>,
+    /// `[judge.stakes.TIER]` overrides.
+    #[serde(default, deserialize_with = "by_name")]
+    pub stakes: BTreeMap<Stakes, StakesConfig>,
+    /// Cost model: probability that the judge agrees with a passing attempt.
+    #[serde(default, deserialize_with = "probability")]
+    pub p_success: Option<f64>,
+    /// Cost model: tokens per judge call.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub tokens: Option<f64>,
+    /// Cost model: dollars per judge call.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub usd: Option<f64>,
+    /// Cost model: milliseconds per judge call.
+    #[serde(default, deserialize_with = "non_negative")]
+    pub ms: Option<f64>,
+}
+
+impl JudgeSection {
+    /// The cost figures of the table.
+    pub fn figures(&self) -> Figures {
+        Figures {
+            p_success: self.p_success,
+            tokens: self.tokens,
+            usd: self.usd,
+            ms: self.ms,
+        }
+    }
+
+    /// Whether any key of the runner is present (then `url` and `model` are
+    /// required).
+    fn configures_runner(&self) -> bool {
+        self.url.is_some()
+            || self.model.is_some()
+            || self.api_key_env.is_some()
+            || self.timeout_ms.is_some()
+            || !self.stakes.is_empty()
+    }
+}
+
+/// Per-stakes overrides (`[judge.stakes.paranoid]`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StakesConfig {
+    /// The model for this tier (non-empty).
+    #[serde(default, deserialize_with = "non_empty")]
+    pub model: Option<String>,
+    /// The temperature for this tier (0..=2).
+    #[serde(default, deserialize_with = "temperature")]
+    pub temperature: Option<f64>,
+}
+
+/// The judge runner as the host calls it: `[judge]` with its defaults
+/// applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeConfig {
+    /// OpenAI-compatible base URL.
+    pub url: String,
+    /// Default model.
+    pub model: String,
+    /// Environment variable holding a bearer token.
+    pub api_key_env: Option<String>,
+    /// Timeout of one call.
+    pub timeout_ms: u64,
+    /// Per-stakes overrides.
+    pub per_stakes: BTreeMap<Stakes, StakesConfig>,
+}
+
+impl Config {
+    /// Reads the text of a `stratum.toml`.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let doc = DeTable::parse(text).map_err(|e| ConfigError::Syntax {
+            file: FILE_NAME.to_owned(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim_end().to_owned(),
+        })?;
+        let value = Spanned::new(doc.span(), DeValue::Table(doc.into_inner()));
+        let config = Config::deserialize(ValueDe(&value)).map_err(|e| e.located(text))?;
+        if let Some(j) = &config.judge
+            && j.configures_runner()
+        {
+            for (key, present) in [("url", j.url.is_some()), ("model", j.model.is_some())] {
+                if !present {
+                    return Err(ConfigError::Key {
+                        file: FILE_NAME.to_owned(),
+                        path: "judge".to_owned(),
+                        line: None,
+                        problem: Problem::RunnerNeeds(key),
+                    });
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The judge runner, when `[judge]` configures one (`None`: judged
+    /// predicates fail closed).
+    pub fn judge_runner(&self) -> Option<JudgeConfig> {
+        let j = self.judge.as_ref()?;
+        Some(JudgeConfig {
+            url: j.url.clone()?,
+            model: j.model.clone()?,
+            api_key_env: j.api_key_env.clone(),
+            timeout_ms: j.timeout_ms.unwrap_or(DEFAULT_JUDGE_TIMEOUT_MS),
+            per_stakes: j.stakes.clone(),
+        })
+    }
+
+    /// The agent commands: agent → command line (`[agents.NAME] command`).
+    pub fn commands(&self) -> BTreeMap<Agent, String> {
+        self.agents
+            .iter()
+            .filter_map(|(a, c)| Some((*a, c.command.clone()?)))
+            .collect()
+    }
+}
+
+/// Reads the file at `path`.
+pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Config::from_toml(&text).map_err(|e| e.in_file(path))
+}
+
+/// The configuration that applies to a workspace: `stratum.toml` in `root`,
+/// else in the current directory, else the empty configuration.
+pub fn load_near(root: Option<&Path>) -> Result<Config, ConfigError> {
+    let candidates = root
+        .map(|r| r.join(FILE_NAME))
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from(FILE_NAME)));
+    for p in candidates {
+        if p.is_file() {
+            return load_file(&p);
+        }
+    }
+    Ok(Config::default())
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/// Why a `stratum.toml` was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's reason.
+        message: String,
+    },
+    /// The text is not TOML.
+    #[error("invalid TOML in {file}{}: {message}", at_line(*line))]
+    Syntax {
+        /// The file as shown (`stratum.toml` when read from text).
+        file: String,
+        /// 1-based line of the error, when known.
+        line: Option<usize>,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key or value breaks a rule of the file.
+    #[error("{file}{}: {}", at_line(*line), problem.describe(path))]
+    Key {
+        /// The file as shown (`stratum.toml` when read from text).
+        file: String,
+        /// Dotted path of the key (`agents.claude.p_success`).
+        path: String,
+        /// 1-based line of the key or value, when known.
+        line: Option<usize>,
+        /// What is wrong.
+        problem: Problem,
+    },
+}
+
+impl ConfigError {
+    /// The error as seen in the file at `path`.
+    fn in_file(mut self, path: &Path) -> ConfigError {
+        if let ConfigError::Syntax { file, .. } | ConfigError::Key { file, .. } = &mut self {
+            *file = path.display().to_string();
+        }
+        self
+    }
+}
+
+/// What is wrong with one key of `stratum.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// A table or key the file does not have.
+    UnknownKey {
+        /// The keys accepted there.
+        expected: &'static [&'static str],
+    },
+    /// A table named after an agent or stakes tier that does not exist.
+    UnknownName {
+        /// What is named (`agent`, `stakes`).
+        what: &'static str,
+        /// The names of the language.
+        expected: &'static [&'static str],
+    },
+    /// A value of the wrong type.
+    WrongType {
+        /// What the key takes (`a number`).
+        expected: &'static str,
+        /// What was found (`a string`).
+        found: &'static str,
+    },
+    /// A value outside what the key accepts.
+    Invalid {
+        /// What the key accepts (`between 0 and 1`).
+        expected: String,
+        /// The value found.
+        found: String,
+    },
+    /// A required key is missing.
+    Missing(&'static str),
+    /// A `[judge]` that configures a runner lacks `url` or `model`.
+    RunnerNeeds(&'static str),
+    /// Any other refusal of the reader.
+    Other(String),
+}
+
+impl Problem {
+    fn describe(&self, path: &str) -> String {
+        let leaf = path.rsplit('.').next().unwrap_or(path);
+        match self {
+            Problem::UnknownKey { expected } => {
+                let what = if path.contains('.') { "key" } else { "table" };
+                format!(
+                    "unknown {what} `{path}`; expected one of {}{}",
+                    quoted(expected),
+                    mean(leaf, expected)
+                )
+            }
+            Problem::UnknownName { what, expected } => format!(
+                "unknown {what} `{leaf}` in `[{path}]`; the {what} names are {}{}",
+                quoted(expected),
+                mean(leaf, expected)
+            ),
+            Problem::WrongType { expected, found } => {
+                format!("`{path}` must be {expected}, found {found}")
+            }
+            Problem::Invalid { expected, found } => {
+                format!("`{path}` must be {expected}, found {found}")
+            }
+            Problem::Missing(key) => format!("`{path}.{key}` is missing"),
+            Problem::RunnerNeeds(key) => format!(
+                "`[{path}]` configures a judge runner but has no `{key}`: give both `url` and `model`, or only cost figures"
+            ),
+            Problem::Other(text) => format!("`{path}`: {text}"),
+        }
+    }
+}
+
+fn at_line(line: Option<usize>) -> String {
+    line.map(|l| format!(", line {l}")).unwrap_or_default()
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn mean(name: &str, expected: &[&str]) -> String {
+    suggest(name, expected.iter().copied())
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default()
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+// ---------------------------------------------------------------------------
+// Value rules (one each)
+
+/// A number the key's rule refuses.
+fn refused<E: de::Error>(n: f64, expected: &str) -> E {
+    E::invalid_value(de::Unexpected::Float(n), &expected)
+}
+
+fn number<'de, D: Deserializer<'de>>(
+    d: D,
+    ok: impl Fn(f64) -> bool,
+    expected: &str,
+) -> Result<Option<f64>, D::Error> {
+    let n = f64::deserialize(d)?;
+    if ok(n) {
+        Ok(Some(n))
+    } else {
+        Err(refused(n, expected))
+    }
+}
+
+fn probability<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    number(d, |p| (0.0..=1.0).contains(&p), "between 0 and 1")
+}
+
+fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    number(d, |n| n.is_finite() && n >= 0.0, "a finite number ≥ 0")
+}
+
+fn temperature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    number(
+        d,
+        |t| t.is_finite() && (0.0..=2.0).contains(&t),
+        "between 0 and 2",
+    )
+}
+
+fn integer<'de, D: Deserializer<'de>>(
+    d: D,
+    range: RangeInclusive<u64>,
+) -> Result<Option<u64>, D::Error> {
+    let n = u64::deserialize(d)?;
+    if range.contains(&n) {
+        Ok(Some(n))
+    } else {
+        let expected = match range.end() {
+            &u64::MAX => format!("at least {}", range.start()),
+            end => format!("between {} and {end}", range.start()),
+        };
+        Err(de::Error::invalid_value(
+            de::Unexpected::Unsigned(n),
+            &expected.as_str(),
+        ))
+    }
+}
+
+fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    integer(d, 1..=u64::MAX)
+}
+
+fn judge_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    integer(d, 1..=MAX_JUDGE_TIMEOUT_MS)
+}
+
+fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().is_empty() {
+        return Err(de::Error::invalid_value(
+            de::Unexpected::Str(&s),
+            &"a non-empty string",
+        ));
+    }
+    Ok(Some(s))
+}
+
+fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    if !(s.starts_with("http://") || s.starts_with("https://")) {
+        return Err(de::Error::invalid_value(
+            de::Unexpected::Str(&s),
+            &"a URL that starts with http:// or https://",
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// The enums whose tables are keyed by name.
+trait Named: Sized + Copy + Ord {
+    const WHAT: &'static str;
+    const NAMES: &'static [&'static str];
+    fn from_name(name: &str) -> Option<Self>;
+}
+
+impl Named for Agent {
+    const WHAT: &'static str = Agent::WHAT;
+    const NAMES: &'static [&'static str] = Agent::NAMES;
+    fn from_name(name: &str) -> Option<Self> {
+        Agent::from_name(name)
+    }
+}
+
+impl Named for Stakes {
+    const WHAT: &'static str = Stakes::WHAT;
+    const NAMES: &'static [&'static str] = Stakes::NAMES;
+    fn from_name(name: &str) -> Option<Self> {
+        Stakes::from_name(name)
+    }
+}
+
+/// A table of tables keyed by the names of `K`.
+fn by_name<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+where
+    D: Deserializer<'de>,
+    K: Named,
+    V: Deserialize<'de>,
+{
+    struct Tables<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K: Named, V: Deserialize<'de>> Visitor<'de> for Tables<K, V> {
+        type Value = BTreeMap<K, V>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a table of `[{}.NAME]` tables", K::WHAT)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key_seed(NameSeed::<K>(std::marker::PhantomData))? {
+                out.insert(k, map.next_value()?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Tables(std::marker::PhantomData))
+}
+
+struct NameSeed<K>(std::marker::PhantomData<K>);
+
+impl<'de, K: Named> DeserializeSeed<'de> for NameSeed<K> {
+    type Value = K;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<K, D::Error> {
+        let name = String::deserialize(d)?;
+        K::from_name(&name).ok_or_else(|| de::Error::unknown_variant(&name, K::NAMES))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The deserializer: toml's spanned values, errors with path and span
+
+/// An error while deserializing: the problem, the path (innermost key
+/// first) and the byte span of the innermost key or value it concerns.
+#[derive(Debug)]
+struct DeError {
+    problem: Problem,
+    path: Vec<String>,
+    span: Option<Range<usize>>,
+}
+
+impl DeError {
+    fn new(problem: Problem) -> Self {
+        DeError {
+            problem,
+            path: Vec::new(),
+            span: None,
+        }
+    }
+
+    /// The error seen from the table that holds `key`, at `span`.
+    fn within(mut self, key: &str, span: Range<usize>) -> Self {
+        self.path.push(key.to_owned());
+        self.span.get_or_insert(span);
+        self
+    }
+
+    fn located(mut self, text: &str) -> ConfigError {
+        self.path.reverse();
+        ConfigError::Key {
+            file: FILE_NAME.to_owned(),
+            path: self.path.join("."),
+            line: self.span.map(|s| line_of(text, s.start)),
+            problem: self.problem,
+        }
+    }
+}
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.problem)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+impl de::Error for DeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        DeError::new(Problem::Other(msg.to_string()))
+    }
+
+    fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        let found = match unexp {
+            de::Unexpected::Float(f) => f.to_string(),
+            de::Unexpected::Unsigned(u) => u.to_string(),
+            de::Unexpected::Signed(i) => i.to_string(),
+            de::Unexpected::Str(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        DeError::new(Problem::Invalid {
+            expected: exp.to_string(),
+            found,
+        })
+    }
+
+    fn unknown_field(_field: &str, expected: &'static [&'static str]) -> Self {
+        DeError::new(Problem::UnknownKey { expected })
+    }
+
+    fn unknown_variant(_variant: &str, expected: &'static [&'static str]) -> Self {
+        let what = if expected == Agent::NAMES {
+            Agent::WHAT
+        } else if expected == Stakes::NAMES {
+            Stakes::WHAT
+        } else {
+            "name"
+        };
+        DeError::new(Problem::UnknownName { what, expected })
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        DeError::new(Problem::Missing(field))
+    }
+
+    fn invalid_type(unexp: de::Unexpected<'_>, _exp: &dyn de::Expected) -> Self {
+        DeError::new(Problem::Other(format!("unexpected {unexp}")))
+    }
+}
+
+fn type_of(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a datetime",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// One spanned toml value.
+struct ValueDe<'a, 'i>(&'a Spanned<DeValue<'i>>);
+
+impl ValueDe<'_, '_> {
+    fn wrong(&self, expected: &'static str) -> DeError {
+        DeError::new(Problem::WrongType {
+            expected,
+            found: type_of(self.0.get_ref()),
+        })
+    }
+
+    fn integer(&self) -> Option<i128> {
+        match self.0.get_ref() {
+            DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix()).ok(),
+            _ => None,
+        }
+    }
+
+    fn number(&self) -> Option<f64> {
+        match self.0.get_ref() {
+            DeValue::Float(f) => f.as_str().parse().ok(),
+            DeValue::Integer(_) => self.integer().map(|i| i as f64),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserializer<'de> for ValueDe<'_, '_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.0.get_ref() {
+            DeValue::String(s) => visitor.visit_str(s),
+            DeValue::Integer(_) => match self.integer().and_then(|i| i64::try_from(i).ok()) {
+                Some(i) => visitor.visit_i64(i),
+                None => Err(self.wrong("an integer that fits in 64 bits")),
+            },
+            DeValue::Float(_) => visitor.visit_f64(self.number().unwrap_or(f64::NAN)),
+            DeValue::Boolean(b) => visitor.visit_bool(*b),
+            DeValue::Datetime(d) => visitor.visit_string(d.to_string()),
+            DeValue::Array(a) => {
+                let items = a.iter().map(ValueDe);
+                visitor.visit_seq(de::value::SeqDeserializer::new(items))
+            }
+            DeValue::Table(t) => visitor.visit_map(TableAccess::new(t)),
+        }
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.number() {
+            Some(n) => visitor.visit_f64(n),
+            None => Err(self.wrong("a number")),
+        }
+    }
+
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.integer().and_then(|i| u64::try_from(i).ok()) {
+            Some(n) => visitor.visit_u64(n),
+            None => Err(self.wrong("a non-negative integer")),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.0.get_ref() {
+            DeValue::String(s) => visitor.visit_str(s),
+            _ => Err(self.wrong("a string")),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.0.get_ref() {
+            DeValue::Table(t) => visitor.visit_map(TableAccess::new(t)),
+            _ => Err(self.wrong("a table")),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_some(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u128 f32 char bytes byte_buf unit
+        unit_struct newtype_struct seq tuple tuple_struct enum identifier ignored_any
+    }
+}
+
+impl<'de> IntoDeserializer<'de, DeError> for ValueDe<'_, '_> {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+/// The entries of one table; every error below an entry gets the entry's key
+/// prepended to its path.
+struct TableAccess<'a, 'i> {
+    entries: Vec<(
+        &'a Spanned<toml::de::DeString<'i>>,
+        &'a Spanned<DeValue<'i>>,
+    )>,
+    next: usize,
+}
+
+impl<'a, 'i> TableAccess<'a, 'i> {
+    fn new(table: &'a DeTable<'i>) -> Self {
+        TableAccess {
+            entries: table.iter().collect(),
+            next: 0,
+        }
+    }
+}
+
+impl<'de> MapAccess<'de> for TableAccess<'_, '_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        let Some((key, _)) = self.entries.get(self.next) else {
+            return Ok(None);
+        };
+        let name: &str = key.get_ref();
+        seed.deserialize(de::value::StrDeserializer::<DeError>::new(name))
+            .map(Some)
+            .map_err(|e| e.within(name, key.span()))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
+        let Some((key, value)) = self.entries.get(self.next) else {
+            return Err(DeError::new(Problem::Other(
+                "a value was asked for past the table's end".to_owned(),
+            )));
+        };
+        self.next += 1;
+        seed.deserialize(ValueDe(value))
+            .map_err(|e| e.within(key.get_ref(), value.span()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::from_toml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn one_file_serves_every_consumer() {
+        let c = Config::from_toml(
+            "[agents.codex]\ncommand = \"codex exec\"\ntimeout_ms = 90000\ntokens = 5\n\
+             [agents.claude]\ntokens = 1\np_success = 1\n\
+             [judge]\nurl = \"http://x\"\nmodel = \"m\"\nusd = 0.5\n\
+             [judge.stakes.paranoid]\nmodel = \"big\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.commands(),
+            BTreeMap::from([(Agent::Codex, "codex exec".to_owned())])
+        );
+        assert_eq!(c.agents[&Agent::Codex].timeout_ms, Some(90_000));
+        assert_eq!(c.agents[&Agent::Claude].figures().tokens, Some(1.0));
+        assert_eq!(c.agents[&Agent::Claude].figures().p_success, Some(1.0));
+        let j = c.judge_runner().unwrap();
+        assert_eq!((j.url.as_str(), j.model.as_str()), ("http://x", "m"));
+        assert_eq!(j.timeout_ms, DEFAULT_JUDGE_TIMEOUT_MS);
+        assert_eq!(
+            j.per_stakes[&Stakes::Paranoid].model.as_deref(),
+            Some("big")
+        );
+        assert_eq!(c.judge.unwrap().figures().usd, Some(0.5));
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+        // cost figures only: no runner
+        let c = Config::from_toml("[judge]\nusd = 0\n").unwrap();
+        assert_eq!(c.judge_runner(), None);
+    }
+
+    #[test]
+    fn unknown_agents_tables_and_keys_are_refused_with_the_line() {
+        let e = err("# x\n[agents.cladue]\ncommand = \"c\"\n");
+        assert_eq!(
+            e,
+            "stratum.toml, line 2: unknown agent `cladue` in `[agents.cladue]`; the agent names are `claude`, `codex` (did you mean `claude`?)"
+        );
+        let e = err("[agents.gpt]\nusd = 1\n");
+        assert!(
+            e.contains("unknown agent `gpt`") && !e.contains("did you mean"),
+            "{e}"
+        );
+        let e = err("[agents.claude]\ncomand = \"x\"\n");
+        assert!(
+            e.starts_with("stratum.toml, line 2: unknown key `agents.claude.comand`; expected one of `command`, `timeout_ms`")
+                && e.ends_with("(did you mean `command`?)"),
+            "{e}"
+        );
+        assert!(err("[stroe]\n").contains("unknown table `stroe`"));
+        let e = err("[judge.stakes.paranoi]\n");
+        assert!(
+            e.contains("unknown stakes `paranoi`") && e.contains("`paranoid`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn values_are_checked_once_here() {
+        for (text, want) in [
+            (
+                "[agents.codex]\np_success = 2\n",
+                "line 2: `agents.codex.p_success` must be between 0 and 1, found 2",
+            ),
+            (
+                "[agents.codex]\nusd = -1\n",
+                "`agents.codex.usd` must be a finite number ≥ 0, found -1",
+            ),
+            (
+                "[agents.codex]\nms = \"slow\"\n",
+                "`agents.codex.ms` must be a number, found a string",
+            ),
+            (
+                "[agents.codex]\ncommand = \" \"\n",
+                "`agents.codex.command` must be a non-empty string, found \" \"",
+            ),
+            (
+                "[agents.codex]\ncommand = 3\n",
+                "`agents.codex.command` must be a string, found an integer",
+            ),
+            (
+                "[agents.codex]\ntimeout_ms = 0\n",
+                "`agents.codex.timeout_ms` must be at least 1, found 0",
+            ),
+            (
+                "[agents.codex]\ntimeout_ms = -5\n",
+                "`agents.codex.timeout_ms` must be a non-negative integer",
+            ),
+            ("agents = 1", "`agents` must be a table, found an integer"),
+            (
+                "[judge]\nurl = \"ftp://x\"\nmodel = \"m\"\n",
+                "`judge.url` must be a URL that starts with http:// or https://",
+            ),
+            (
+                "[judge]\nmodel = \"m\"\n",
+                "`[judge]` configures a judge runner but has no `url`",
+            ),
+            ("[judge]\nurl = \"http://x\"\n", "has no `model`"),
+            (
+                "[judge]\nurl = \"http://x\"\nmodel = \"m\"\ntimeout_ms = 600001\n",
+                "between 1 and 600000, found 600001",
+            ),
+            (
+                "[judge.stakes.cheap]\ntemperature = 9.5\n",
+                "`judge.stakes.cheap.temperature` must be between 0 and 2, found 9.5",
+            ),
+            ("[judge\n", "invalid TOML in stratum.toml, line 1:"),
+        ] {
+            let e = err(text);
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_file_near_a_root_wins_over_none() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "[agents.codex]\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        let c = load_near(Some(dir.path())).unwrap();
+        assert_eq!(c.commands()[&Agent::Codex], "x");
+        let e = load_file(&dir.path().join("nowhere.toml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Io { .. }), "{e}");
+        let other = dir.path().join("other.toml");
+        std::fs::write(&other, "\n[agents.codex]\nusd = \"a lot\"\n").unwrap();
+        let e = load_file(&other).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}, line 3: ", other.display())),
+            "{e}"
+        );
+    }
+}
