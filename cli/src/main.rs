@@ -91,7 +91,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
-    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec).
+    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec; 130/143: stopped by SIGINT/SIGTERM, resumable).
     Run {
         /// The spec (`.stratum.yaml`) or plan (`.stratumc`); not needed with `--resume`.
         source: Option<std::path::PathBuf>,
@@ -107,6 +107,9 @@ enum Command {
         /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
         #[arg(long)]
         agent: String,
+        /// Milliseconds one agent command may run before its process group is killed and the dispatch fails (default: 30 minutes).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        agent_timeout: Option<u64>,
         /// Workspace root for file predicates and the agent's working directory (default: the current directory).
         #[arg(long)]
         workspace: Option<std::path::PathBuf>,
@@ -215,6 +218,10 @@ pub enum Exit {
     Errors = 1,
     /// Usage or I/O error.
     Usage = 2,
+    /// `run` stopped by SIGINT (128 + 2); the run stays resumable.
+    Interrupted = 130,
+    /// `run` stopped by SIGTERM (128 + 15); the run stays resumable.
+    Terminated = 143,
 }
 
 fn main() -> ExitCode {
@@ -246,6 +253,7 @@ fn main() -> ExitCode {
             inputs,
             flow,
             agent,
+            agent_timeout,
             workspace,
             gate,
             format,
@@ -255,6 +263,7 @@ fn main() -> ExitCode {
             inputs: inputs.as_deref(),
             flow: flow.as_deref(),
             agent: &agent,
+            agent_timeout: agent_timeout.map(std::time::Duration::from_millis),
             workspace: workspace.as_deref(),
             gate: gate.as_deref(),
             format,

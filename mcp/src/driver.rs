@@ -7,6 +7,7 @@
 //! Must never: run a consumer or step entry (those are the client's), or
 //! loop without a bound.
 
+use stratum_vm::agent::{self, Job, Watch};
 use stratum_vm::engine::{Engine, EngineError, StdHost};
 use stratum_vm::interp::Outcome;
 
@@ -37,24 +38,28 @@ pub fn drive(
             .filter(|e| e["dispatch"] == "engine")
             .filter_map(|e| {
                 let cmd = agents.commands.get(e["agent"].as_str()?)?;
-                Some((cmd.clone(), e.clone()))
+                // `[agents.NAME] timeout_ms` takes this place once the configuration carries it
+                Some(Job::new(cmd.clone(), e.clone(), agent::DEFAULT_TIMEOUT))
             })
             .collect();
         if jobs.is_empty() {
             break;
         }
         // a cancel from another process stops the commands still running
-        let results = stratum_vm::agent::run_batch_watched(
+        let watched = agent::run_batch_watched(
             jobs,
             run_id,
             &agents.root,
             std::time::Duration::from_millis(250),
             || {
-                engine
+                let cancelled = engine
                     .poll(run_id, host)
-                    .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled)
+                    .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled);
+                if cancelled { Watch::Cancel } else { Watch::Go }
             },
         );
+        // this watcher never interrupts, so every batch ends with its results
+        let Ok(results) = watched else { break };
         for (entry, report) in results {
             let id = entry["id"].as_str().unwrap_or("");
             // a refusal (the run moved on meanwhile, e.g. cancelled by another process) changes nothing

@@ -9,8 +9,13 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use stratum_vm::agent::{self, Interrupted, Job, Watch};
 use stratum_vm::engine::{Engine, EngineError, StdHost};
 use stratum_vm::interp::{Outcome, RunStatus};
 use stratum_vm::store::SqliteStore;
@@ -29,6 +34,8 @@ pub struct Args<'a> {
     pub flow: Option<&'a str>,
     /// Agent command.
     pub agent: &'a str,
+    /// How long one agent command may run (default [`agent::DEFAULT_TIMEOUT`]).
+    pub agent_timeout: Option<Duration>,
     /// Workspace root.
     pub workspace: Option<&'a Path>,
     /// Scripted gate decision.
@@ -79,11 +86,89 @@ fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
     Ok(stratum_vm::plan::file::encode(&plan).0)
 }
 
+/// The signal (SIGINT or SIGTERM) that asked this process to stop; 0 until one came.
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// True while the driver waits at the gate prompt: no agent runs and
+/// nothing is being written then, so a signal ends the process at once.
+static AT_PROMPT: AtomicBool = AtomicBool::new(false);
+/// How long the driver gets after a signal to kill its agents' process
+/// groups and return before the process exits regardless.
+const SIGNAL_BACKSTOP: Duration = Duration::from_secs(10);
+
+/// The signal that asked this process to stop, if one came.
+fn signalled() -> Option<i32> {
+    Some(SIGNALLED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// The exit status for a signal: 130 for SIGINT, 143 for SIGTERM (128 + N).
+fn exit_for(sig: i32) -> Exit {
+    if sig == SIGINT {
+        Exit::Interrupted
+    } else {
+        Exit::Terminated
+    }
+}
+
+/// Routes SIGINT and SIGTERM to the driver loop (which kills the running
+/// agents' process groups, reports nothing and exits 130/143), through a
+/// thread of signal-hook's. A second signal, or one at the gate prompt,
+/// exits at once; so does the backstop when the loop has not returned in
+/// [`SIGNAL_BACKSTOP`]. The run stays resumable either way: the store
+/// commits before anything is handed out, and an unreported dispatch is
+/// handed out again by `--resume`.
+fn watch_signals() -> std::io::Result<()> {
+    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let code = exit_for(sig) as i32;
+            if SIGNALLED.swap(sig, Ordering::SeqCst) != 0 || AT_PROMPT.load(Ordering::SeqCst) {
+                std::process::exit(code);
+            }
+            std::thread::spawn(move || {
+                std::thread::sleep(SIGNAL_BACKSTOP);
+                std::process::exit(code);
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Ends an interrupted run: says what was stopped and how to continue,
+/// prints the final document, exits 130/143.
+fn interrupted(format: Format, run_id: &str, outcome: &Outcome, sig: i32, killed: usize) -> Exit {
+    let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+    eprintln!(
+        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported; continue with `stratumc run --resume {run_id} --agent CMD`"
+    );
+    let _ = finish(format, run_id, outcome);
+    exit_for(sig)
+}
+
+/// Marks the gate prompt as open ([`AT_PROMPT`]) until dropped.
+struct Prompt;
+
+impl Prompt {
+    fn enter() -> Prompt {
+        AT_PROMPT.store(true, Ordering::SeqCst);
+        if let Some(sig) = signalled() {
+            std::process::exit(exit_for(sig) as i32);
+        }
+        Prompt
+    }
+}
+
+impl Drop for Prompt {
+    fn drop(&mut self) {
+        AT_PROMPT.store(false, Ordering::SeqCst);
+    }
+}
+
 fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return None;
     }
+    let _prompt = Prompt::enter();
     let id = gate["stepId"].as_str().unwrap_or("?");
     loop {
         eprint!(
@@ -113,8 +198,67 @@ fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
     }
 }
 
+/// Runs every ready dispatch at once (the VM already bounds fanout
+/// concurrency) and reports the results; the latest outcome after them. An
+/// operator's `stratumc flow cancel` (another process) stops the agents
+/// still running; a signal to this process stops them and reports nothing.
+fn run_ready(
+    engine: &mut Engine,
+    host: &mut StdHost,
+    args: &Args<'_>,
+    run_id: &str,
+    workspace_dir: &Path,
+    ready: &[Value],
+) -> Result<Option<Outcome>, Interrupted> {
+    let timeout = args.agent_timeout.unwrap_or(agent::DEFAULT_TIMEOUT);
+    let jobs = ready
+        .iter()
+        .map(|entry| Job::new(args.agent, entry.clone(), timeout))
+        .collect();
+    let results = agent::run_batch_watched(
+        jobs,
+        run_id,
+        workspace_dir,
+        Duration::from_millis(250),
+        || {
+            if signalled().is_some() {
+                return Watch::Interrupt;
+            }
+            let cancelled = engine
+                .poll(run_id, host)
+                .is_ok_and(|o| o.status == RunStatus::Cancelled);
+            if cancelled { Watch::Cancel } else { Watch::Go }
+        },
+    )?;
+    let mut last = None;
+    for (entry, report) in results {
+        let id = entry["id"].as_str().unwrap_or("");
+        let token = entry["dispatchToken"].as_str();
+        eprintln!(
+            "  {id} (attempt {}): {}",
+            entry["attempt"],
+            if report.failure.is_some() {
+                "failed"
+            } else {
+                "reported"
+            }
+        );
+        match engine.report(run_id, id, token, &report, host) {
+            Ok(o) => last = Some(o),
+            Err(e) => eprintln!("  {id}: refused: {e}"),
+        }
+    }
+    if let Ok(o) = engine.poll(run_id, host) {
+        last = Some(o);
+    }
+    Ok(last)
+}
+
 /// Runs the command.
 pub fn run(args: &Args<'_>) -> Exit {
+    if let Err(e) = watch_signals() {
+        eprintln!("warning: cannot watch SIGINT/SIGTERM ({e}); a signal will leave agents running");
+    }
     let store = match SqliteStore::open_default() {
         Ok(s) => s,
         Err(e) => {
@@ -194,44 +338,18 @@ pub fn run(args: &Args<'_>) -> Exit {
         if outcome.status.is_terminal() {
             break;
         }
+        if let Some(sig) = signalled() {
+            return interrupted(args.format, &run_id, &outcome, sig, 0);
+        }
         if !outcome.ready.is_empty() {
-            // every ready dispatch runs at once (the VM already bounds fanout concurrency)
-            let jobs = outcome
-                .ready
-                .iter()
-                .map(|entry| (args.agent.to_string(), entry.clone()))
-                .collect();
-            // an operator's `stratumc flow cancel` (another process) stops the agents still running
-            let results = stratum_vm::agent::run_batch_watched(
-                jobs,
-                &run_id,
-                &workspace_dir,
-                std::time::Duration::from_millis(250),
-                || {
-                    engine
-                        .poll(&run_id, &mut host)
-                        .is_ok_and(|o| o.status == RunStatus::Cancelled)
-                },
-            );
-            for (entry, report) in results {
-                let id = entry["id"].as_str().unwrap_or("");
-                let token = entry["dispatchToken"].as_str();
-                eprintln!(
-                    "  {id} (attempt {}): {}",
-                    entry["attempt"],
-                    if report.failure.is_some() {
-                        "failed"
-                    } else {
-                        "reported"
-                    }
-                );
-                match engine.report(&run_id, id, token, &report, &mut host) {
-                    Ok(o) => outcome = o,
-                    Err(e) => eprintln!("  {id}: refused: {e}"),
+            let ready = &outcome.ready;
+            match run_ready(&mut engine, &mut host, args, &run_id, &workspace_dir, ready) {
+                Ok(Some(o)) => outcome = o,
+                Ok(None) => {}
+                Err(stop) => {
+                    let sig = signalled().unwrap_or(SIGTERM);
+                    return interrupted(args.format, &run_id, &outcome, sig, stop.killed);
                 }
-            }
-            if let Ok(o) = engine.poll(&run_id, &mut host) {
-                outcome = o;
             }
             continue;
         }
