@@ -3,7 +3,9 @@
 //!
 //! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
 //! ready entry as JSON on stdin, the result JSON on stdout), asking or
-//! deciding gates, progress on stderr, the final JSON, exit codes.
+//! deciding gates, progress on stderr, the final JSON, exit codes, and
+//! SIGINT/SIGTERM (the running agents' process groups are killed, nothing is
+//! reported for them, exit 130/143; the run stays resumable).
 //! Must never: apply an execution rule itself — every decision is the
 //! engine's; this only moves JSON between the engine and the agent.
 
