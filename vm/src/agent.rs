@@ -122,11 +122,14 @@ pub enum Watch {
 }
 
 /// A batch ended by [`Watch::Interrupt`]: every command still running was
-/// killed with its process group and no result is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// killed with its process group and gives no result.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Interrupted {
     /// How many commands were still running (and were killed).
     pub killed: usize,
+    /// The results of the commands that had ended before the interrupt
+    /// (safe to report: they ended on their own), in the order given.
+    pub finished: Vec<(Value, Report)>,
 }
 
 /// What reaches the thread that supervises one command.
@@ -411,8 +414,8 @@ pub fn run_batch(jobs: Vec<Job>, run_id: &str, cwd: &Path) -> Vec<(Value, Report
 /// [`run_batch`], asking `watch` every `every` while commands run. On
 /// [`Watch::Cancel`] every command still running is killed with its process
 /// group and reported as stopped; on [`Watch::Interrupt`] they are killed
-/// and no result is returned (the caller reports nothing, so the run stays
-/// resumable).
+/// and give no result (their dispatches stay outstanding, so the run can be
+/// resumed); only the results of commands that had ended are returned.
 pub fn run_batch_watched(
     jobs: Vec<Job>,
     run_id: &str,
@@ -426,7 +429,7 @@ pub fn run_batch_watched(
     let mut running: Vec<Option<Sender<Event>>> = (0..n).map(|_| None).collect();
     let (tx, rx) = channel();
     let mut said = Watch::Go;
-    let mut killed = 0;
+    let mut stopped = vec![false; n];
     std::thread::scope(|s| {
         for (k, job) in jobs.into_iter().enumerate() {
             let dir = job.entry["cwd"].as_str().map_or(cwd, Path::new);
@@ -456,9 +459,11 @@ pub fn run_batch_watched(
                 Err(RecvTimeoutError::Timeout) if said == Watch::Go => {
                     said = watch();
                     if said != Watch::Go {
-                        for stop in running.iter().flatten() {
-                            killed += 1;
-                            let _ = stop.send(Event::Stop);
+                        for (k, stop) in running.iter().enumerate() {
+                            if let Some(stop) = stop {
+                                stopped[k] = true;
+                                let _ = stop.send(Event::Stop);
+                            }
                         }
                     }
                 }
@@ -467,7 +472,14 @@ pub fn run_batch_watched(
         }
     });
     if said == Watch::Interrupt {
-        return Err(Interrupted { killed });
+        let finished = entries
+            .into_iter()
+            .zip(results)
+            .zip(&stopped)
+            .filter_map(|((e, r), &stop)| r.filter(|_| !stop).map(|r| (e, r)))
+            .collect();
+        let killed = stopped.iter().filter(|&&s| s).count();
+        return Err(Interrupted { killed, finished });
     }
     Ok(entries
         .into_iter()
@@ -762,16 +774,35 @@ mod hardening {
         let cmd = format!("echo $$ > {}; sleep 30", me.display());
         let (root, marker) = (dir.path().to_path_buf(), me.clone());
         let out = within(move || {
-            let jobs = vec![Job::new(cmd, json!({"id": "slow"}), DEFAULT_TIMEOUT)];
+            let jobs = vec![
+                Job::new(cmd, json!({"id": "slow"}), DEFAULT_TIMEOUT),
+                Job::new(
+                    "echo '{\"output\": 5}'",
+                    json!({"id": "fast"}),
+                    DEFAULT_TIMEOUT,
+                ),
+            ];
+            // interrupt a second after the slow command is up: long after the fast one ended
+            let mut up: Option<Instant> = None;
             run_batch_watched(jobs, "r", &root, Duration::from_millis(20), || {
                 if marker.exists() {
-                    Watch::Interrupt
-                } else {
-                    Watch::Go
+                    let since = *up.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(1) {
+                        return Watch::Interrupt;
+                    }
                 }
+                Watch::Go
             })
         });
-        assert_eq!(out.unwrap_err(), Interrupted { killed: 1 });
+        let stop = out.unwrap_err();
+        assert_eq!(stop.killed, 1);
+        // only what ended on its own is given back; the killed command gives nothing
+        let finished: Vec<_> = stop
+            .finished
+            .iter()
+            .map(|(e, r)| (e["id"].clone(), r.output.clone()))
+            .collect();
+        assert_eq!(finished, vec![(json!("fast"), Some(json!(5)))]);
         assert!(gone(pid_in(&me)), "the interrupted command survived");
     }
 }

@@ -17,9 +17,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use stratum_vm::agent::{self, Interrupted, Job, Watch};
+use stratum_vm::agent::{self, Job, Watch};
 use stratum_vm::engine::{Engine, EngineError, StdHost};
-use stratum_vm::interp::{Outcome, RunStatus};
+use stratum_vm::interp::{Outcome, Report, RunStatus};
 use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
@@ -140,7 +140,7 @@ fn watch_signals() -> std::io::Result<()> {
 fn interrupted(format: Format, run_id: &str, outcome: &Outcome, sig: i32, killed: usize) -> Exit {
     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
     eprintln!(
-        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported; continue with `stratumc run --resume {run_id} --agent CMD`"
+        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported for them; continue with `stratumc run --resume {run_id} --agent CMD`"
     );
     let _ = finish(format, run_id, outcome);
     exit_for(sig)
@@ -200,10 +200,18 @@ fn ask_gate(gate: &Value) -> Option<(String, Option<String>)> {
     }
 }
 
+/// How a round of dispatches ended.
+struct Round {
+    /// The latest outcome after the reports (None: nothing was reported).
+    outcome: Option<Outcome>,
+    /// Set when a signal stopped the round: how many agents were killed.
+    interrupted: Option<usize>,
+}
+
 /// Runs every ready dispatch at once (the VM already bounds fanout
-/// concurrency) and reports the results; the latest outcome after them. An
-/// operator's `stratumc flow cancel` (another process) stops the agents
-/// still running; a signal to this process stops them and reports nothing.
+/// concurrency) and reports the results. An operator's `stratumc flow
+/// cancel` (another process) stops the agents still running; a signal to
+/// this process kills them and reports only the agents that had ended.
 fn run_ready(
     engine: &mut Engine,
     host: &mut StdHost,
@@ -211,13 +219,13 @@ fn run_ready(
     run_id: &str,
     workspace_dir: &Path,
     ready: &[Value],
-) -> Result<Option<Outcome>, Interrupted> {
+) -> Round {
     let timeout = args.agent_timeout.unwrap_or(agent::DEFAULT_TIMEOUT);
     let jobs = ready
         .iter()
         .map(|entry| Job::new(args.agent, entry.clone(), timeout))
         .collect();
-    let results = agent::run_batch_watched(
+    let watched = agent::run_batch_watched(
         jobs,
         run_id,
         workspace_dir,
@@ -231,7 +239,24 @@ fn run_ready(
                 .is_ok_and(|o| o.status == RunStatus::Cancelled);
             if cancelled { Watch::Cancel } else { Watch::Go }
         },
-    )?;
+    );
+    let (results, interrupted) = match watched {
+        Ok(results) => (results, None),
+        Err(stop) => (stop.finished, Some(stop.killed)),
+    };
+    Round {
+        outcome: report_all(engine, host, run_id, results),
+        interrupted,
+    }
+}
+
+/// Reports each result to the engine; the latest outcome after them.
+fn report_all(
+    engine: &mut Engine,
+    host: &mut StdHost,
+    run_id: &str,
+    results: Vec<(Value, Report)>,
+) -> Option<Outcome> {
     let mut last = None;
     for (entry, report) in results {
         let id = entry["id"].as_str().unwrap_or("");
@@ -253,7 +278,7 @@ fn run_ready(
     if let Ok(o) = engine.poll(run_id, host) {
         last = Some(o);
     }
-    Ok(last)
+    last
 }
 
 /// Runs the command.
@@ -345,13 +370,13 @@ pub fn run(args: &Args<'_>) -> Exit {
         }
         if !outcome.ready.is_empty() {
             let ready = &outcome.ready;
-            match run_ready(&mut engine, &mut host, args, &run_id, &workspace_dir, ready) {
-                Ok(Some(o)) => outcome = o,
-                Ok(None) => {}
-                Err(stop) => {
-                    let sig = signalled().unwrap_or(SIGTERM);
-                    return interrupted(args.format, &run_id, &outcome, sig, stop.killed);
-                }
+            let round = run_ready(&mut engine, &mut host, args, &run_id, &workspace_dir, ready);
+            if let Some(o) = round.outcome {
+                outcome = o;
+            }
+            if let Some(killed) = round.interrupted {
+                let sig = signalled().unwrap_or(SIGTERM);
+                return interrupted(args.format, &run_id, &outcome, sig, killed);
             }
             continue;
         }
