@@ -116,8 +116,9 @@ pub enum Watch {
     Go,
     /// The run was cancelled: kill the commands, report them as stopped.
     Cancel,
-    /// The driver is going away (a signal): kill the commands and report
-    /// nothing, so that the dispatches stay outstanding for `--resume`.
+    /// The driver is going away (a signal): kill the commands and give no
+    /// result for them, so that their dispatches stay outstanding for
+    /// `--resume` (see [`Interrupted`]).
     Interrupt,
 }
 
