@@ -56,7 +56,7 @@ enum Command {
     Inspect(commands::build::InspectArgs),
     /// Estimate dispatches, tokens, dollars and time of a flow before a run (exit 0: ok, also over budget; 1: spec errors; 2: usage or I/O error).
     Cost(commands::cost::CostArgs),
-    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec).
+    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec; 130/143: stopped by SIGINT/SIGTERM, resumable).
     Run(commands::run::RunArgs),
     /// Serve the MCP tools over stdio for coding agents (Claude Code, Codex, any MCP host).
     Mcp,
@@ -91,6 +91,10 @@ pub enum Exit {
     Errors = 1,
     /// Usage or I/O error.
     Usage = 2,
+    /// `run` stopped by SIGINT (128 + 2); the run stays resumable.
+    Interrupted = 130,
+    /// `run` stopped by SIGTERM (128 + 15); the run stays resumable.
+    Terminated = 143,
 }
 
 fn main() -> ExitCode {

@@ -7,6 +7,7 @@
 //! Must never: run a consumer or step entry (those are the client's), or
 //! loop without a bound.
 
+use stratum_vm::agent::{self, Job, Watch};
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
 use stratum_vm::interp::{Dispatch, Outcome, ReadyEntry};
@@ -38,24 +39,32 @@ pub fn drive(
             .filter(|e| e.dispatch == Dispatch::Engine)
             .filter_map(|e| {
                 let cmd = agents.commands.get(&e.agent)?;
-                Some((e, (cmd.clone(), entry_json(e))))
+                let timeout = agents
+                    .timeouts
+                    .get(&e.agent)
+                    .copied()
+                    .unwrap_or(agent::DEFAULT_TIMEOUT);
+                Some((e, Job::new(cmd.clone(), entry_json(e), timeout)))
             })
             .unzip();
         if jobs.is_empty() {
             break;
         }
         // a cancel from another process stops the commands still running
-        let results = stratum_vm::agent::run_batch_watched(
+        let watched = agent::run_batch_watched(
             jobs,
             run_id,
             &agents.root,
             std::time::Duration::from_millis(250),
             || {
-                engine
+                let cancelled = engine
                     .poll(run_id, host)
-                    .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled)
+                    .is_ok_and(|o| o.status == stratum_vm::interp::RunStatus::Cancelled);
+                if cancelled { Watch::Cancel } else { Watch::Go }
             },
         );
+        // this watcher never interrupts, so every batch ends with its results
+        let Ok(results) = watched else { break };
         let reports: Vec<_> = entries
             .into_iter()
             .zip(results)

@@ -41,6 +41,8 @@ struct RunCtx {
 pub struct Agents {
     /// Agent → command line (`[agents.NAME] command`).
     pub commands: BTreeMap<Agent, String>,
+    /// Agent → how long one command may run (`[agents.NAME] timeout_ms`).
+    pub timeouts: BTreeMap<Agent, std::time::Duration>,
     /// The workspace root (the commands' working directory).
     pub root: PathBuf,
 }
@@ -78,8 +80,13 @@ fn agents_of(root: Option<&Path>, config: &Config) -> Result<Agents, String> {
         Some(r) => r.to_path_buf(),
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
+    let timeouts = Agent::ALL
+        .iter()
+        .map(|a| (*a, config.agent_timeout(*a)))
+        .collect();
     Ok(Agents {
         commands: config.commands(),
+        timeouts,
         root,
     })
 }

@@ -1,33 +1,127 @@
 //! Agent commands: who runs a dispatch when the host runs it itself
 //! (LANGUAGE.md E8).
 //!
-//! Owns: running one command (an `[agents.NAME] command` of `stratum.toml`,
-//! read by [`crate::config`], or `stratumc run --agent`) for one ready entry: `sh -c CMD` in the workspace
-//! root (or the entry's `cwd`: an isolated fanout item's worktree), the entry as one JSON object on stdin, `STRATUM_RUN_ID` and
-//! `STRATUM_STEP_ID` in the environment, the result JSON (`{"output": ..}` or
-//! `{"failure": ".."}`) on stdout. Every way a command can go wrong becomes a
-//! failure report, so the run's retry rules apply.
+//! Owns: running one command for one ready entry: `sh -c CMD` in the workspace
+//! root (or the entry's `cwd`: an isolated fanout item's worktree), in a
+//! process group of its own, the entry as one JSON object on stdin,
+//! `STRATUM_RUN_ID` and `STRATUM_STEP_ID` in the environment, the result
+//! JSON (`{"output": ..}` or `{"failure": ".."}`) on stdout. Every way a
+//! command can go wrong becomes a failure report, so the run's retry rules
+//! apply.
+//!
+//! The life of a command: stdin is written and stdout/stderr are drained on
+//! threads of their own, all at once (a command may write before it reads);
+//! the command gets its job's timeout, after which its group is killed and
+//! the dispatch fails; once it exits, its pipes get a short grace (a
+//! grandchild may hold them), then its process group is killed — always, so
+//! nothing a command started outlives it — and what was read is its result.
+//! A batch's watcher can stop every command (cancel: reported as stopped;
+//! interrupt: no report at all). Groups are signalled through `rustix`,
+//! and a command's pid is reaped only after its group's last kill, so a
+//! group id is never reused under us.
 //! Must never: touch run state (the caller reports the result through the
-//! engine), or wait on a command's output without a size bound.
+//! engine), wait on a command's output without a size or time bound, or
+//! leave a command's process group alive when it returns.
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 use serde_json::Value;
 
 use crate::interp::Report;
 
+/// How long an agent command may run when its caller sets no timeout
+/// (`stratumc run --agent-timeout`, `[agents.NAME] timeout_ms`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Largest result read from a command's stdout.
-const MAX_STDOUT: u64 = 8 * 1024 * 1024;
-/// How much of a command's stderr is kept for a failure message.
-const MAX_STDERR: u64 = 64 * 1024;
+const MAX_STDOUT: usize = 8 * 1024 * 1024;
+/// How much of a command's stderr (its tail) is kept for a failure message.
+const MAX_STDERR: usize = 64 * 1024;
+/// How long a command's pipes may stay open after it exited (held by
+/// something it started) before its group is killed.
+const PIPE_GRACE: Duration = Duration::from_millis(250);
+/// How long a killed group gets to exit and let go of the pipes before
+/// what was read is taken.
+const KILL_GRACE: Duration = Duration::from_secs(2);
 
 fn failure(text: String) -> Report {
     Report {
         failure: Some(text),
         ..Report::default()
+    }
+}
+
+/// One agent command to run for one ready entry.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The command line, run through `sh -c`.
+    pub command: String,
+    /// The ready entry, written to the command's stdin as JSON.
+    pub entry: Value,
+    /// How long the command may run before its process group is killed and
+    /// the dispatch fails ([`DEFAULT_TIMEOUT`] unless the caller knows better).
+    pub timeout: Duration,
+}
+
+impl Job {
+    /// A job for `entry` run by `command`, stopped after `timeout`.
+    pub fn new(command: impl Into<String>, entry: Value, timeout: Duration) -> Job {
+        Job {
+            command: command.into(),
+            entry,
+            timeout,
+        }
+    }
+}
+
+/// What a batch's watcher says at each poll while commands run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Let the commands run.
+    Go,
+    /// The run was cancelled: kill the commands, report them as stopped.
+    Cancel,
+    /// The driver is going away (a signal): kill the commands and give no
+    /// result for them, so that their dispatches stay outstanding for
+    /// `--resume` (see [`Interrupted`]).
+    Interrupt,
+}
+
+/// A batch ended by [`Watch::Interrupt`]: every command still running was
+/// killed with its process group and gives no result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interrupted {
+    /// How many commands were still running (and were killed).
+    pub killed: usize,
+    /// The results of the commands that had ended before the interrupt
+    /// (safe to report: they ended on their own), in the order given.
+    pub finished: Vec<(Value, Report)>,
+}
+
+/// What reaches the thread that supervises one command.
+enum Event {
+    /// The command (the group's leader) exited; it is not reaped yet.
+    Exited,
+    /// One of the command's output pipes reached its end.
+    Closed,
+    /// The batch was stopped (cancel or interrupt).
+    Stop,
+}
+
+/// The process group of a started command (its id is the leader's pid).
+/// The leader is reaped only after the last kill, so until then the id
+/// cannot be reused for another group.
+struct Group(Pid);
+
+impl Group {
+    /// SIGKILL to every process of the group; a group already gone is fine.
+    fn kill(&self) {
+        let _ = kill_process_group(self.0, Signal::KILL);
     }
 }
 
@@ -44,134 +138,328 @@ fn spawn(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> std::io::Res
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.spawn()
 }
 
-/// Feeds a started command its entry and reads its result.
-fn finish(mut child: Child, entry: &Value) -> Report {
-    if let Some(mut stdin) = child.stdin.take() {
-        // a command that does not read its input closes the pipe early: not an error
-        let _ = stdin.write_all(entry.to_string().as_bytes());
-    }
-    // stderr is drained on its own thread so a chatty command cannot block on a full pipe
-    let stderr = child.stderr.take().map(|s| {
-        std::thread::spawn(move || {
-            let mut err = String::new();
-            let _ = s.take(MAX_STDERR).read_to_string(&mut err);
-            err
-        })
-    });
-    let mut out = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        let _ = stdout.take(MAX_STDOUT).read_to_string(&mut out);
-    }
-    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    match child.wait() {
-        Ok(s) if s.success() => match serde_json::from_str::<Value>(out.trim()) {
-            Ok(v) => Report::from_json(&v)
-                .unwrap_or_else(|e| failure(format!("the agent's result is malformed: {e}"))),
-            Err(e) => failure(format!("the agent printed no valid JSON: {e}")),
-        },
-        Ok(s) => {
-            let lines: Vec<&str> = err.lines().collect();
-            let tail = lines[lines.len().saturating_sub(5)..].join("\n");
-            failure(format!("the agent command exited with {s}: {tail}"))
+/// Which part of a pipe's bytes past its limit is kept.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first `limit` bytes (a result: more is an error).
+    Head,
+    /// The last `limit` bytes (stderr: its tail explains a failure).
+    Tail,
+}
+
+/// What a reader thread took from one pipe so far.
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    /// More than the limit arrived (the rest was read and dropped).
+    over: bool,
+}
+
+type Shared = Arc<Mutex<Capture>>;
+
+fn take(shared: &Shared) -> Capture {
+    std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// Reads `pipe` to its end on a thread of its own, keeping at most `limit`
+/// bytes (reading on past it, so the writer never blocks on a full pipe),
+/// and says [`Event::Closed`] at the end. The thread is detached: a pipe
+/// held open by a process outside the group must not hold up the caller,
+/// who takes what was read so far.
+fn drain(
+    mut pipe: impl Read + Send + 'static,
+    limit: usize,
+    keep: Keep,
+    done: Sender<Event>,
+) -> Shared {
+    let shared = Shared::default();
+    let into = Arc::clone(&shared);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let mut c = into.lock().unwrap_or_else(PoisonError::into_inner);
+            let room = limit.saturating_sub(c.bytes.len());
+            match keep {
+                Keep::Head => c.bytes.extend_from_slice(&buf[..n.min(room)]),
+                Keep::Tail => {
+                    c.bytes.extend_from_slice(&buf[..n]);
+                    if c.bytes.len() > 2 * limit {
+                        let cut = c.bytes.len() - limit;
+                        c.bytes.drain(..cut);
+                    }
+                }
+            }
+            c.over |= n > room;
         }
-        Err(e) => failure(format!("the agent command failed: {e}")),
+        let _ = done.send(Event::Closed);
+    });
+    shared
+}
+
+/// Writes the entry to the command's stdin on a thread of its own (while the
+/// outputs are drained, so a command that writes before it reads cannot
+/// deadlock with us), then closes it. A command that does not read its input
+/// closes the pipe early: not an error.
+fn feed(mut stdin: ChildStdin, bytes: Vec<u8>) {
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(&bytes);
+    });
+}
+
+/// Says [`Event::Exited`] when the command exits, leaving it unreaped (a
+/// zombie keeps its pid, hence its group id, from being reused).
+fn watch_exit(pid: Pid, done: Sender<Event>) {
+    std::thread::spawn(move || {
+        while let Err(rustix::io::Errno::INTR) = waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {}
+        let _ = done.send(Event::Exited);
+    });
+}
+
+/// The events seen so far for one command.
+struct Pending {
+    exited: bool,
+    open: usize,
+    stopped: bool,
+}
+
+impl Pending {
+    /// Takes events until `done` holds (true) or `by` passes (false).
+    fn until(&mut self, rx: &Receiver<Event>, by: Instant, done: fn(&Pending) -> bool) -> bool {
+        while !done(self) {
+            match rx.recv_timeout(by.saturating_duration_since(Instant::now())) {
+                Ok(Event::Exited) => self.exited = true,
+                Ok(Event::Closed) => self.open = self.open.saturating_sub(1),
+                Ok(Event::Stop) => self.stopped = true,
+                Err(RecvTimeoutError::Timeout) => return false,
+                Err(RecvTimeoutError::Disconnected) => return done(self),
+            }
+        }
+        true
     }
 }
 
-/// Runs `command` for one ready entry and reads its result.
-pub fn run_command(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> Report {
-    match spawn(command, entry, run_id, cwd) {
-        Ok(child) => finish(child, entry),
+/// How a supervised command ended.
+enum End {
+    /// It exited (with this status when it could be reaped).
+    Exited(Option<ExitStatus>),
+    /// It ran past its timeout and was killed.
+    TimedOut,
+    /// The batch was stopped and it was killed.
+    Stopped,
+}
+
+/// `now + d`, or a year from now when that does not fit an [`Instant`].
+fn deadline(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
+/// Feeds a started command its entry, drains its outputs, and waits for it
+/// within its timeout (or until `rx` says stop). Whatever happens, its
+/// process group is killed before this returns, so nothing it started
+/// outlives it; the pipes get [`PIPE_GRACE`] after it exits, then what was
+/// read is taken.
+fn supervise(
+    mut child: Child,
+    job: &Job,
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+) -> (End, Capture, Capture) {
+    let by = deadline(job.timeout);
+    let group = Group(Pid::from_child(&child));
+    if let Some(stdin) = child.stdin.take() {
+        feed(stdin, job.entry.to_string().into_bytes());
+    }
+    let out = child
+        .stdout
+        .take()
+        .map(|p| drain(p, MAX_STDOUT, Keep::Head, tx.clone()));
+    let err = child
+        .stderr
+        .take()
+        .map(|p| drain(p, MAX_STDERR, Keep::Tail, tx.clone()));
+    let open = usize::from(out.is_some()) + usize::from(err.is_some());
+    watch_exit(group.0, tx);
+    let mut seen = Pending {
+        exited: false,
+        open,
+        stopped: false,
+    };
+    let ran = seen.until(&rx, by, |p| p.exited || p.stopped);
+    let mut end = match (ran, seen.stopped) {
+        (_, true) => End::Stopped,
+        (false, _) => End::TimedOut,
+        (true, false) => End::Exited(None),
+    };
+    if matches!(end, End::Exited(_)) {
+        // the command is done; a grandchild holding its pipes gets a short grace
+        // (a stop now only ends the grace: the command finished)
+        seen.until(&rx, deadline(PIPE_GRACE), |p| p.open == 0 || p.stopped);
+    }
+    group.kill();
+    seen.until(&rx, deadline(KILL_GRACE), |p| p.exited && p.open == 0);
+    if let End::Exited(status) = &mut end {
+        *status = child.wait().ok();
+    } else if seen.exited {
+        let _ = child.wait();
+    }
+    let take_all = |c: Option<Shared>| c.as_ref().map(take).unwrap_or_default();
+    (end, take_all(out), take_all(err))
+}
+
+/// The report for a command that ended as `end` with these outputs.
+fn report(job: &Job, end: End, out: Capture, err: Capture) -> Report {
+    let status = match end {
+        End::TimedOut => {
+            return failure(format!(
+                "agent command timed out after {} ms; its process group was killed (raise the limit with `--agent-timeout MS` or `[agents.NAME] timeout_ms`)",
+                job.timeout.as_millis()
+            ));
+        }
+        End::Stopped => {
+            return failure("the agent command was stopped: the run was cancelled".into());
+        }
+        End::Exited(None) => {
+            return failure("the agent command exited but could not be waited for".into());
+        }
+        End::Exited(Some(s)) => s,
+    };
+    if !status.success() {
+        let err = String::from_utf8_lossy(&err.bytes);
+        let lines: Vec<&str> = err.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+        return failure(format!("the agent command exited with {status}: {tail}"));
+    }
+    if out.over {
+        return failure(format!(
+            "the agent printed more than {} MiB on stdout; a result must be smaller (write large data to files)",
+            MAX_STDOUT / (1024 * 1024)
+        ));
+    }
+    match serde_json::from_slice::<Value>(&out.bytes) {
+        Ok(v) => Report::from_json(&v)
+            .unwrap_or_else(|e| failure(format!("the agent's result is malformed: {e}"))),
+        Err(e) => failure(format!("the agent printed no valid JSON: {e}")),
+    }
+}
+
+/// Runs a started command to its end and reads its result.
+fn finish(child: Child, job: &Job, tx: Sender<Event>, rx: Receiver<Event>) -> Report {
+    let (end, out, err) = supervise(child, job, tx, rx);
+    report(job, end, out, err)
+}
+
+/// Runs one job and reads its result.
+pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Report {
+    match spawn(&job.command, &job.entry, run_id, cwd) {
+        Ok(child) => {
+            let (tx, rx) = channel();
+            finish(child, job, tx, rx)
+        }
         Err(e) => failure(format!("cannot start the agent command: {e}")),
     }
 }
 
-/// Runs several (command, entry) pairs at once, one thread each; results in
-/// the order given. A command runs in its entry's `cwd` when it has one (the
-/// git worktree of an isolated fanout item), else in `cwd`.
-pub fn run_batch(jobs: Vec<(String, Value)>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
-    run_batch_watched(jobs, run_id, cwd, Duration::from_secs(3600), || false)
+/// Runs several jobs at once, one thread each; results in the order given.
+/// A command runs in its entry's `cwd` when it has one (the git worktree of
+/// an isolated fanout item), else in `cwd`.
+pub fn run_batch(jobs: Vec<Job>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
+    run_batch_watched(jobs, run_id, cwd, Duration::from_secs(3600), || Watch::Go)
+        .unwrap_or_else(|_| unreachable!("a watcher that always says Go never interrupts"))
 }
 
-/// [`run_batch`], asking `stop` every `every` while commands run: when it
-/// answers true (the run was cancelled), every command still running is
-/// killed with its process group and reported as stopped.
+/// [`run_batch`], asking `watch` every `every` while commands run. On
+/// [`Watch::Cancel`] every command still running is killed with its process
+/// group and reported as stopped; on [`Watch::Interrupt`] they are killed
+/// and give no result (their dispatches stay outstanding, so the run can be
+/// resumed); only the results of commands that had ended are returned.
 pub fn run_batch_watched(
-    jobs: Vec<(String, Value)>,
+    jobs: Vec<Job>,
     run_id: &str,
     cwd: &Path,
     every: Duration,
-    mut stop: impl FnMut() -> bool,
-) -> Vec<(Value, Report)> {
+    mut watch: impl FnMut() -> Watch,
+) -> Result<Vec<(Value, Report)>, Interrupted> {
     let n = jobs.len();
     let mut results: Vec<Option<Report>> = (0..n).map(|_| None).collect();
     let mut entries = Vec::with_capacity(n);
-    let mut running: Vec<Option<u32>> = vec![None; n];
-    let (tx, rx) = std::sync::mpsc::channel();
+    let mut running: Vec<Option<Sender<Event>>> = (0..n).map(|_| None).collect();
+    let (tx, rx) = channel();
+    let mut said = Watch::Go;
+    let mut stopped = vec![false; n];
     std::thread::scope(|s| {
-        for (k, (cmd, entry)) in jobs.into_iter().enumerate() {
-            let dir = entry["cwd"].as_str().map_or(cwd, Path::new);
-            match spawn(&cmd, &entry, run_id, dir) {
+        for (k, job) in jobs.into_iter().enumerate() {
+            let dir = job.entry["cwd"].as_str().map_or(cwd, Path::new);
+            entries.push(job.entry.clone());
+            match spawn(&job.command, &job.entry, run_id, dir) {
                 Ok(child) => {
-                    running[k] = Some(child.id());
-                    let (tx, entry) = (tx.clone(), entry.clone());
+                    let (etx, erx) = channel();
+                    running[k] = Some(etx.clone());
+                    let tx = tx.clone();
                     s.spawn(move || {
-                        let _ = tx.send((k, finish(child, &entry)));
+                        let _ = tx.send((k, finish(child, &job, etx, erx)));
                     });
                 }
                 Err(e) => {
                     results[k] = Some(failure(format!("cannot start the agent command: {e}")))
                 }
             }
-            entries.push(entry);
         }
         drop(tx);
-        let mut stopped = false;
         loop {
             match rx.recv_timeout(every) {
                 Ok((k, report)) => {
                     running[k] = None;
-                    results[k] = Some(if stopped {
-                        failure("the agent command was stopped: the run was cancelled".into())
-                    } else {
-                        report
-                    });
+                    results[k] = Some(report);
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if !stopped && stop() {
-                        stopped = true;
-                        for pid in running.iter().flatten() {
-                            kill_group(*pid);
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) if said == Watch::Go => {
+                    said = watch();
+                    if said != Watch::Go {
+                        for (k, stop) in running.iter().enumerate() {
+                            if let Some(stop) = stop {
+                                stopped[k] = true;
+                                let _ = stop.send(Event::Stop);
+                            }
                         }
                     }
                 }
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
     });
-    entries
+    if said == Watch::Interrupt {
+        let finished = entries
+            .into_iter()
+            .zip(results)
+            .zip(&stopped)
+            .filter_map(|((e, r), &stop)| r.filter(|_| !stop).map(|r| (e, r)))
+            .collect();
+        let killed = stopped.iter().filter(|&&s| s).count();
+        return Err(Interrupted { killed, finished });
+    }
+    Ok(entries
         .into_iter()
         .zip(results)
         .map(|(e, r)| {
             let r = r.unwrap_or_else(|| failure("the agent command vanished".into()));
             (e, r)
         })
-        .collect()
-}
-
-/// Kills the process group `pgid` (the command and everything it started),
-/// through kill(1) so that no unsafe code is needed.
-fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+        .collect())
 }
 
 #[cfg(test)]
@@ -179,13 +467,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A job with the default timeout.
+    fn job(cmd: &str, entry: Value) -> Job {
+        Job::new(cmd, entry, DEFAULT_TIMEOUT)
+    }
+
     #[test]
     fn a_command_gets_the_entry_and_its_result_is_read() {
         let dir = tempfile::tempdir().unwrap();
         let entry = json!({"id": "fan/2", "do": "x"});
         let r = run_command(
-            r#"read line; printf '{"output": {"step": "%s", "run": "%s", "len": %d}}' "$STRATUM_STEP_ID" "$STRATUM_RUN_ID" ${#line}"#,
-            &entry,
+            &job(
+                r#"read line; printf '{"output": {"step": "%s", "run": "%s", "len": %d}}' "$STRATUM_STEP_ID" "$STRATUM_RUN_ID" ${#line}"#,
+                entry.clone(),
+            ),
             "run-1",
             dir.path(),
         );
@@ -206,11 +501,11 @@ mod tests {
             ("echo '{\"output\": 1, \"extra\": 2}'", "malformed"),
         ];
         for (cmd, want) in cases {
-            let r = run_command(cmd, &e, "r", dir.path());
+            let r = run_command(&job(cmd, e.clone()), "r", dir.path());
             let f = r.failure.unwrap_or_default();
             assert!(f.contains(want), "{cmd}: {f}");
         }
-        let r = run_command("echo oops >&2; exit 3", &e, "r", dir.path());
+        let r = run_command(&job("echo oops >&2; exit 3", e), "r", dir.path());
         assert!(r.failure.unwrap().contains("oops"));
     }
 
@@ -219,8 +514,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let jobs = (0..4)
             .map(|k| {
-                (
-                    format!("sleep 0.0{}; echo '{{\"output\": {k}}}'", 4 - k),
+                job(
+                    &format!("sleep 0.0{}; echo '{{\"output\": {k}}}'", 4 - k),
                     json!({"id": format!("f/{k}")}),
                 )
             })
@@ -235,11 +530,11 @@ mod tests {
         let (root, wt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let cmd = r#"printf '{"output": "%s"}' "$(pwd -P)""#.to_string();
         let jobs = vec![
-            (
-                cmd.clone(),
+            job(
+                &cmd,
                 json!({"id": "f/0", "cwd": wt.path().to_str().unwrap()}),
             ),
-            (cmd, json!({"id": "s"})),
+            job(&cmd, json!({"id": "s"})),
         ];
         let out = run_batch(jobs, "r", root.path());
         let real = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
@@ -254,14 +549,15 @@ mod tests {
         // the command starts a grandchild that would write the marker much later
         let cmd = format!("sh -c 'sleep 30; touch {}' & wait", marker.display());
         let jobs = vec![
-            (cmd, json!({"id": "slow"})),
-            ("echo '{\"output\": 1}'".to_string(), json!({"id": "fast"})),
+            job(&cmd, json!({"id": "slow"})),
+            job("echo '{\"output\": 1}'", json!({"id": "fast"})),
         ];
         let mut polls = 0;
         let out = run_batch_watched(jobs, "r", dir.path(), Duration::from_millis(20), || {
             polls += 1;
-            polls >= 3
-        });
+            if polls >= 3 { Watch::Cancel } else { Watch::Go }
+        })
+        .unwrap();
         assert_eq!(out[1].1.output, Some(json!(1)));
         let f = out[0].1.failure.clone().unwrap_or_default();
         assert!(f.contains("stopped"), "{f}");
@@ -276,5 +572,194 @@ mod tests {
                 String::from_utf8_lossy(&ps.stdout)
             );
         }
+    }
+}
+
+/// The runner against commands that hang, hold pipes, flood them or leave
+/// processes behind. Each test runs the runner under [`within`], so a
+/// regression fails instead of hanging the suite.
+#[cfg(test)]
+mod hardening {
+    use super::*;
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    /// Generous: every command here ends in well under a second when the
+    /// runner works, and would block for 30 s or forever when it does not.
+    const HARNESS: Duration = Duration::from_secs(20);
+
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(HARNESS)
+            .expect("the agent runner did not return within the harness limit (it hangs)")
+    }
+
+    fn run(cmd: String, entry: Value, timeout: Duration, dir: PathBuf) -> Report {
+        within(move || run_command(&Job::new(cmd, entry, timeout), "r", &dir))
+    }
+
+    /// Whether `pid` names a running process. A zombie is not running (this
+    /// machine's init may not reap orphans, so a killed one can linger).
+    fn alive(pid: i32) -> bool {
+        let Some(p) = Pid::from_raw(pid) else {
+            return false;
+        };
+        if rustix::process::test_kill_process(p).is_err() {
+            return false;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            != Some("Z")
+    }
+
+    fn pid_in(path: &Path) -> i32 {
+        let text = std::fs::read_to_string(path).expect("the command wrote its pid file");
+        text.trim().parse().expect("a pid file holds a number")
+    }
+
+    /// Waits briefly for SIGKILLed processes to be gone (the kernel takes a
+    /// moment to tear them down).
+    fn gone(pid: i32) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while alive(pid) {
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    #[test]
+    fn a_hanging_command_times_out_and_its_group_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (me, kid) = (dir.path().join("me"), dir.path().join("kid"));
+        let cmd = format!(
+            "echo $$ > {}; sleep 30 & echo $! > {}; wait",
+            me.display(),
+            kid.display()
+        );
+        let r = run(
+            cmd,
+            json!({"id": "a"}),
+            Duration::from_millis(300),
+            dir.path().into(),
+        );
+        let f = r.failure.unwrap_or_default();
+        assert!(f.starts_with("agent command timed out after 300 ms"), "{f}");
+        assert!(gone(pid_in(&me)), "the command survived its timeout");
+        assert!(
+            gone(pid_in(&kid)),
+            "what the command started survived its timeout"
+        );
+    }
+
+    #[test]
+    fn a_grandchild_holding_stdout_does_not_hold_the_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let kid = dir.path().join("kid");
+        let cmd = format!(
+            r#"(sleep 30 & echo $! > {}); echo '{{"output": 1}}'"#,
+            kid.display()
+        );
+        let r = run(cmd, json!({"id": "a"}), DEFAULT_TIMEOUT, dir.path().into());
+        assert_eq!(r.output, Some(json!(1)), "{:?}", r.failure);
+        assert!(gone(pid_in(&kid)), "the grandchild survived the command");
+    }
+
+    #[test]
+    fn descendants_do_not_outlive_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let kid = dir.path().join("kid");
+        // detached from the pipes: only the group kill can stop it
+        let cmd = format!(
+            r#"sleep 30 </dev/null >/dev/null 2>&1 & echo $! > {}; echo '{{"output": 2}}'"#,
+            kid.display()
+        );
+        let r = run(cmd, json!({"id": "a"}), DEFAULT_TIMEOUT, dir.path().into());
+        assert_eq!(r.output, Some(json!(2)), "{:?}", r.failure);
+        assert!(gone(pid_in(&kid)), "a descendant outlived the command");
+    }
+
+    #[test]
+    fn a_large_entry_and_large_early_output_do_not_deadlock() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = json!({"id": "big", "blob": "y".repeat(200 * 1024)});
+        let len = entry.to_string().len();
+        // 200 KB on stdout (JSON whitespace) and on stderr before reading stdin
+        let cmd = r#"head -c 204800 /dev/zero | tr '\0' ' '; head -c 204800 /dev/zero | tr '\0' e >&2; n=$(wc -c); printf '{"output": %d}' $n"#;
+        let r = run(cmd.into(), entry, DEFAULT_TIMEOUT, dir.path().into());
+        assert_eq!(r.output, Some(json!(len)), "{:?}", r.failure);
+    }
+
+    #[test]
+    fn floods_past_the_limits_are_drained_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = json!({"id": "a"});
+        // more stdout than a result may have
+        let r = run(
+            "head -c 9000000 /dev/zero".into(),
+            e.clone(),
+            DEFAULT_TIMEOUT,
+            dir.path().into(),
+        );
+        let f = r.failure.unwrap_or_default();
+        assert!(f.contains("more than 8 MiB on stdout"), "{f}");
+        // a chatty failure: its last lines are kept, not its first
+        let r = run(
+            "head -c 300000 /dev/zero | tr '\\0' x >&2; echo >&2; echo the-last-line >&2; exit 3"
+                .into(),
+            e,
+            DEFAULT_TIMEOUT,
+            dir.path().into(),
+        );
+        let f = r.failure.unwrap_or_default();
+        assert!(
+            f.contains("exited with") && f.contains("the-last-line"),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_batch_kills_its_commands_and_reports_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = dir.path().join("me");
+        let cmd = format!("echo $$ > {}; sleep 30", me.display());
+        let (root, marker) = (dir.path().to_path_buf(), me.clone());
+        let out = within(move || {
+            let jobs = vec![
+                Job::new(cmd, json!({"id": "slow"}), DEFAULT_TIMEOUT),
+                Job::new(
+                    "echo '{\"output\": 5}'",
+                    json!({"id": "fast"}),
+                    DEFAULT_TIMEOUT,
+                ),
+            ];
+            // interrupt a second after the slow command is up: long after the fast one ended
+            let mut up: Option<Instant> = None;
+            run_batch_watched(jobs, "r", &root, Duration::from_millis(20), || {
+                if marker.exists() {
+                    let since = *up.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(1) {
+                        return Watch::Interrupt;
+                    }
+                }
+                Watch::Go
+            })
+        });
+        let stop = out.unwrap_err();
+        assert_eq!(stop.killed, 1);
+        // only what ended on its own is given back; the killed command gives nothing
+        let finished: Vec<_> = stop
+            .finished
+            .iter()
+            .map(|(e, r)| (e["id"].clone(), r.output.clone()))
+            .collect();
+        assert_eq!(finished, vec![(json!("fast"), Some(json!(5)))]);
+        assert!(gone(pid_in(&me)), "the interrupted command survived");
     }
 }

@@ -236,6 +236,15 @@ impl Config {
             .filter_map(|(a, c)| Some((*a, c.command.clone()?)))
             .collect()
     }
+
+    /// How long one command of `agent` may run (`[agents.NAME] timeout_ms`,
+    /// else [`crate::agent::DEFAULT_TIMEOUT`]).
+    pub fn agent_timeout(&self, agent: Agent) -> std::time::Duration {
+        self.agents
+            .get(&agent)
+            .and_then(|c| c.timeout_ms)
+            .map_or(crate::agent::DEFAULT_TIMEOUT, std::time::Duration::from_millis)
+    }
 }
 
 /// Reads the file at `path`.

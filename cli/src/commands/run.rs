@@ -10,11 +10,16 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use stratum_vm::agent::{self, Job, Watch};
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
-use stratum_vm::interp::{Outcome, ReadyEntry, RunStatus, WaitingGate};
+use stratum_vm::interp::{Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
 use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
@@ -36,6 +41,9 @@ pub struct RunArgs {
     /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
     #[arg(long)]
     pub agent: String,
+    /// Milliseconds one agent command may run before its process group is killed and the dispatch fails (default: 30 minutes).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub agent_timeout: Option<u64>,
     /// Workspace root for file predicates and the agent's working directory (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
@@ -89,11 +97,89 @@ fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
     Ok(stratum_vm::plan::file::encode(&plan).0)
 }
 
+/// The signal (SIGINT or SIGTERM) that asked this process to stop; 0 until one came.
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// True while the driver waits at the gate prompt: no agent runs and
+/// nothing is being written then, so a signal ends the process at once.
+static AT_PROMPT: AtomicBool = AtomicBool::new(false);
+/// How long the driver gets after a signal to kill its agents' process
+/// groups and return before the process exits regardless.
+const SIGNAL_BACKSTOP: Duration = Duration::from_secs(10);
+
+/// The signal that asked this process to stop, if one came.
+fn signalled() -> Option<i32> {
+    Some(SIGNALLED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// The exit status for a signal: 130 for SIGINT, 143 for SIGTERM (128 + N).
+fn exit_for(sig: i32) -> Exit {
+    if sig == SIGINT {
+        Exit::Interrupted
+    } else {
+        Exit::Terminated
+    }
+}
+
+/// Routes SIGINT and SIGTERM to the driver loop (which kills the running
+/// agents' process groups, reports nothing and exits 130/143), through a
+/// thread of signal-hook's. A second signal, or one at the gate prompt,
+/// exits at once; so does the backstop when the loop has not returned in
+/// [`SIGNAL_BACKSTOP`]. The run stays resumable either way: the store
+/// commits before anything is handed out, and an unreported dispatch is
+/// handed out again by `--resume`.
+fn watch_signals() -> std::io::Result<()> {
+    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let code = exit_for(sig) as i32;
+            if SIGNALLED.swap(sig, Ordering::SeqCst) != 0 || AT_PROMPT.load(Ordering::SeqCst) {
+                std::process::exit(code);
+            }
+            std::thread::spawn(move || {
+                std::thread::sleep(SIGNAL_BACKSTOP);
+                std::process::exit(code);
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Ends an interrupted run: says what was stopped and how to continue,
+/// prints the final document, exits 130/143.
+fn interrupted(format: Format, run_id: &str, outcome: &Outcome, sig: i32, killed: usize) -> Exit {
+    let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+    eprintln!(
+        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported for them; continue with `stratumc run --resume {run_id} --agent CMD`"
+    );
+    let _ = finish(format, run_id, outcome);
+    exit_for(sig)
+}
+
+/// Marks the gate prompt as open ([`AT_PROMPT`]) until dropped.
+struct Prompt;
+
+impl Prompt {
+    fn enter() -> Prompt {
+        AT_PROMPT.store(true, Ordering::SeqCst);
+        if let Some(sig) = signalled() {
+            std::process::exit(exit_for(sig) as i32);
+        }
+        Prompt
+    }
+}
+
+impl Drop for Prompt {
+    fn drop(&mut self) {
+        AT_PROMPT.store(false, Ordering::SeqCst);
+    }
+}
+
 fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return None;
     }
+    let _prompt = Prompt::enter();
     let id = &gate.step_id;
     loop {
         eprint!(
@@ -166,8 +252,103 @@ fn plan_hash(source: &Path) -> Result<String, (Exit, String)> {
         .map_err(|e| (Exit::Usage, format!("error: {}: {e}", source.display())))
 }
 
+/// How a round of dispatches ended.
+struct Round {
+    /// The latest outcome after the reports (None: nothing was reported).
+    outcome: Option<Outcome>,
+    /// Set when a signal stopped the round: how many agents were killed.
+    interrupted: Option<usize>,
+}
+
+/// Runs every ready dispatch at once (the VM already bounds fanout
+/// concurrency) and reports the results. An operator's `stratumc flow
+/// cancel` (another process) stops the agents still running; a signal to
+/// this process kills them and reports only the agents that had ended.
+fn run_ready(
+    engine: &mut Engine,
+    host: &mut StdHost,
+    args: &RunArgs,
+    run_id: &str,
+    workspace_dir: &Path,
+    ready: &[ReadyEntry],
+) -> Round {
+    let timeout = args
+        .agent_timeout
+        .map_or(agent::DEFAULT_TIMEOUT, Duration::from_millis);
+    let jobs = ready
+        .iter()
+        .map(|entry| Job::new(args.agent.as_str(), entry_json(entry), timeout))
+        .collect();
+    let watched = agent::run_batch_watched(
+        jobs,
+        run_id,
+        workspace_dir,
+        Duration::from_millis(250),
+        || {
+            if signalled().is_some() {
+                return Watch::Interrupt;
+            }
+            let cancelled = engine
+                .poll(run_id, host)
+                .is_ok_and(|o| o.status == RunStatus::Cancelled);
+            if cancelled { Watch::Cancel } else { Watch::Go }
+        },
+    );
+    let (results, interrupted) = match watched {
+        Ok(results) => (results, None),
+        Err(stop) => (stop.finished, Some(stop.killed)),
+    };
+    // results are the entries' in order; an interrupted batch gives back only
+    // those that had ended, each with its entry
+    let reports = results
+        .into_iter()
+        .filter_map(|(entry, report)| {
+            let id = entry.get("id")?.as_str()?;
+            let e = ready.iter().find(|e| e.id == id)?;
+            Some((e, report))
+        })
+        .collect();
+    Round {
+        outcome: report_all(engine, host, run_id, reports),
+        interrupted,
+    }
+}
+
+/// Reports each result to the engine; the latest outcome after them.
+fn report_all(
+    engine: &mut Engine,
+    host: &mut StdHost,
+    run_id: &str,
+    results: Vec<(&ReadyEntry, Report)>,
+) -> Option<Outcome> {
+    let mut last = None;
+    for (entry, report) in results {
+        let (id, token) = (entry.id.as_str(), Some(entry.dispatch_token.as_str()));
+        eprintln!(
+            "  {id} (attempt {}): {}",
+            entry.attempt,
+            if report.failure.is_some() {
+                "failed"
+            } else {
+                "reported"
+            }
+        );
+        match engine.report(run_id, id, token, &report, host) {
+            Ok(o) => last = Some(o),
+            Err(e) => eprintln!("  {id}: refused: {e}"),
+        }
+    }
+    if let Ok(o) = engine.poll(run_id, host) {
+        last = Some(o);
+    }
+    last
+}
+
 /// Runs the command.
 pub fn run(args: &RunArgs) -> Exit {
+    if let Err(e) = watch_signals() {
+        eprintln!("warning: cannot watch SIGINT/SIGTERM ({e}); a signal will leave agents running");
+    }
     let store = match SqliteStore::open_default() {
         Ok(s) => s,
         Err(e) => {
@@ -244,43 +425,18 @@ pub fn run(args: &RunArgs) -> Exit {
         if outcome.status.is_terminal() {
             break;
         }
+        if let Some(sig) = signalled() {
+            return interrupted(args.format, &run_id, &outcome, sig, 0);
+        }
         if !outcome.ready.is_empty() {
-            // every ready dispatch runs at once (the VM already bounds fanout concurrency)
-            let entries = outcome.ready.clone();
-            let jobs = entries
-                .iter()
-                .map(|entry| (args.agent.to_string(), entry_json(entry)))
-                .collect();
-            // an operator's `stratumc flow cancel` (another process) stops the agents still running
-            let results = stratum_vm::agent::run_batch_watched(
-                jobs,
-                &run_id,
-                &workspace_dir,
-                std::time::Duration::from_millis(250),
-                || {
-                    engine
-                        .poll(&run_id, &mut host)
-                        .is_ok_and(|o| o.status == RunStatus::Cancelled)
-                },
-            );
-            for (entry, (_, report)) in entries.iter().zip(results) {
-                let (id, token) = (entry.id.as_str(), Some(entry.dispatch_token.as_str()));
-                eprintln!(
-                    "  {id} (attempt {}): {}",
-                    entry.attempt,
-                    if report.failure.is_some() {
-                        "failed"
-                    } else {
-                        "reported"
-                    }
-                );
-                match engine.report(&run_id, id, token, &report, &mut host) {
-                    Ok(o) => outcome = o,
-                    Err(e) => eprintln!("  {id}: refused: {e}"),
-                }
-            }
-            if let Ok(o) = engine.poll(&run_id, &mut host) {
+            let ready = &outcome.ready;
+            let round = run_ready(&mut engine, &mut host, args, &run_id, &workspace_dir, ready);
+            if let Some(o) = round.outcome {
                 outcome = o;
+            }
+            if let Some(killed) = round.interrupted {
+                let sig = signalled().unwrap_or(SIGTERM);
+                return interrupted(args.format, &run_id, &outcome, sig, killed);
             }
             continue;
         }
