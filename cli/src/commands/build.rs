@@ -40,12 +40,9 @@ pub fn default_output(spec: &Path) -> PathBuf {
 /// Runs `build`.
 pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
     let shown = spec.display().to_string();
-    let bytes = match std::fs::read(spec) {
+    let bytes = match crate::input::read(spec, crate::input::Kind::Spec) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {shown}: {e}");
-            return Exit::Usage;
-        }
+        Err(e) => return super::usage(e),
     };
     let analysis = analyze_bytes(&bytes);
     if !analysis.diagnostics.is_empty() {
@@ -91,12 +88,9 @@ pub fn run(spec: &Path, output: Option<&Path>, emit: Emit) -> Exit {
 
 /// Runs `inspect`.
 pub fn inspect(path: &Path) -> Exit {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::input::read(path, crate::input::Kind::Plan) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", path.display());
-            return Exit::Usage;
-        }
+        Err(e) => return super::usage(e),
     };
     match file::load(&bytes) {
         Ok((plan, hash)) => {

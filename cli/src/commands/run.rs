@@ -41,8 +41,8 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
     let text = match arg {
         None => return Ok(json!({})),
         Some(a) => match a.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read inputs file {path}: {e}"))?,
+            Some(path) => crate::input::read_text(Path::new(path), crate::input::Kind::Inputs)
+                .map_err(|e| e.to_string())?,
             None => a.to_string(),
         },
     };
@@ -50,12 +50,8 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
 }
 
 fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
-    let bytes = std::fs::read(source).map_err(|e| {
-        (
-            Exit::Usage,
-            format!("cannot read {}: {e}", source.display()),
-        )
-    })?;
+    let bytes = crate::input::read(source, crate::input::Kind::SpecOrPlan)
+        .map_err(|e| (Exit::Usage, e.to_string()))?;
     if bytes.starts_with(stratum_vm::plan::file::MAGIC) {
         return Ok(bytes);
     }

@@ -44,8 +44,26 @@ fn config() -> Result<CostConfig, String> {
     if !path.is_file() {
         return Ok(CostConfig::default());
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("stratum.toml: {e}"))?;
+    let text = read_config(path)?;
     CostConfig::from_toml(&text).map_err(|e| format!("stratum.toml: {e}"))
+}
+
+/// Largest `stratum.toml` read (the limit of `stratumc cost --config`).
+const MAX_CONFIG_SIZE: u64 = 1024 * 1024;
+
+/// The text of `stratum.toml`, at most [`MAX_CONFIG_SIZE`] bytes.
+fn read_config(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_SIZE + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("stratum.toml: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_SIZE {
+        return Err(format!(
+            "stratum.toml: a configuration file is limited to 1 MiB ({MAX_CONFIG_SIZE} bytes)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "stratum.toml: the file is not UTF-8 text".to_string())
 }
 
 /// Runs the tool.
