@@ -42,7 +42,12 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
         None => return Ok(json!({})),
         Some(a) => match a.strip_prefix('@') {
             Some(path) => crate::input::read_text(Path::new(path), crate::input::Kind::Inputs)
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| match e {
+                    crate::input::ReadError::Io { error, .. } => {
+                        format!("cannot read inputs file {path}: {error}")
+                    }
+                    other => other.to_string(),
+                })?,
             None => a.to_string(),
         },
     };
