@@ -371,6 +371,8 @@ fn a_large_anchor_used_thousands_of_times_is_s0010_not_an_abort() {
         .filter_map(|d| d["code"].as_str())
         .collect();
     assert_eq!(codes, ["S0010"]);
+    // the 10 MiB file is not left behind
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One JSON-RPC message to the server, one line.
@@ -521,4 +523,5 @@ flows:
         "{}",
         &reason[reason.len().saturating_sub(400)..]
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
