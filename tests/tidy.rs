@@ -147,3 +147,27 @@ fn diagnostics_doc_is_up_to_date() {
         "docs/diagnostics.md is stale: run `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`"
     );
 }
+
+#[test]
+fn events_doc_is_up_to_date() {
+    let path = root().join("docs/events.md");
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let marker = "## Kinds\n\n";
+    let head = current
+        .find(marker)
+        .map_or("# Audit events\n\n## Kinds\n\n".to_string(), |i| {
+            current[..i + marker.len()].to_string()
+        });
+    let generated = format!(
+        "{head}{}",
+        stratum_vm::interp::EventKind::catalogue_markdown()
+    );
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        current == generated,
+        "docs/events.md is stale: run `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`"
+    );
+}

@@ -8,6 +8,7 @@
 //! `stratum-compiler`.
 
 mod commands;
+mod input;
 
 /// A faster allocator: the front end allocates many small values.
 #[global_allocator]

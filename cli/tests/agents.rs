@@ -251,6 +251,17 @@ fn interrupt_then_resume(sig: Signal, name: &str, want: i32) {
     assert!(gone(kid_pid), "{name}: the agent's child survived stratumc");
 
     let id = run_id(&stderr);
+    // the audit says who stopped the driver and what it killed
+    let audit = audit_types(&s.file("home").join("stratum.db"), &id);
+    let last = audit.last().map(|(t, d)| (t.as_str(), d.clone()));
+    assert_eq!(
+        last,
+        Some((
+            "driver_interrupted",
+            serde_json::json!({"signal": name, "killed": 1})
+        )),
+        "{audit:?}"
+    );
     let r = s.run(&[
         "run", "--resume", &id, "--agent", OK_AGENT, "--format", "json",
     ]);
@@ -269,4 +280,22 @@ fn sigterm_kills_the_agents_group_exits_143_and_the_run_resumes() {
 #[test]
 fn sigint_kills_the_agents_group_exits_130_and_the_run_resumes() {
     interrupt_then_resume(Signal::INT, "SIGINT", 130);
+}
+
+/// The audit of a run in a store: each event's type and detail.
+fn audit_types(db: &std::path::Path, run_id: &str) -> Vec<(String, serde_json::Value)> {
+    let conn = rusqlite::Connection::open(db).expect("the store opens");
+    let mut stmt = conn
+        .prepare("SELECT json FROM events WHERE run_id = ?1 ORDER BY seq")
+        .expect("the events table exists");
+    stmt.query_map([run_id], |r| r.get::<_, String>(0))
+        .expect("events are readable")
+        .map(|j| {
+            let v: serde_json::Value = serde_json::from_str(&j.expect("a row")).expect("JSON");
+            (
+                v["type"].as_str().unwrap_or("").to_string(),
+                v["detail"].clone(),
+            )
+        })
+        .collect()
 }

@@ -240,20 +240,49 @@ impl Config {
     /// How long one command of `agent` may run (`[agents.NAME] timeout_ms`,
     /// else [`crate::agent::DEFAULT_TIMEOUT`]).
     pub fn agent_timeout(&self, agent: Agent) -> std::time::Duration {
-        self.agents
-            .get(&agent)
-            .and_then(|c| c.timeout_ms)
-            .map_or(crate::agent::DEFAULT_TIMEOUT, std::time::Duration::from_millis)
+        self.agents.get(&agent).and_then(|c| c.timeout_ms).map_or(
+            crate::agent::DEFAULT_TIMEOUT,
+            std::time::Duration::from_millis,
+        )
     }
 }
 
 /// Reads the file at `path`.
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+    let text = read_bounded(path).map_err(|message| ConfigError::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message,
     })?;
     Config::from_toml(&text).map_err(|e| e.in_file(path))
+}
+
+/// The largest configuration file read: 1 MiB.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Reads a configuration file: a regular file (checked on the opened
+/// descriptor, which is opened without blocking, so a FIFO cannot hang the
+/// reader) of at most [`MAX_CONFIG_BYTES`] of UTF-8.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| e.to_string())?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "the file is larger than the limit of {MAX_CONFIG_BYTES} bytes for a configuration file"
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
 }
 
 /// The configuration that applies to a workspace: `stratum.toml` in `root`,

@@ -387,6 +387,20 @@ impl Engine {
         Ok((outcome, plan))
     }
 
+    /// Records in the run's audit that its driver was stopped by `signal`
+    /// with `killed` agent commands killed.
+    pub fn interrupted(
+        &mut self,
+        run_id: &str,
+        signal: &str,
+        killed: usize,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            Ok(interp::interrupted(p, i, r, signal, killed, h))
+        })
+    }
+
     /// The workspace root a run was started with.
     pub fn workspace_of(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
         Ok(self.load(run_id)?.0.header.workspace)

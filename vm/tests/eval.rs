@@ -1484,6 +1484,145 @@ fn missing_references_are_unavailable() {
     assert!(render(&plan, &t, &refs(false)).is_err());
 }
 
+// ----- value size limit -------------------------------------------------------
+
+/// Bindings whose `input.s` is a string of `len` bytes and `input.l` an
+/// array of four such strings.
+fn big_input(len: usize) -> Value {
+    let s = "x".repeat(len);
+    json!({"s": s, "l": [s, s, s, s]})
+}
+
+fn with_input(prog: &[I], input: &Value) -> Result<Value, EvalError> {
+    let b = Bindings {
+        result: ResultBinding::Unbound,
+        input,
+        item: None,
+        prev: None,
+    };
+    with(prog, &b)
+}
+
+#[test]
+fn concatenation_stops_at_the_value_limit() {
+    use stratum_vm::eval::value::MAX_VALUE_BYTES;
+    // two halves make exactly the limit: fine
+    let input = big_input(MAX_VALUE_BYTES / 2);
+    let twice = [Input, F("s"), Input, F("s"), O(Op::Add)];
+    let v = with_input(&twice, &input).unwrap();
+    assert_eq!(v.as_str().map(str::len), Some(MAX_VALUE_BYTES));
+    // one byte more is a resource_limit, raised before the string is built
+    let three = [
+        Input,
+        F("s"),
+        Input,
+        F("s"),
+        O(Op::Add),
+        k(json!("!")),
+        O(Op::Add),
+    ];
+    let e = with_input(&three, &input).unwrap_err();
+    assert_eq!(e.code(), "resource_limit", "{e}");
+    assert!(
+        e.message()
+            .contains(&format!("a string of {} bytes", MAX_VALUE_BYTES + 1)),
+        "{e}"
+    );
+    assert!(e.message().contains("16 MiB"), "{e}");
+    // borrowed on the left (a binding) and owned on the left (a result) alike
+    let small = big_input(MAX_VALUE_BYTES / 3 + 1);
+    let owned_left = [
+        Input,
+        F("s"),
+        Input,
+        F("s"),
+        O(Op::Add),
+        Input,
+        F("s"),
+        O(Op::Add),
+    ];
+    assert_eq!(
+        with_input(&owned_left, &small).unwrap_err().code(),
+        "resource_limit"
+    );
+}
+
+#[test]
+fn a_balanced_sum_of_a_large_field_is_an_error_not_an_abort() {
+    // the case: 1,024 terms over a 4 MB string would build 4 GB
+    fn tree(n: usize, out: &mut Vec<I>) {
+        if n == 1 {
+            out.extend([Input, F("s")]);
+            return;
+        }
+        tree(n / 2, out);
+        tree(n - n / 2, out);
+        out.push(O(Op::Add));
+    }
+    let mut prog = Vec::new();
+    tree(1024, &mut prog);
+    let input = big_input(4_000_000);
+    let e = with_input(&prog, &input).unwrap_err();
+    assert_eq!(e.code(), "resource_limit", "{e}");
+}
+
+#[test]
+fn str_of_a_large_value_is_bounded() {
+    use stratum_vm::eval::value::MAX_VALUE_BYTES;
+    // four strings of a quarter of the limit: their JSON text (quotes, commas) is over it
+    let input = big_input(MAX_VALUE_BYTES / 4);
+    let e = with_input(&[Input, F("l"), Call("str", 1)], &input).unwrap_err();
+    assert_eq!(e.code(), "resource_limit", "{e}");
+    assert!(e.message().starts_with("`str` would build"), "{e}");
+    // a string at the limit is its own text
+    let input = big_input(MAX_VALUE_BYTES);
+    let v = with_input(&[Input, F("s"), Call("str", 1)], &input).unwrap();
+    assert_eq!(v.as_str().map(str::len), Some(MAX_VALUE_BYTES));
+    // small values are unchanged
+    assert_eq!(ok(&[Input, F("l"), Call("str", 1)]), json!("[1,2,3]"));
+}
+
+#[test]
+fn interpolation_stops_at_the_value_limit() {
+    use PathSeg::*;
+    use stratum_vm::eval::value::MAX_VALUE_BYTES;
+    let r = Refs {
+        input: big_input(MAX_VALUE_BYTES / 2),
+        step: None,
+        owned: false,
+    };
+    // two halves: exactly the limit
+    let (plan, t) = template(
+        vec![input(vec![F("s")]), input(vec![F("s")])],
+        TemplateMode::Interpolate,
+    );
+    let v = render(&plan, &t, &r).unwrap();
+    assert_eq!(v.as_str().map(str::len), Some(MAX_VALUE_BYTES));
+    // and one byte of text more
+    let (plan, t) = template(
+        vec![input(vec![F("s")]), P::T("!"), input(vec![F("s")])],
+        TemplateMode::Interpolate,
+    );
+    let e = render(&plan, &t, &r).unwrap_err();
+    assert!(
+        e.starts_with("resource_limit: the template would build"),
+        "{e}"
+    );
+    // an array interpolated as JSON counts its text
+    let (plan, t) = template(
+        vec![P::T("all: "), input(vec![F("l")])],
+        TemplateMode::Interpolate,
+    );
+    assert!(
+        render(&plan, &t, &r)
+            .unwrap_err()
+            .starts_with("resource_limit")
+    );
+    // a full-value reference copies what exists: no limit applies
+    let (plan, t) = template(vec![input(vec![F("l")])], TemplateMode::FullValue);
+    assert!(render(&plan, &t, &r).is_ok());
+}
+
 // ----- properties -------------------------------------------------------------
 
 mod properties {

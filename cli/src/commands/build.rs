@@ -61,12 +61,9 @@ pub struct InspectArgs {
 pub fn run(args: &BuildArgs) -> Exit {
     let (spec, output, emit) = (args.spec.as_path(), args.output.as_deref(), args.emit);
     let shown = spec.display().to_string();
-    let bytes = match std::fs::read(spec) {
+    let bytes = match crate::input::read(spec, crate::input::Kind::Spec) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {shown}: {e}");
-            return Exit::Usage;
-        }
+        Err(e) => return super::usage(e),
     };
     let analysis = analyze_bytes(&bytes);
     if !analysis.diagnostics.is_empty() {
@@ -113,12 +110,9 @@ pub fn run(args: &BuildArgs) -> Exit {
 /// Runs `inspect`.
 pub fn inspect(args: &InspectArgs) -> Exit {
     let path = args.plan.as_path();
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::input::read(path, crate::input::Kind::Plan) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", path.display());
-            return Exit::Usage;
-        }
+        Err(e) => return super::usage(e),
     };
     match file::load(&bytes) {
         Ok((plan, hash)) => {

@@ -12,8 +12,15 @@ use stratum_compiler::diagnostics::render;
 
 use crate::{Color, Exit, Format};
 
-/// Spec files below `dir`, sorted, recursively.
-fn specs_below(dir: &Path, out: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
+/// Spec files below `dir`, sorted, recursively. A `*.stratum.yaml` that is
+/// not a regular file (a FIFO, a socket, a device; a symlink is followed) is
+/// skipped with a warning in `skipped`: opening a FIFO could wait forever.
+fn specs_below(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    problems: &mut Vec<String>,
+    skipped: &mut Vec<String>,
+) {
     let mut stack = vec![dir.to_path_buf()];
     let mut found = Vec::new();
     while let Some(d) = stack.pop() {
@@ -36,7 +43,13 @@ fn specs_below(dir: &Path, out: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.ends_with(".stratum.yaml"))
             {
-                found.push(path);
+                match not_regular(&path, kind) {
+                    None => found.push(path),
+                    Some(what) => skipped.push(format!(
+                        "skipped {}: it is {what}, not a regular file",
+                        path.display()
+                    )),
+                }
             }
         }
     }
@@ -58,6 +71,33 @@ pub struct CheckArgs {
     pub color: Color,
 }
 
+/// What a directory entry of type `kind` is, when it is not a regular file
+/// (through a symlink, the target's type counts).
+fn not_regular(path: &Path, kind: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = if kind.is_symlink() {
+        match std::fs::metadata(path) {
+            Ok(m) => m.file_type(),
+            Err(_) => return Some("a broken symlink"),
+        }
+    } else {
+        kind
+    };
+    if kind.is_file() {
+        None
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_dir() {
+        Some("a symlink to a directory")
+    } else {
+        Some("not a file")
+    }
+}
+
 /// Runs the command.
 pub fn run(args: &CheckArgs) -> Exit {
     let CheckArgs {
@@ -68,10 +108,11 @@ pub fn run(args: &CheckArgs) -> Exit {
     let (format, color) = (*format, *color);
     let mut files = Vec::new();
     let mut problems = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
         if p.is_dir() {
             let before = files.len();
-            specs_below(p, &mut files, &mut problems);
+            specs_below(p, &mut files, &mut problems, &mut skipped);
             if files.len() == before {
                 problems.push(format!(
                     "no `*.stratum.yaml` files in directory {}",
@@ -94,10 +135,10 @@ pub fn run(args: &CheckArgs) -> Exit {
     let mut out = stdout.lock();
     for path in &files {
         let shown = path.display().to_string();
-        let bytes = match std::fs::read(path) {
+        let bytes = match crate::input::read(path, crate::input::Kind::Spec) {
             Ok(b) => b,
             Err(e) => {
-                problems.push(format!("cannot read {shown}: {e}"));
+                problems.push(e.to_string());
                 continue;
             }
         };
@@ -119,6 +160,9 @@ pub fn run(args: &CheckArgs) -> Exit {
                 let _ = out.write_all(text.as_bytes());
             }
         }
+    }
+    for s in &skipped {
+        eprintln!("warning: {s}");
     }
     for p in &problems {
         eprintln!("error: {p}");

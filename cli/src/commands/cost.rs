@@ -127,7 +127,8 @@ fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> 
 fn read_inputs(arg: &str) -> Result<serde_json::Value, String> {
     let (text, origin) = match arg.strip_prefix('@') {
         Some(file) => (
-            std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?,
+            crate::input::read_text(Path::new(file), crate::input::Kind::Inputs)
+                .map_err(|e| e.to_string())?,
             file.to_string(),
         ),
         None => (arg.to_string(), "--inputs".to_string()),

@@ -36,12 +36,9 @@ pub fn run(args: &MigrateArgs) -> Exit {
         );
         return Exit::Usage;
     }
-    let bytes = match std::fs::read(file) {
+    let bytes = match crate::input::read(file, crate::input::Kind::Spec) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", file.display());
-            return Exit::Usage;
-        }
+        Err(e) => return super::usage(e),
     };
     let report = migrate::check_bytes(&bytes);
     match format {

@@ -41,7 +41,7 @@ pub fn error_free_spec(
 ) -> Result<stratum_compiler::Analysis, crate::Exit> {
     use std::io::{IsTerminal, Write};
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| usage(format_args!("cannot read {shown}: {e}")))?;
+    let bytes = crate::input::read(path, crate::input::Kind::Spec).map_err(usage)?;
     let analysis = stratum_compiler::analysis::analyze_bytes(&bytes);
     if analysis.ir.is_some() {
         return Ok(analysis);

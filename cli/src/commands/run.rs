@@ -59,8 +59,13 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
     let text = match arg {
         None => return Ok(json!({})),
         Some(a) => match a.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read inputs file {path}: {e}"))?,
+            Some(path) => crate::input::read_text(Path::new(path), crate::input::Kind::Inputs)
+                .map_err(|e| match e {
+                    crate::input::ReadError::Io { error, .. } => {
+                        format!("cannot read inputs file {path}: {error}")
+                    }
+                    other => other.to_string(),
+                })?,
             None => a.to_string(),
         },
     };
@@ -68,12 +73,8 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
 }
 
 fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
-    let bytes = std::fs::read(source).map_err(|e| {
-        (
-            Exit::Usage,
-            format!("cannot read {}: {e}", source.display()),
-        )
-    })?;
+    let bytes = crate::input::read(source, crate::input::Kind::SpecOrPlan)
+        .map_err(|e| (Exit::Usage, e.to_string()))?;
     if bytes.starts_with(stratum_vm::plan::file::MAGIC) {
         return Ok(bytes);
     }
@@ -146,13 +147,31 @@ fn watch_signals() -> std::io::Result<()> {
 
 /// Ends an interrupted run: says what was stopped and how to continue,
 /// prints the final document, exits 130/143.
-fn interrupted(format: Format, run_id: &str, outcome: &Outcome, sig: i32, killed: usize) -> Exit {
+fn interrupted(
+    stop: Stopped<'_>,
+    run_id: &str,
+    outcome: &Outcome,
+    sig: i32,
+    killed: usize,
+) -> Exit {
     let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+    // the audit says who stopped the driver and what it killed
+    if let Err(e) = stop.engine.interrupted(run_id, name, killed, stop.host) {
+        eprintln!("warning: the interruption is not in the run's audit: {e}");
+    }
+    let format = stop.format;
     eprintln!(
         "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported for them; continue with `stratumc run --resume {run_id} --agent CMD`"
     );
     let _ = finish(format, run_id, outcome);
     exit_for(sig)
+}
+
+/// What an interrupted driver needs to record its end.
+struct Stopped<'a> {
+    engine: &'a mut Engine,
+    host: &'a mut StdHost,
+    format: Format,
 }
 
 /// Marks the gate prompt as open ([`AT_PROMPT`]) until dropped.
@@ -426,7 +445,12 @@ pub fn run(args: &RunArgs) -> Exit {
             break;
         }
         if let Some(sig) = signalled() {
-            return interrupted(args.format, &run_id, &outcome, sig, 0);
+            let stop = Stopped {
+                engine: &mut engine,
+                host: &mut host,
+                format: args.format,
+            };
+            return interrupted(stop, &run_id, &outcome, sig, 0);
         }
         if !outcome.ready.is_empty() {
             let ready = &outcome.ready;
@@ -436,7 +460,12 @@ pub fn run(args: &RunArgs) -> Exit {
             }
             if let Some(killed) = round.interrupted {
                 let sig = signalled().unwrap_or(SIGTERM);
-                return interrupted(args.format, &run_id, &outcome, sig, killed);
+                let stop = Stopped {
+                    engine: &mut engine,
+                    host: &mut host,
+                    format: args.format,
+                };
+                return interrupted(stop, &run_id, &outcome, sig, killed);
             }
             continue;
         }

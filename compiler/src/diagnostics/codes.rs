@@ -58,6 +58,7 @@ codes! {
     UnsupportedTag = "S0007", Error, "a YAML tag that specs may not use";
     ComplexKey = "S0008", Error, "a mapping key that is not a plain scalar";
     FileTooLarge = "S0009", Error, "the file is larger than a spec may be";
+    AliasBytesLimit = "S0010", Error, "YAML aliases expand to too much text";
 
     // S01xx — structure of the v1 schema.
     UnknownField = "S0101", Error, "a field that does not exist at this place";

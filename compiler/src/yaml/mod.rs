@@ -3,7 +3,7 @@
 //! Owns: turning text into a [`Node`] tree where every key, scalar and
 //! container carries a byte [`Span`]; YAML 1.2 core-schema scalar resolution;
 //! refusing duplicate keys, several documents, custom tags and complex keys;
-//! bounding alias expansion and nesting depth; the map from offsets inside a
+//! bounding alias expansion (in nodes and in bytes of text) and nesting depth; the map from offsets inside a
 //! decoded scalar back to file offsets. Loading in cached pieces (the
 //! incremental path) is [`chunked`].
 //! Must never: know the Stratum schema (that is `syntax`), or hand-parse YAML
@@ -18,6 +18,10 @@ use crate::source::Span;
 
 /// Most nodes that alias expansion may produce (billion-laughs guard).
 pub const ALIAS_LIMIT: usize = 100_000;
+/// Most bytes of text (string scalars and mapping keys) that alias
+/// expansion may produce: one large anchored scalar repeated is few nodes
+/// but many bytes.
+pub const ALIAS_BYTES_LIMIT: usize = 64 * 1024 * 1024;
 /// Deepest nesting of collections accepted.
 pub const MAX_DEPTH: usize = 64;
 
@@ -175,215 +179,267 @@ pub fn load(text: &str) -> Loaded {
     load_noting_anchors(text).0
 }
 
+/// Loading stopped: the diagnostic saying why is in the loader; the tree is
+/// dropped.
+struct Stop;
+
+/// The state of one load: open collections, anchors, what aliases may still
+/// expand to.
+struct Loader<'t> {
+    text: &'t str,
+    offsets: Offsets,
+    diagnostics: Vec<Diagnostic>,
+    stack: Vec<Frame>,
+    anchors: std::collections::HashMap<usize, Node>,
+    /// Nodes that aliases may still produce ([`ALIAS_LIMIT`] at the start).
+    alias_nodes: usize,
+    /// Bytes of text that aliases may still produce ([`ALIAS_BYTES_LIMIT`]).
+    alias_bytes: usize,
+    documents: usize,
+    root: Option<Node>,
+    /// Whether the text had any anchor or alias.
+    anchored: bool,
+}
+
 /// [`load`], and whether the text had any anchor or alias.
 fn load_noting_anchors(text: &str) -> (Loaded, bool) {
-    let mut anchored = false;
-    let offsets = Offsets::new(text);
-    let mut diagnostics = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: std::collections::HashMap<usize, Node> = std::collections::HashMap::new();
-    let mut alias_budget = ALIAS_LIMIT;
-    let mut documents = 0usize;
-    let mut root: Option<Node> = None;
+    let mut loader = Loader {
+        text,
+        offsets: Offsets::new(text),
+        diagnostics: Vec::new(),
+        stack: Vec::new(),
+        anchors: std::collections::HashMap::new(),
+        alias_nodes: ALIAS_LIMIT,
+        alias_bytes: ALIAS_BYTES_LIMIT,
+        documents: 0,
+        root: None,
+        anchored: false,
+    };
     let mut failed = false;
-
     for event in Parser::new_from_str(text) {
-        let (event, yspan) = match event {
-            Ok(pair) => pair,
-            Err(err) => {
-                let m = err.marker();
-                let at = offsets.byte(m.index());
-                let end = next_char_end(text, at);
-                if err.info().contains("recursion limit") {
-                    diagnostics.push(too_deep(Span::new(at, end)));
-                    failed = true;
-                    break;
-                }
-                diagnostics.push(
-                    Diagnostic::new(
-                        Code::YamlSyntax,
-                        Span::new(at, end),
-                        format!("invalid YAML: {}", err.info()),
-                    )
-                    .with_help(
-                        "fix the YAML syntax first; every other check needs a well-formed document",
-                    ),
-                );
-                failed = true;
-                break;
-            }
+        let step = match event {
+            Ok((event, yspan)) => loader.event(event, yspan),
+            Err(err) => Err(loader.scan_error(&err)),
         };
-        let span = offsets.span(yspan);
+        if step.is_err() {
+            failed = true;
+            break;
+        }
+    }
+    let root = if failed { None } else { loader.root };
+    let loaded = Loaded {
+        root,
+        diagnostics: loader.diagnostics,
+    };
+    (loaded, loader.anchored)
+}
+
+impl Loader<'_> {
+    /// Records why loading stops.
+    fn fail(&mut self, d: Diagnostic) -> Stop {
+        self.diagnostics.push(d);
+        Stop
+    }
+
+    fn scan_error(&mut self, err: &saphyr_parser::ScanError) -> Stop {
+        let at = self.offsets.byte(err.marker().index());
+        let span = Span::new(at, next_char_end(self.text, at));
+        if err.info().contains("recursion limit") {
+            return self.fail(too_deep(span));
+        }
+        self.fail(
+            Diagnostic::new(
+                Code::YamlSyntax,
+                span,
+                format!("invalid YAML: {}", err.info()),
+            )
+            .with_help("fix the YAML syntax first; every other check needs a well-formed document"),
+        )
+    }
+
+    /// Handles one parser event: opens or closes a collection, or attaches a
+    /// finished node to its parent.
+    fn event(&mut self, event: Event<'_>, yspan: YSpan) -> Result<(), Stop> {
+        let span = self.offsets.span(yspan);
         let node = match event {
-            Event::DocumentStart(_) => {
-                documents += 1;
-                if documents > 1 {
-                    diagnostics.push(
-                        Diagnostic::new(
-                            Code::MultipleDocuments,
-                            span,
-                            "a spec file holds exactly one YAML document",
-                        )
-                        .with_help("move the other document to its own file"),
-                    );
-                    failed = true;
-                    break;
-                }
-                continue;
+            Event::DocumentStart(_) => return self.document(span),
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {
+                return Ok(());
             }
-            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
             Event::SequenceStart(anchor, tag) => {
-                anchored |= anchor != 0;
-                if let Some(d) = refuse_opening(tag.as_deref(), span, "!!seq", stack.len()) {
-                    diagnostics.push(d);
-                    failed = true;
-                    break;
-                }
-                stack.push(Frame::Seq {
-                    items: Vec::new(),
-                    start: span,
-                    anchor,
-                });
-                continue;
+                return self.open(anchor, tag.as_deref(), span, false);
             }
             Event::MappingStart(anchor, tag) => {
-                anchored |= anchor != 0;
-                if let Some(d) = refuse_opening(tag.as_deref(), span, "!!map", stack.len()) {
-                    diagnostics.push(d);
-                    failed = true;
-                    break;
-                }
-                stack.push(Frame::Map {
-                    entries: Vec::new(),
-                    pending_key: None,
-                    start: span,
-                    anchor,
-                });
-                continue;
+                return self.open(anchor, tag.as_deref(), span, true);
             }
-            Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq {
-                    items,
-                    start,
-                    anchor,
-                }) => {
-                    let end = items.last().map_or(start.end, |n| n.span.end).max(span.end);
-                    let node = Node {
-                        value: Value::Sequence(items),
-                        span: Span::new(start.start, end),
-                    };
-                    remember(&mut anchors, anchor, &node);
-                    node
-                }
-                _ => continue,
+            Event::SequenceEnd | Event::MappingEnd => match self.close(span) {
+                Some(node) => node,
+                None => return Ok(()),
             },
-            Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map {
-                    entries,
-                    start,
-                    anchor,
-                    ..
-                }) => {
-                    let end = entries
-                        .last()
-                        .map_or(start.end, |e| e.value.span.end.max(e.key.span.end))
-                        .max(span.end);
-                    let node = Node {
-                        value: Value::Mapping(entries),
-                        span: Span::new(start.start, end),
-                    };
-                    remember(&mut anchors, anchor, &node);
-                    node
-                }
-                _ => continue,
-            },
-            Event::Alias(id) => {
-                anchored = true;
-                let Some(target) = anchors.get(&id) else {
-                    diagnostics.push(Diagnostic::new(
-                        Code::YamlSyntax,
-                        span,
-                        "alias refers to an unknown anchor",
-                    ));
-                    failed = true;
-                    break;
-                };
-                let size = count_nodes(target, alias_budget.saturating_add(1));
-                if size > alias_budget {
-                    diagnostics.push(
-                        Diagnostic::new(
-                            Code::AliasLimit,
-                            span,
-                            format!("YAML aliases expand to more than {ALIAS_LIMIT} nodes"),
-                        )
-                        .with_help("write the repeated parts out, or use fewer nested aliases"),
-                    );
-                    failed = true;
-                    break;
-                }
-                alias_budget -= size;
-                let mut node = target.clone();
-                node.span = span;
+            Event::Alias(id) => self.alias(id, span)?,
+            Event::Scalar(value, style, anchor, tag) => {
+                self.anchored |= anchor != 0;
+                let node = resolve_scalar(&value, style, tag.as_deref(), span)
+                    .map_err(|d| self.fail(*d))?;
+                remember(&mut self.anchors, anchor, &node);
                 node
             }
-            Event::Scalar(value, style, anchor, tag) => {
-                anchored |= anchor != 0;
-                match resolve_scalar(&value, style, tag.as_deref(), span) {
-                    Ok(node) => {
-                        remember(&mut anchors, anchor, &node);
-                        node
-                    }
-                    Err(d) => {
-                        diagnostics.push(*d);
-                        failed = true;
-                        break;
-                    }
-                }
+        };
+        self.attach(node)
+    }
+
+    fn document(&mut self, span: Span) -> Result<(), Stop> {
+        self.documents += 1;
+        if self.documents > 1 {
+            return Err(self.fail(
+                Diagnostic::new(
+                    Code::MultipleDocuments,
+                    span,
+                    "a spec file holds exactly one YAML document",
+                )
+                .with_help("move the other document to its own file"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn open(
+        &mut self,
+        anchor: usize,
+        tag: Option<&saphyr_parser::Tag>,
+        span: Span,
+        mapping: bool,
+    ) -> Result<(), Stop> {
+        self.anchored |= anchor != 0;
+        let core = if mapping { "!!map" } else { "!!seq" };
+        if let Some(d) = refuse_opening(tag, span, core, self.stack.len()) {
+            return Err(self.fail(d));
+        }
+        self.stack.push(if mapping {
+            Frame::Map {
+                entries: Vec::new(),
+                pending_key: None,
+                start: span,
+                anchor,
+            }
+        } else {
+            Frame::Seq {
+                items: Vec::new(),
+                start: span,
+                anchor,
+            }
+        });
+        Ok(())
+    }
+
+    /// Closes the innermost collection (`None` when nothing is open).
+    fn close(&mut self, span: Span) -> Option<Node> {
+        let (value, start, end, anchor) = match self.stack.pop()? {
+            Frame::Seq {
+                items,
+                start,
+                anchor,
+            } => {
+                let end = items.last().map_or(start.end, |n| n.span.end);
+                (Value::Sequence(items), start, end, anchor)
+            }
+            Frame::Map {
+                entries,
+                start,
+                anchor,
+                ..
+            } => {
+                let end = entries
+                    .last()
+                    .map_or(start.end, |e| e.value.span.end.max(e.key.span.end));
+                (Value::Mapping(entries), start, end, anchor)
             }
         };
-        // attach `node` to its parent
-        match stack.last_mut() {
-            None => root = Some(node),
+        let node = Node {
+            value,
+            span: Span::new(start.start, end.max(span.end)),
+        };
+        remember(&mut self.anchors, anchor, &node);
+        Some(node)
+    }
+
+    /// The copy of an anchored node, charged to both alias budgets.
+    fn alias(&mut self, id: usize, span: Span) -> Result<Node, Stop> {
+        self.anchored = true;
+        let Some(target) = self.anchors.get(&id) else {
+            return Err(self.fail(Diagnostic::new(
+                Code::YamlSyntax,
+                span,
+                "alias refers to an unknown anchor",
+            )));
+        };
+        let size = measure(target, self.alias_nodes, self.alias_bytes);
+        if size.nodes > self.alias_nodes {
+            return Err(self.fail(
+                Diagnostic::new(
+                    Code::AliasLimit,
+                    span,
+                    format!("YAML aliases expand to more than {ALIAS_LIMIT} nodes"),
+                )
+                .with_help("write the repeated parts out, or use fewer nested aliases"),
+            ));
+        }
+        if size.bytes > self.alias_bytes {
+            return Err(self.fail(
+                Diagnostic::new(
+                    Code::AliasBytesLimit,
+                    span,
+                    format!(
+                        "YAML aliases expand to more than {} MiB ({ALIAS_BYTES_LIMIT} bytes) of text",
+                        ALIAS_BYTES_LIMIT >> 20
+                    ),
+                )
+                .with_help("do not repeat large text through aliases: write it once, or move it to a workspace file"),
+            ));
+        }
+        self.alias_nodes -= size.nodes;
+        self.alias_bytes -= size.bytes;
+        let mut node = target.clone();
+        node.span = span;
+        Ok(node)
+    }
+
+    /// Puts a finished node into the open collection (or makes it the root).
+    fn attach(&mut self, node: Node) -> Result<(), Stop> {
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
             Some(Frame::Seq { items, .. }) => items.push(node),
             Some(Frame::Map {
                 entries,
                 pending_key,
                 ..
-            }) => {
-                match pending_key.take() {
-                    None => match key_of(&node) {
-                        Ok(key) => *pending_key = Some(key),
-                        Err(d) => {
-                            diagnostics.push(*d);
-                            failed = true;
-                            break;
-                        }
-                    },
-                    Some(key) => {
-                        if let Some(first) = entries.iter().find(|e| e.key.text == key.text) {
-                            diagnostics.push(
-                            Diagnostic::new(
-                                Code::DuplicateKey,
-                                key.span,
-                                format!("duplicate key `{}`", key.text),
-                            )
-                            .with_span_label("defined again here")
-                            .with_label(first.key.span, "first defined here")
-                            .with_help("remove one of the two entries; YAML mappings cannot repeat a key"),
-                        );
-                        } else {
-                            entries.push(Entry { key, value: node });
-                        }
+            }) => match pending_key.take() {
+                None => match key_of(&node) {
+                    Ok(key) => *pending_key = Some(key),
+                    Err(d) => return Err(self.fail(*d)),
+                },
+                Some(key) => match entries.iter().find(|e| e.key.text == key.text) {
+                    Some(first) => {
+                        let d = duplicate_key(&key, first.key.span);
+                        self.diagnostics.push(d);
                     }
-                }
-            }
+                    None => entries.push(Entry { key, value: node }),
+                },
+            },
         }
+        Ok(())
     }
+}
 
-    if failed {
-        root = None;
-    }
-    (Loaded { root, diagnostics }, anchored)
+fn duplicate_key(key: &Str, first: Span) -> Diagnostic {
+    Diagnostic::new(
+        Code::DuplicateKey,
+        key.span,
+        format!("duplicate key `{}`", key.text),
+    )
+    .with_span_label("defined again here")
+    .with_label(first, "first defined here")
+    .with_help("remove one of the two entries; YAML mappings cannot repeat a key")
 }
 
 fn next_char_end(text: &str, at: u32) -> u32 {
@@ -420,25 +476,38 @@ fn remember(anchors: &mut std::collections::HashMap<usize, Node>, anchor: usize,
     }
 }
 
-/// Counts nodes of a tree, stopping once `limit` is exceeded.
-fn count_nodes(node: &Node, limit: usize) -> usize {
-    let mut count = 0usize;
+/// The size of a tree: nodes (a mapping entry counts its key and its value)
+/// and bytes of text (string scalars and keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Size {
+    nodes: usize,
+    bytes: usize,
+}
+
+/// Measures a tree, stopping once it has more than `nodes` nodes or
+/// `bytes` bytes (the answer is then past the bound, not exact).
+fn measure(node: &Node, nodes: usize, bytes: usize) -> Size {
+    let mut size = Size { nodes: 0, bytes: 0 };
     let mut todo = vec![node];
     while let Some(n) = todo.pop() {
-        count += 1;
-        if count > limit {
-            return count;
-        }
+        size.nodes += 1;
         match &n.value {
             Value::Sequence(items) => todo.extend(items.iter()),
             Value::Mapping(entries) => {
-                count += entries.len();
-                todo.extend(entries.iter().map(|e| &e.value));
+                size.nodes += entries.len();
+                for e in entries {
+                    size.bytes += e.key.text.len();
+                    todo.push(&e.value);
+                }
             }
-            _ => {}
+            Value::String(s) => size.bytes += s.text.len(),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+        if size.nodes > nodes || size.bytes > bytes {
+            return size;
         }
     }
-    count
+    size
 }
 
 fn key_of(node: &Node) -> Result<Str, Box<Diagnostic>> {
@@ -860,6 +929,48 @@ mod tests {
         assert_eq!(codes(&text), vec!["S0005"]);
         // small aliases are fine
         assert!(codes("a: &x {b: 1}\nc: *x\n").is_empty());
+    }
+
+    #[test]
+    fn aliases_of_large_text_are_bounded_in_bytes() {
+        // few nodes (under the node limit), many bytes: 1 MiB × 65 > 64 MiB
+        let big = "x".repeat(1 << 20);
+        let uses = vec!["*a"; 65].join(", ");
+        let text = format!("a: &a {big}\nb: [{uses}]\n");
+        let loaded = load(&text);
+        let found: Vec<_> = loaded.diagnostics.iter().map(|d| d.code.as_str()).collect();
+        assert_eq!(found, vec!["S0010"]);
+        assert!(loaded.root.is_none());
+        // the alias that crosses the budget is the one reported: the 65th
+        let d = &loaded.diagnostics[0];
+        let at = d.span.start as usize;
+        assert_eq!(&text[at..at + 2], "*a");
+        assert_eq!(text[..at].matches("*a").count(), 64);
+        // 64 copies are exactly at the budget: accepted
+        let uses = vec!["*a"; 64].join(", ");
+        let text = format!("a: &a {big}\nb: [{uses}]\n");
+        assert!(codes(&text).is_empty());
+        // keys count too
+        let key = "k".repeat(1 << 20);
+        let uses = vec!["*m"; 65].join(", ");
+        let text = format!("m: &m {{{key}: 1}}\nb: [{uses}]\n");
+        assert_eq!(codes(&text), vec!["S0010"]);
+    }
+
+    #[test]
+    fn measure_stops_past_either_bound() {
+        let r = root("a: [x, yy, {zzz: 1}]\n");
+        let full = measure(&r, usize::MAX, usize::MAX);
+        // root map, key entry, seq, x, yy, inner map, its entry, 1
+        assert_eq!(
+            full,
+            Size {
+                nodes: 8,
+                bytes: 1 + 1 + 2 + 3
+            }
+        );
+        assert!(measure(&r, 3, usize::MAX).nodes > 3);
+        assert!(measure(&r, usize::MAX, 2).bytes > 2);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
+use stratum_compiler::analysis::MAX_FILE_SIZE;
 use stratum_compiler::speckit::{self, Compiled};
 
 use crate::args::{Args, Field, Kind};
@@ -84,9 +85,9 @@ pub fn read_tasks_dir(dir: &Path) -> Result<Vec<(String, String)>, ReadError> {
         if !name.ends_with(".md") || !path.is_file() {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|e| ReadError {
+        let bytes = read_task_file(&path).map_err(|message| ReadError {
             error_type: "compile_error",
-            message: format!("cannot read {}: {e}", path.display()),
+            message,
         })?;
         let text = String::from_utf8(bytes).map_err(|_| ReadError {
             error_type: "compile_error",
@@ -96,6 +97,33 @@ pub fn read_tasks_dir(dir: &Path) -> Result<Vec<(String, String)>, ReadError> {
     }
     files.sort();
     Ok(files)
+}
+
+/// One task file: a regular file (checked on the opened descriptor) of at
+/// most [`MAX_FILE_SIZE`] bytes (what one spec may hold), read with
+/// `Read::take` so an endless file stops at the limit.
+fn read_task_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read {shown}: it is not a regular file"));
+    }
+    let limit = MAX_FILE_SIZE as u64;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "cannot read {shown}: a task file is limited to {} MiB ({limit} bytes), like a spec",
+            limit >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The steps of a compiled spec as the reply lists them.

@@ -44,8 +44,8 @@ fn config() -> Result<CostConfig, String> {
     if !path.is_file() {
         return Ok(CostConfig::default());
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("stratum.toml: {e}"))?;
-    CostConfig::from_toml(&text).map_err(|e| format!("stratum.toml: {e}"))
+    let config = stratum_vm::config::load_file(path).map_err(|e| e.to_string())?;
+    Ok(CostConfig::from_config(&config))
 }
 
 /// Runs the tool.

@@ -5,7 +5,9 @@
 //!
 //! Owns: the run-time meaning of every opcode and builtin, the bindings an
 //! expression sees, the error codes and their messages, the binding depth
-//! limit, and the file-function seam ([`Files`]).
+//! limit, the size limit of the strings it builds (`+`, `str`:
+//! [`value::MAX_VALUE_BYTES`], a `resource_limit` past it), and the
+//! file-function seam ([`Files`]).
 //! Must never: panic or index unchecked (chunks come from plan files), clone
 //! a binding merely to read it (`input`, `result` and step outputs are
 //! borrowed until an operation needs an owned value), materialize the step
@@ -16,7 +18,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use super::regex as pattern;
-use super::value::{self, MAX_DEPTH, Value, as_number, equal, truthy, type_name};
+use super::value::{self, MAX_DEPTH, MAX_VALUE_BYTES, Value, as_number, equal, truthy, type_name};
 use crate::plan::op::{self, BUILTINS, Op};
 use crate::plan::{Chunk, ConstDef, Plan};
 
@@ -483,7 +485,9 @@ impl<'a> Machine<'a, '_> {
                 }))
             }
             "max" | "min" => extreme(name, a0),
-            "str" => Ok(Value::String(value::js_string(a0))),
+            "str" => value::js_string_within(a0, MAX_VALUE_BYTES)
+                .map(Value::String)
+                .ok_or_else(|| EvalError::ResourceLimit(value::too_large_message("`str`", None))),
             "int" => int(a0),
             "bool" => Ok(Value::Bool(truthy(a0))),
             "matches" => {
@@ -609,6 +613,9 @@ fn arith(op: Op, l: Cow<'_, Value>, r: &Value) -> R<Value> {
     if op == Op::Add
         && let Value::String(b) = r
     {
+        if let Value::String(a) = &*l {
+            concat_fits(a, b)?;
+        }
         return match l {
             Cow::Owned(Value::String(mut a)) => {
                 a.push_str(b);
@@ -645,6 +652,19 @@ fn arith(op: Op, l: Cow<'_, Value>, r: &Value) -> R<Value> {
         }
     };
     num(n, &format!("the result of `{sym}`"))
+}
+
+/// Whether `a + b` stays within [`MAX_VALUE_BYTES`] (checked before the
+/// string is built).
+fn concat_fits(a: &str, b: &str) -> R<()> {
+    let len = a.len().saturating_add(b.len());
+    if len > MAX_VALUE_BYTES {
+        return Err(EvalError::ResourceLimit(value::too_large_message(
+            "`+`",
+            Some(len),
+        )));
+    }
+    Ok(())
 }
 
 fn compare(op: Op, l: &Value, r: &Value) -> R<bool> {

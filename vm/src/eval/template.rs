@@ -5,13 +5,14 @@
 //! Owns: walking a reference path through a value, the three
 //! [`TemplateMode`]s, and the interpolation text of each value type
 //! (string as is, `null` empty, numbers and booleans as JavaScript text,
-//! arrays and objects as compact JSON).
+//! arrays and objects as compact JSON), and the size limit of the text it
+//! builds ([`MAX_VALUE_BYTES`], an error past it).
 //! Must never: re-scan substituted text for `${…}` (inserted values are
 //! verbatim), read bindings other than through [`RefValues`], or panic.
 
 use std::borrow::Cow;
 
-use super::value::{Value, compact_json, js_string};
+use super::value::{MAX_VALUE_BYTES, Value, compact_json_within, js_string, too_large_message};
 use crate::plan::{PieceDef, Plan, RefDef, RefTarget, Seg, TemplateDef, TemplateMode};
 
 /// The message of a reference that resolves to nothing.
@@ -73,16 +74,37 @@ pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Valu
     for p in &t.pieces {
         match p {
             PieceDef::Text(s) => match plan.strings.get(*s as usize) {
-                Some(s) => out.push_str(s),
+                Some(s) => push_within(&mut out, s)?,
                 None => return Err(format!("template text #{s} is out of range")),
             },
             PieceDef::Ref(r) => match &*resolve(plan, r, refs).ok_or(UNAVAILABLE)? {
-                Value::String(s) => out.push_str(s),
+                Value::String(s) => push_within(&mut out, s)?,
                 Value::Null => {}
-                v @ (Value::Array(_) | Value::Object(_)) => out.push_str(&compact_json(v)),
-                v => out.push_str(&js_string(v)),
+                v @ (Value::Array(_) | Value::Object(_)) => {
+                    let room = MAX_VALUE_BYTES - out.len();
+                    let text = compact_json_within(v, room).ok_or_else(too_large)?;
+                    out.push_str(&text);
+                }
+                v => push_within(&mut out, &js_string(v))?,
             },
         }
     }
     Ok(Value::String(out))
+}
+
+/// The error of a rendering over [`MAX_VALUE_BYTES`].
+fn too_large() -> String {
+    format!(
+        "resource_limit: {}",
+        too_large_message("the template", None)
+    )
+}
+
+/// Appends `s`, unless the text would pass [`MAX_VALUE_BYTES`].
+fn push_within(out: &mut String, s: &str) -> Result<(), String> {
+    if out.len().saturating_add(s.len()) > MAX_VALUE_BYTES {
+        return Err(too_large());
+    }
+    out.push_str(s);
+    Ok(())
 }

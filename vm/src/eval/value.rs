@@ -4,8 +4,9 @@
 //!
 //! Owns: structural equality (numbers as IEEE doubles, `0 == -0`, objects
 //! key-order-insensitive), truthiness, the nesting-depth measure, number
-//! normalization, `js_number` (JavaScript `Number` → `String`) and
-//! `compact_json` (`JSON.stringify` without spacing).
+//! normalization, `js_number` (JavaScript `Number` → `String`),
+//! `compact_json` (`JSON.stringify` without spacing, also bounded), and the
+//! size limit of the values the evaluator builds ([`MAX_VALUE_BYTES`]).
 //! Must never: recurse over a value (values can be nested arbitrarily deep;
 //! every walk here keeps an explicit stack), or panic.
 
@@ -16,6 +17,27 @@ pub type Value = serde_json::Value;
 
 /// Deepest nesting of arrays and objects accepted in a binding value.
 pub const MAX_DEPTH: usize = 128;
+
+/// Largest value the evaluator builds, in bytes of text: a string made by
+/// `+`, `str` or template interpolation (UTF-8 bytes), or the compact JSON
+/// text of an array or object turned into a string. Values it only reads or
+/// copies (bindings, step outputs, full-value references) are bounded where
+/// they come from.
+pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The message of a value over [`MAX_VALUE_BYTES`]: `what` (e.g. "`+`")
+/// would build a string of `len` bytes (`None`: not known, only that it is
+/// over).
+pub fn too_large_message(what: &str, len: Option<usize>) -> String {
+    let size = match len {
+        Some(n) => format!("a string of {n} bytes"),
+        None => "a longer string".to_string(),
+    };
+    format!(
+        "{what} would build {size}, but values are limited to {} MiB ({MAX_VALUE_BYTES} bytes); keep large data in workspace files and pass their paths",
+        MAX_VALUE_BYTES >> 20
+    )
+}
 
 /// The language's name of a value's type (`null`, `boolean`, `number`,
 /// `string`, `array`, `object`).
@@ -194,6 +216,13 @@ pub fn write_json_string(out: &mut String, s: &str) {
 /// `JSON.stringify(v)`: no spaces, object keys in insertion order, numbers
 /// in JavaScript form (`5`, `2.5`, `1e+21`).
 pub fn compact_json(v: &Value) -> String {
+    // no text is longer than usize::MAX bytes
+    compact_json_within(v, usize::MAX).unwrap_or_default()
+}
+
+/// [`compact_json`], or `None` as soon as the text would pass `limit`
+/// bytes (it never holds much more than `limit` bytes on the way).
+pub fn compact_json_within(v: &Value, limit: usize) -> Option<String> {
     enum Work<'a> {
         Value(&'a Value),
         Key(&'a str),
@@ -212,7 +241,13 @@ pub fn compact_json(v: &Value) -> String {
                 Value::Null => out.push_str("null"),
                 Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
                 Value::Number(n) => out.push_str(&js_number_value(n)),
-                Value::String(s) => write_json_string(&mut out, s),
+                Value::String(s) => {
+                    // the literal is at least the string and its quotes
+                    if out.len().saturating_add(s.len()).saturating_add(2) > limit {
+                        return None;
+                    }
+                    write_json_string(&mut out, s);
+                }
                 Value::Array(a) => {
                     out.push('[');
                     stack.push(Work::Text("]"));
@@ -236,8 +271,20 @@ pub fn compact_json(v: &Value) -> String {
                 }
             },
         }
+        if out.len() > limit {
+            return None;
+        }
     }
-    out
+    Some(out)
+}
+
+/// [`js_string`], or `None` when the text would pass `limit` bytes.
+pub fn js_string_within(v: &Value, limit: usize) -> Option<String> {
+    match v {
+        Value::String(s) if s.len() > limit => None,
+        Value::Array(_) | Value::Object(_) => compact_json_within(v, limit),
+        _ => Some(js_string(v)).filter(|s| s.len() <= limit),
+    }
 }
 
 /// JavaScript `String(v)`: strings as they are, scalars as text, arrays and
@@ -318,6 +365,22 @@ mod tests {
         assert!(!deeper_than(&json!([[1]]), 2));
         assert!(deeper_than(&json!([[1]]), 1));
         assert!(deeper_than(&json!({"a": {"b": {}}}), 2));
+    }
+
+    #[test]
+    fn compact_json_within_stops_past_the_limit() {
+        let v = json!({"a": ["xyz", 1, null], "b": "é"});
+        let full = compact_json(&v);
+        assert_eq!(compact_json_within(&v, full.len()), Some(full.clone()));
+        assert_eq!(compact_json_within(&v, full.len() - 1), None);
+        assert_eq!(compact_json_within(&v, 0), None);
+        // a long string is refused before it is escaped
+        let long = json!(["x".repeat(100)]);
+        assert_eq!(compact_json_within(&long, 50), None);
+        assert_eq!(js_string_within(&json!("abc"), 3), Some("abc".into()));
+        assert_eq!(js_string_within(&json!("abcd"), 3), None);
+        assert_eq!(js_string_within(&json!(12345), 3), None);
+        assert_eq!(js_string_within(&json!([1]), 3), Some("[1]".into()));
     }
 
     #[test]

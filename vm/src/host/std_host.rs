@@ -35,7 +35,10 @@ impl StdHost {
 
     /// The host of a run whose workspace root is `root`, with the judge of
     /// an already read `config`.
-    pub fn with_config(root: Option<&Path>, config: &crate::config::Config) -> Result<StdHost, String> {
+    pub fn with_config(
+        root: Option<&Path>,
+        config: &crate::config::Config,
+    ) -> Result<StdHost, String> {
         let workspace = root
             .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
             .transpose()?;

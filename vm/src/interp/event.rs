@@ -1,6 +1,6 @@
 //! The audit events a transition records: one closed enum, so the list of
 //! kinds and their fields lives in one place (documented in
-//! `docs/events.md`, which a test holds against [`EventKind::ALL`]).
+//! `docs/events.md`, whose table a tidy test regenerates from [`EventKind::examples`]).
 //!
 //! Owns: the event record, every kind with its typed detail, and their JSON
 //! form (`{at, type, stepId?, detail?}`, detail field names in camelCase).
@@ -160,6 +160,10 @@ pub enum EventKind {
     },
     /// A driver continued the run.
     Resumed,
+    /// A driver was stopped by a signal; the agent commands it was waiting
+    /// for were killed with their process groups (their dispatches stay
+    /// live and are handed out again on resume).
+    DriverInterrupted { signal: String, killed: usize },
     /// The run state was restored from a checkpoint.
     CheckpointReverted {
         label: String,
@@ -169,36 +173,269 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// Every kind's `type`, in the order of `docs/events.md`.
-    pub const ALL: &'static [&'static str] = &[
-        "planned",
-        "ready",
-        "result",
-        "evidence",
-        "judged",
-        "skipped",
-        "routed",
-        "gate_waiting",
-        "gate_resolved",
-        "completed",
-        "failed",
-        "killed",
-        "budget_exhausted",
-        "flow_cancelled",
-        "usage_debit",
-        "fanout_ledger_debit",
-        "fanout_item_ready",
-        "fanout_item_skipped",
-        "fanout_attempt_result",
-        "fanout_merge",
-        "worktree_created",
-        "worktree_removed",
-        "worktree_patch",
-        "step_reset",
-        "carry_updated",
-        "resumed",
-        "checkpoint_reverted",
-    ];
+    /// The kind's `type` on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Planned { .. } => "planned",
+            EventKind::Ready { .. } => "ready",
+            EventKind::Result(_) => "result",
+            EventKind::Evidence { .. } => "evidence",
+            EventKind::Judged { .. } => "judged",
+            EventKind::Skipped { .. } => "skipped",
+            EventKind::Routed { .. } => "routed",
+            EventKind::GateWaiting { .. } => "gate_waiting",
+            EventKind::GateResolved { .. } => "gate_resolved",
+            EventKind::Completed { .. } => "completed",
+            EventKind::Failed(_) => "failed",
+            EventKind::Killed(_) => "killed",
+            EventKind::BudgetExhausted(_) => "budget_exhausted",
+            EventKind::FlowCancelled { .. } => "flow_cancelled",
+            EventKind::UsageDebit(_) => "usage_debit",
+            EventKind::FanoutLedgerDebit { .. } => "fanout_ledger_debit",
+            EventKind::FanoutItemReady { .. } => "fanout_item_ready",
+            EventKind::FanoutItemSkipped { .. } => "fanout_item_skipped",
+            EventKind::FanoutAttemptResult { .. } => "fanout_attempt_result",
+            EventKind::FanoutMerge { .. } => "fanout_merge",
+            EventKind::WorktreeCreated { .. } => "worktree_created",
+            EventKind::WorktreeRemoved { .. } => "worktree_removed",
+            EventKind::WorktreePatch { .. } => "worktree_patch",
+            EventKind::StepReset { .. } => "step_reset",
+            EventKind::CarryUpdated { .. } => "carry_updated",
+            EventKind::Resumed => "resumed",
+            EventKind::DriverInterrupted { .. } => "driver_interrupted",
+            EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
+        }
+    }
+
+    /// Which step id the event carries.
+    fn step_of(&self) -> &'static str {
+        match self {
+            EventKind::Planned { .. }
+            | EventKind::Completed { .. }
+            | EventKind::Failed(_)
+            | EventKind::Killed(_)
+            | EventKind::BudgetExhausted(_)
+            | EventKind::FlowCancelled { .. }
+            | EventKind::Resumed
+            | EventKind::DriverInterrupted { .. }
+            | EventKind::CheckpointReverted { .. } => "—",
+            EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
+            EventKind::Evidence { .. } => {
+                "the checked step or item; none inside `when`/`set` expressions"
+            }
+            EventKind::Judged { .. } => "the checked step or item",
+            EventKind::Routed { .. } => "the failed step",
+            EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
+            EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
+            EventKind::FanoutLedgerDebit { .. } => "item (`fan/3`)",
+            EventKind::FanoutItemReady { .. }
+            | EventKind::FanoutItemSkipped { .. }
+            | EventKind::FanoutAttemptResult { .. }
+            | EventKind::FanoutMerge { .. }
+            | EventKind::WorktreeCreated { .. }
+            | EventKind::WorktreeRemoved { .. }
+            | EventKind::WorktreePatch { .. } => "fanout",
+            EventKind::StepReset { .. } => "the revise target",
+            EventKind::CarryUpdated { .. } => "the deciding gate (revise), or none (initial)",
+        }
+    }
+
+    /// One example of every kind, in the order of `docs/events.md`.
+    pub fn examples() -> Vec<EventKind> {
+        let mut all = Self::step_examples();
+        all.extend(Self::run_examples());
+        all.extend(Self::fanout_examples());
+        all.extend(Self::revision_examples());
+        all
+    }
+
+    fn failure_example() -> Failure {
+        Failure::new(
+            1,
+            "ensure \"len(result.items) > 0\" failed: predicate evaluated to false",
+        )
+    }
+
+    fn step_examples() -> Vec<EventKind> {
+        let failure = Self::failure_example();
+        let file = FileEvidence {
+            path: "notes.md".into(),
+            exists: true,
+            size: Some(12),
+            blake3: Some("af1349b9…".into()),
+            note: None,
+        };
+        vec![
+            EventKind::Planned {
+                plan_hash: "cc76835a…".into(),
+                flow: "main".into(),
+            },
+            EventKind::Ready { attempt: 1 },
+            EventKind::Result(AttemptResult::Output {
+                attempt: 1,
+                output: serde_json::json!({"summary": "done"}),
+            }),
+            EventKind::Result(AttemptResult::Failure {
+                attempt: 1,
+                failure: failure.clone(),
+                iterate: Some(Iteration {
+                    iteration: 1,
+                    max: 3,
+                }),
+            }),
+            EventKind::Evidence { file, root: None },
+            EventKind::Judged {
+                statement: "The summary is faithful.".into(),
+                holds: true,
+                reason: "it is".into(),
+                stakes: "cheap".into(),
+                model: "llama3".into(),
+                usage: JudgeUsage {
+                    tokens: 120.0,
+                    usd: 0.0,
+                },
+            },
+            EventKind::Skipped {
+                reason: "`when` is not true".into(),
+            },
+            EventKind::Routed {
+                target: "fallback".into(),
+                failure,
+            },
+            EventKind::GateWaiting { round: 0 },
+            EventKind::GateResolved {
+                decision: "revise".into(),
+                target: Some("draft".into()),
+                note: Some("tighten section 2".into()),
+                resolved_by: "human".into(),
+            },
+        ]
+    }
+
+    fn run_examples() -> Vec<EventKind> {
+        vec![
+            EventKind::Completed {
+                output: serde_json::json!({"summary": "done"}),
+            },
+            EventKind::Failed(RunEnd {
+                attempt: 1,
+                reason: "no runnable steps remain".into(),
+            }),
+            EventKind::Killed(RunEnd {
+                attempt: 0,
+                reason: "gate `review` killed the flow".into(),
+            }),
+            EventKind::BudgetExhausted(RunEnd {
+                attempt: 0,
+                reason: "flow budget exhausted".into(),
+            }),
+            EventKind::FlowCancelled {
+                by: "operator".into(),
+                burned: Burned {
+                    steps: vec!["work".into()],
+                    items: 2,
+                },
+            },
+            EventKind::UsageDebit(UsageDebit::Dispatch {
+                attempt: 1,
+                amount: serde_json::json!({"tokens": 1200, "usd": 0.02}),
+            }),
+        ]
+    }
+
+    fn fanout_examples() -> Vec<EventKind> {
+        let path = "/tmp/stratum-wt/run-…/fan-e0-0".to_string();
+        vec![
+            EventKind::FanoutLedgerDebit {
+                item_index: 3,
+                attempt: 1,
+                amount: serde_json::json!({"tokens": 800}),
+                source: None,
+            },
+            EventKind::FanoutItemReady {
+                item_index: 3,
+                stage: 0,
+                attempt: 1,
+            },
+            EventKind::FanoutItemSkipped {
+                item_index: 3,
+                stage: 1,
+            },
+            EventKind::FanoutAttemptResult {
+                item_index: 3,
+                stage: 0,
+                attempt: 1,
+                success: false,
+                failure: Some(Self::failure_example()),
+            },
+            EventKind::FanoutMerge {
+                items: vec![0, 1, 2],
+                pre_merge: vec!["make lint".into()],
+                success: true,
+                reason: None,
+            },
+            EventKind::WorktreeCreated {
+                item_index: 0,
+                path: path.clone(),
+            },
+            EventKind::WorktreeRemoved {
+                item_index: 0,
+                path,
+                error: None,
+            },
+            EventKind::WorktreePatch {
+                item_index: 0,
+                bytes: 418,
+            },
+        ]
+    }
+
+    fn revision_examples() -> Vec<EventKind> {
+        vec![
+            EventKind::StepReset {
+                reason: "revise".into(),
+                reset: vec![EpochChange {
+                    step_id: "draft".into(),
+                    from_epoch: 0,
+                    to_epoch: 1,
+                }],
+                subflows_dropped: vec![],
+            },
+            EventKind::CarryUpdated {
+                name: "feedback".into(),
+                reason: "revise".into(),
+                round: Some(1),
+            },
+            EventKind::Resumed,
+            EventKind::DriverInterrupted {
+                signal: "SIGTERM".into(),
+                killed: 1,
+            },
+            EventKind::CheckpointReverted {
+                label: "before-review".into(),
+                receipts_at_revert: 2,
+            },
+        ]
+    }
+
+    /// The generated part of `docs/events.md`: every kind, its step id and
+    /// an example of its detail.
+    pub fn catalogue_markdown() -> String {
+        let mut out = String::from("| type | stepId | detail (example) |\n| --- | --- | --- |\n");
+        for e in EventKind::examples() {
+            // Invariant: examples are plain data; they always serialize.
+            let v = serde_json::to_value(&e).expect("invariant: event examples serialize");
+            let detail = v
+                .get("detail")
+                .map_or("—".to_string(), |d| format!("`{d}`"));
+            out.push_str(&format!(
+                "| `{}` | {} | {detail} |\n",
+                e.name(),
+                e.step_of()
+            ));
+        }
+        out
+    }
 
     /// The event ending a run with `status` (failed, killed, budget exhausted).
     pub fn run_end(status: RunStatus, failure: &Failure) -> EventKind {
@@ -337,28 +574,16 @@ mod tests {
     }
 
     #[test]
-    fn all_lists_every_kind_once() {
+    fn every_kind_has_one_example_whose_type_is_its_name() {
         let mut seen = std::collections::BTreeSet::new();
-        for k in EventKind::ALL {
-            assert!(seen.insert(*k), "{k} listed twice");
+        for e in EventKind::examples() {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["type"], e.name());
+            seen.insert(e.name());
+            let back: EventKind = serde_json::from_value(v).unwrap();
+            assert_eq!(back, e);
         }
-        // one sample per variant: its serialized type must be listed
-        let samples = [
-            EventKind::Resumed,
-            EventKind::Failed(RunEnd {
-                attempt: 0,
-                reason: String::new(),
-            }),
-            EventKind::FanoutMerge {
-                items: vec![],
-                pre_merge: vec![],
-                success: true,
-                reason: None,
-            },
-        ];
-        for s in samples {
-            let v = serde_json::to_value(&s).unwrap();
-            assert!(EventKind::ALL.contains(&v["type"].as_str().unwrap()));
-        }
+        // `result` has two examples (success, failure)
+        assert_eq!(seen.len() + 1, EventKind::examples().len());
     }
 }

@@ -362,6 +362,25 @@ pub fn resume(
     Ok(t.outcome())
 }
 
+/// Records that a driver was stopped by `signal` with `killed` agent
+/// commands killed (their dispatches stay live: a resume hands them out again).
+pub fn interrupted(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    signal: &str,
+    killed: usize,
+    host: &mut dyn Host,
+) -> Outcome {
+    let mut t = Transition::new(plan, index, run, host);
+    let kind = EventKind::DriverInterrupted {
+        signal: signal.to_string(),
+        killed,
+    };
+    t.event(kind, None);
+    t.outcome()
+}
+
 /// Restores the state saved in a checkpoint under `label`. Live tokens are
 /// replaced, spend is never given back, receipts survive.
 pub fn revert(
