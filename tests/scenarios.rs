@@ -401,10 +401,10 @@ impl Ctx {
             }
             "commit" => {
                 let label = arg.as_str().ok_or("harness: commit needs a label")?;
-                let extra = self.engine.commit_checkpoint(&run, label).map_err(coded)?;
+                let done = self.engine.commit_checkpoint(&run, label).map_err(coded)?;
                 return Ok(Observed {
                     outcome: None,
-                    extra,
+                    extra: json!({"label": done.label, "checkpoints": done.checkpoints}),
                 });
             }
             "revert" => {

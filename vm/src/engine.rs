@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::interp::{
     self, CheckpointError, Header, Host, Outcome, PlanIndex, Report, RowKey, Run, Saved, StepState,
@@ -424,7 +424,11 @@ impl Engine {
     }
 
     /// Saves the run state under `label` (state only; files are the caller's).
-    pub fn commit_checkpoint(&mut self, run_id: &str, label: &str) -> Result<Value, EngineError> {
+    pub fn commit_checkpoint(
+        &mut self,
+        run_id: &str,
+        label: &str,
+    ) -> Result<Committed, EngineError> {
         let label = interp::checkpoint_label(label)?;
         // one read: the stored rows are the checkpoint, the header says whether it may be taken
         let snap = self.store.load(run_id)?;
@@ -441,7 +445,10 @@ impl Engine {
         };
         let blob = serde_json::to_vec(&saved).map_err(|e| EngineError::Corrupt(e.to_string()))?;
         self.store.put_checkpoint(run_id, label, &blob)?;
-        Ok(json!({"label": label, "checkpoints": self.store.checkpoint_labels(run_id)?}))
+        Ok(Committed {
+            label: label.to_string(),
+            checkpoints: self.store.checkpoint_labels(run_id)?,
+        })
     }
 
     /// Restores the run state saved under `label` (what is restored is the
@@ -466,6 +473,15 @@ impl Engine {
             interp::revert(p, i, r, &saved, label, h)
         })
     }
+}
+
+/// A checkpoint taken: its label and every label the run has now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Committed {
+    /// The label, trimmed.
+    pub label: String,
+    /// Every checkpoint label of the run.
+    pub checkpoints: Vec<String>,
 }
 
 /// A checkpoint as stored: the header and the rows as JSON text.

@@ -36,8 +36,8 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
             "status": "committed",
             "flow_id": run,
             "runId": run,
-            "label": v["label"],
-            "checkpoints": v["checkpoints"],
+            "label": v.label,
+            "checkpoints": v.checkpoints,
         })),
         Err(e) => engine_error(&e),
     }

@@ -21,7 +21,7 @@ pub mod validate;
 
 use serde_json::Value;
 use stratum_vm::engine::EngineError;
-use stratum_vm::interp::Outcome;
+use stratum_vm::interp::{Dispatch, Outcome};
 
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
@@ -62,13 +62,15 @@ pub type Call = fn(&mut State, &Args) -> Reply;
 /// them (the [`crate::driver`] ran the others): they go to the client as
 /// `"dispatch": "engine-fallback"` (LANGUAGE.md E8).
 pub fn envelope(outcome: &Outcome, run_id: &str, plan_hash: &str) -> Value {
-    let mut v = outcome.to_json(run_id, plan_hash);
-    if let Some(ready) = v.get_mut("ready").and_then(Value::as_array_mut) {
-        for e in ready.iter_mut().filter(|e| e["dispatch"] == "engine") {
-            e["dispatch"] = Value::from("engine-fallback");
-        }
+    let mut outcome = outcome.clone();
+    for e in outcome
+        .ready
+        .iter_mut()
+        .filter(|e| e.dispatch == Dispatch::Engine)
+    {
+        e.dispatch = Dispatch::EngineFallback;
     }
-    v
+    outcome.to_json(run_id, plan_hash)
 }
 
 /// An engine call on a stored run, answered with the envelope.
