@@ -263,6 +263,22 @@ pub struct FrameMeta {
     pub live: u32,
 }
 
+impl FrameMeta {
+    /// A fresh frame of `len` steps running flow `flow` with `input`.
+    pub fn new(flow: u32, parent: Option<StepAt>, input: Value, len: u32) -> FrameMeta {
+        FrameMeta {
+            flow,
+            parent,
+            input,
+            rounds: 0,
+            spent: Spend::default(),
+            len,
+            closed: false,
+            live: len,
+        }
+    }
+}
+
 /// A carry variable's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CarryValue {

@@ -34,16 +34,10 @@ impl Transition<'_> {
         }
         let n = callee_flow.steps.len() as u32;
         let child = FrameIx(self.run.header.frames.len() as u32);
-        self.run.header.frames.push(FrameMeta {
-            flow: callee,
-            parent: Some(at),
-            input,
-            rounds: 0,
-            spent: Spend::default(),
-            len: n,
-            closed: false,
-            live: n,
-        });
+        self.run
+            .header
+            .frames
+            .push(FrameMeta::new(callee, Some(at), input, n));
         self.run.steps.push(vec![StepState::default(); n as usize]);
         for s in 0..n {
             let step = StepAt::new(child, s);
