@@ -75,11 +75,23 @@ fn truncated_and_corrupted_files_are_typed_errors() {
     let last = flipped.len() - 1;
     flipped[last] ^= 1;
     assert_eq!(file::load(&flipped).unwrap_err(), LoadError::HashMismatch);
+    // a newer format is refused with "upgrade"; a version before the oldest read is unsupported
     let mut version = bytes.clone();
     version[8] = 99;
     assert!(matches!(
         file::load(&version),
-        Err(LoadError::UnsupportedVersion { found: 99 })
+        Err(LoadError::NewerVersion { found: 99 })
+    ));
+    assert!(
+        file::load(&version)
+            .unwrap_err()
+            .to_string()
+            .contains("upgrade stratumc")
+    );
+    version[8] = 0;
+    assert!(matches!(
+        file::load(&version),
+        Err(LoadError::UnsupportedVersion { found: 0 })
     ));
     assert_eq!(file::load(b"not a plan").unwrap_err(), LoadError::BadMagic);
 }

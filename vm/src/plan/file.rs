@@ -7,6 +7,13 @@
 //! the decompressed size prepended): plans repeat field names, paths and
 //! bytecode shapes, and LZ4 decodes faster than the disk reads.
 //! Owns: encoding, decoding and integrity of plan files; [`load`] verifies.
+//!
+//! Format versions: a file says which version wrote it. This binary writes
+//! [`FORMAT_VERSION`] and reads every version from [`OLDEST_VERSION`] up to
+//! it — an older body is decoded with that version's types and migrated to
+//! the current ones in [`decode_raw`], so runs already in a store keep
+//! running after an upgrade (their plan bytes and hash stay as stored). A
+//! file newer than the binary is refused ([`LoadError::NewerVersion`]).
 //! Must never: accept a body whose hash does not match, or trust any index
 //! before [`super::verify`] has checked it.
 
@@ -15,8 +22,11 @@ use super::verify::{VerifyError, verify};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"STRATUMP";
-/// Version of the plan format (bump on any change to the data types or opcodes).
+/// Version of the plan format this binary writes (bump on any change to the
+/// data types or opcodes, and teach [`decode_raw`] the previous one).
 pub const FORMAT_VERSION: u16 = 1;
+/// The oldest format version this binary still reads.
+pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 8 + 2 + 2 + 4 + 32;
 /// Largest body accepted when loading.
@@ -45,9 +55,17 @@ pub enum LoadError {
     /// Not a plan file.
     #[error("not a stratumc plan file (bad magic bytes)")]
     BadMagic,
-    /// Written by another format version.
+    /// Written by a newer stratumc.
     #[error(
-        "plan format version {found} is not supported (this stratumc reads version {FORMAT_VERSION}); rebuild the plan"
+        "plan format version {found} was written by a newer stratumc (this one reads versions {OLDEST_VERSION} to {FORMAT_VERSION}); upgrade stratumc, or rebuild the plan with this one"
+    )]
+    NewerVersion {
+        /// Version in the file.
+        found: u16,
+    },
+    /// A version this binary no longer reads (or never existed).
+    #[error(
+        "plan format version {found} is not supported (this stratumc reads versions {OLDEST_VERSION} to {FORMAT_VERSION}); rebuild the plan"
     )]
     UnsupportedVersion {
         /// Version in the file.
@@ -107,7 +125,10 @@ pub fn read_header(bytes: &[u8]) -> Result<(u16, PlanHash, &[u8]), LoadError> {
         });
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != FORMAT_VERSION {
+    if version > FORMAT_VERSION {
+        return Err(LoadError::NewerVersion { found: version });
+    }
+    if version < OLDEST_VERSION {
         return Err(LoadError::UnsupportedVersion { found: version });
     }
     let len = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
@@ -139,12 +160,18 @@ pub fn read_header(bytes: &[u8]) -> Result<(u16, PlanHash, &[u8]), LoadError> {
 
 /// Decodes and verifies a plan file.
 pub fn load(bytes: &[u8]) -> Result<(Plan, PlanHash), LoadError> {
-    let (_, hash, body) = read_header(bytes)?;
-    load_body(body).map(|p| (p, hash))
+    let (version, hash, body) = read_header(bytes)?;
+    load_versioned(version, body).map(|p| (p, hash))
 }
 
-/// Decompresses, decodes and verifies a body (no hash check): used by tests of the verifier.
+/// Decompresses, decodes and verifies a body of the current version (no
+/// hash check): used by tests of the verifier.
 pub fn load_body(body: &[u8]) -> Result<Plan, LoadError> {
+    load_versioned(FORMAT_VERSION, body)
+}
+
+/// Decompresses, decodes (migrating an older version) and verifies a body.
+fn load_versioned(version: u16, body: &[u8]) -> Result<Plan, LoadError> {
     let Some(size) = body
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
@@ -160,11 +187,24 @@ pub fn load_body(body: &[u8]) -> Result<Plan, LoadError> {
     }
     let raw =
         lz4_flex::decompress_size_prepended(body).map_err(|e| LoadError::Decode(e.to_string()))?;
-    let (plan, rest) =
-        postcard::take_from_bytes::<Plan>(&raw).map_err(|e| LoadError::Decode(e.to_string()))?;
-    if !rest.is_empty() {
-        return Err(LoadError::TrailingBytes { extra: rest.len() });
-    }
+    let plan = decode_raw(version, &raw)?;
     verify(&plan)?;
     Ok(plan)
+}
+
+/// Decodes a decompressed body written by format `version` into the
+/// current plan types. Each retired layout gets an arm here that decodes its
+/// own (frozen) types and migrates them; version 1 is the current layout.
+fn decode_raw(version: u16, raw: &[u8]) -> Result<Plan, LoadError> {
+    match version {
+        FORMAT_VERSION => {
+            let (plan, rest) = postcard::take_from_bytes::<Plan>(raw)
+                .map_err(|e| LoadError::Decode(e.to_string()))?;
+            if !rest.is_empty() {
+                return Err(LoadError::TrailingBytes { extra: rest.len() });
+            }
+            Ok(plan)
+        }
+        found => Err(LoadError::UnsupportedVersion { found }),
+    }
 }
