@@ -203,3 +203,35 @@ fn explain() {
     assert_eq!(code, 0);
     assert!(stdout.lines().count() > 60);
 }
+
+#[test]
+fn portable_warns_once_per_addition_and_changes_nothing_else() {
+    let spec = root().join("tests/conformance/ext/cost-hint-ok.stratum.yaml");
+    let spec = spec.to_str().unwrap();
+    let (code, stdout, _) = run(&["check", "--format", "json", spec]);
+    assert_eq!(code, 0);
+    assert!(!stdout.contains("S0906"), "{stdout}");
+    let (code, stdout, _) = run(&["check", "--portable", "--format", "json", spec]);
+    // warnings only: the spec stays valid
+    assert_eq!(code, 0, "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let codes: Vec<&str> = doc["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    // one per use: a fanout stage's hint and a step's
+    assert_eq!(codes, ["S0906", "S0906"]);
+    // a v1 spec has nothing to report
+    let v1 = root().join("examples/minimal-classifier.stratum.yaml");
+    let (code, stdout, _) = run(&[
+        "check",
+        "--portable",
+        "--format",
+        "json",
+        v1.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(!stdout.contains("S09"), "{stdout}");
+}

@@ -40,6 +40,20 @@ impl Analysis {
     pub fn warning_count(&self) -> usize {
         self.diagnostics.len() - self.error_count()
     }
+
+    /// Adds the `--portable` warnings (one per use of a language 1.1
+    /// addition, [`check::portable`]), keeping the diagnostics in order.
+    pub fn with_portability_warnings(mut self) -> Analysis {
+        let mut sink = Sink::default();
+        for d in self.diagnostics.drain(..) {
+            sink.push(d);
+        }
+        for d in check::portable::warnings(&self.spec) {
+            sink.push(d);
+        }
+        self.diagnostics = sink.finish();
+        self
+    }
 }
 
 /// The diagnostic for a spec over [`MAX_FILE_SIZE`] (nothing else is read).

@@ -95,7 +95,7 @@ use crate::ir::{
     EdgeKind, FlowId, FlowIr, Ir, PredicateIr, RefIr, RefTarget, Segment, StepId, StepKindIr,
 };
 use crate::source::Span;
-use crate::syntax::ast::{Agent, Budget, Require};
+use crate::syntax::ast::{Agent, Budget, CostHint, Require};
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -548,6 +548,25 @@ impl PerCall {
     }
 }
 
+/// The agent and judge profiles of a step with `cost` hints (X6): each
+/// given figure replaces the profile's.
+fn hinted(agent: Profile, judge: Profile, hint: Option<&CostHint>) -> (Profile, Profile) {
+    let Some(h) = hint else {
+        return (agent, judge);
+    };
+    let agent = Profile {
+        p_success: h.p.unwrap_or(agent.p_success),
+        tokens: h.tokens.unwrap_or(agent.tokens),
+        usd: h.usd.unwrap_or(agent.usd),
+        ms: h.ms.unwrap_or(agent.ms),
+    };
+    let judge = Profile {
+        tokens: h.judge_tokens.unwrap_or(judge.tokens),
+        ..judge
+    };
+    (agent, judge)
+}
+
 /// `E[tries]` of up to `k` independent tries that each succeed with `q`.
 fn expected_tries(q: f64, k: u64) -> f64 {
     if q <= 0.0 {
@@ -802,7 +821,8 @@ impl<'a> Ctx<'a> {
                 iterate,
                 ..
             } => {
-                let per = PerCall::dispatch(self.config.agent(*agent), judge, judged);
+                let (agent, judge) = hinted(self.config.agent(*agent), judge, step.cost.as_ref());
+                let per = PerCall::dispatch(agent, judge, judged);
                 let k = *attempts;
                 let iters = iterate.as_ref().map_or(1, |i| i.max);
                 let worst_n = k.saturating_mul(iters) as f64;
@@ -883,11 +903,9 @@ impl<'a> Ctx<'a> {
                 let mut p_item = 1.0;
                 let mut attempts = Vec::new();
                 for stage in stages {
-                    let per = PerCall::dispatch(
-                        self.config.agent(stage.agent),
-                        judge,
-                        judged_count(&stage.ensure),
-                    );
+                    let (agent, judge) =
+                        hinted(self.config.agent(stage.agent), judge, stage.cost.as_ref());
+                    let per = PerCall::dispatch(agent, judge, judged_count(&stage.ensure));
                     let k = stage.attempts;
                     attempts.push(k.to_string());
                     let e = expected_tries(per.q, k);

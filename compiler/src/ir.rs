@@ -11,7 +11,7 @@ use serde::Serialize;
 use stratum_grammar::Expr;
 
 use crate::source::Span;
-use crate::syntax::ast::{Agent, Budget, Dispatch, Isolation, Require, Stakes};
+use crate::syntax::ast::{Agent, Budget, CostHint, Dispatch, Isolation, Require, Stakes};
 use crate::types::{RecordId, Type, TypeTable};
 
 /// Index of a flow in [`Ir::flows`].
@@ -245,6 +245,8 @@ pub struct StageIr {
     pub attempts: u64,
     /// Stage condition.
     pub when: Option<ExprIr>,
+    /// `cost` hints for `stratumc cost` (X6; the VM ignores them).
+    pub cost: Option<CostHint>,
 }
 
 /// A value given in `with`.
@@ -346,6 +348,8 @@ pub struct StepIr {
     pub ensure: Vec<PredicateIr>,
     /// Step budget.
     pub budget: Option<Budget>,
+    /// `cost` hints for `stratumc cost` (X6; the VM ignores them).
+    pub cost: Option<CostHint>,
     /// Failure route.
     pub on_fail: Option<StepId>,
 }

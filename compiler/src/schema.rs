@@ -16,7 +16,7 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::syntax::decode::{
-    AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, DISPATCHES, FANOUT_FIELDS,
+    AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, COST_FIELDS, DISPATCHES, FANOUT_FIELDS,
     FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, JUDGED_FIELDS,
     MERGES, OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, STAGE_FIELDS,
     STAKES, STEP_FIELDS, allowed_for,
@@ -66,6 +66,9 @@ fn doc(key: &str) -> Option<&'static str> {
         "iterate" => "Repeat the task until `until` holds, at most `max` times.",
         "on_fail" => "The step that runs when this one fails (the failure is then handled).",
         "with" => "The called flow's input values (templates allowed).",
+        "cost" => {
+            "Cost hints for `stratumc cost` (language 1.1): `tokens`, `usd`, `ms` per dispatch, `p` (pass probability), `judge_tokens`; they replace the agent profile's figures. The engine ignores them."
+        }
         _ => return None,
     })
 }
@@ -199,6 +202,14 @@ fn value_of(key: &str) -> Json {
         }),
         "budget" => json!({"$ref": "#/definitions/budget"}),
         "with" => json!({"type": "object", "propertyNames": {"not": {"enum": RESERVED}}}),
+        "cost" => {
+            let mut c = strict(COST_FIELDS, &[], |k| match k {
+                "p" => json!({"type": "number", "minimum": 0, "maximum": 1}),
+                _ => json!({"type": "number", "minimum": 0}),
+            });
+            c["minProperties"] = json!(1);
+            c
+        }
         _ => json!({}),
     }
 }

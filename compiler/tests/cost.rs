@@ -786,3 +786,24 @@ fn every_example_is_ordered_and_concrete_once_lengths_are_known() {
     }
     assert!(seen >= 7);
 }
+
+#[test]
+fn cost_hints_replace_the_profile_for_their_step_only() {
+    // X6: `a` costs 500 tokens, $0.25, 100 ms per dispatch and passes 80 % of
+    // its attempts; its judge call costs 40 tokens (the judge's usd and ms
+    // stay the profile's: 0.1 and 10). `b` keeps the claude profile.
+    let c = cost(&format!(
+        "{ONE_DO}      - id: a\n        do: \"A\"\n        out: Out\n        attempts: 2\n        cost: {{tokens: 500, usd: 0.25, ms: 100, p: 0.8, judge_tokens: 40}}\n        ensure:\n          - judged: {{statement: \"good\", stakes: cheap}}\n      - {{id: b, do: \"B\", out: Out, attempts: 1, after: [a]}}\n"
+    ));
+    // a: q = 0.8 × 1 (judge p 1); E = (1 - 0.2^2) / 0.8 = 1.2; worst 2
+    // b: 1 dispatch, 1000 tokens, $1, 1000 ms
+    assert_est(&c.dispatches, 2.0, 2.2, 3.0);
+    // tokens per `a` dispatch: 500 + 40
+    assert_est(
+        &c.tokens,
+        1540.0,
+        1.2 * 540.0 + 1000.0,
+        2.0 * 540.0 + 1000.0,
+    );
+    assert_est(&c.usd, 1.35, 1.2 * 0.35 + 1.0, 2.0 * 0.35 + 1.0);
+}

@@ -69,6 +69,9 @@ pub struct CheckArgs {
     /// Colour of human output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
+    /// Also warn once per use of a stratumc addition (language 1.1), for specs that must run on the original engine.
+    #[arg(long)]
+    pub portable: bool,
 }
 
 /// What a directory entry of type `kind` is, when it is not a regular file
@@ -104,6 +107,7 @@ pub fn run(args: &CheckArgs) -> Exit {
         paths,
         format,
         color,
+        portable,
     } = args;
     let (format, color) = (*format, *color);
     let mut files = Vec::new();
@@ -143,7 +147,11 @@ pub fn run(args: &CheckArgs) -> Exit {
             }
         };
         // The process ends soon after: skip freeing the analysis (as rustc does).
-        let analysis = std::mem::ManuallyDrop::new(analyze_bytes(&bytes));
+        let analysis = match portable {
+            true => analyze_bytes(&bytes).with_portability_warnings(),
+            false => analyze_bytes(&bytes),
+        };
+        let analysis = std::mem::ManuallyDrop::new(analysis);
         checked += 1;
         total_errors += analysis.error_count();
         total_warnings += analysis.warning_count();

@@ -17,6 +17,7 @@ pub mod expr;
 mod gates;
 mod graph;
 mod output;
+pub mod portable;
 mod recursion;
 mod steps;
 mod template;

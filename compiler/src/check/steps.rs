@@ -169,6 +169,7 @@ impl<'a> Checker<'a> {
             },
             ensure: ensure?,
             budget: s.budget.clone(),
+            cost: s.cost,
             on_fail,
         })
     }
@@ -353,6 +354,7 @@ impl<'a> Checker<'a> {
                         ensure,
                         attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
                         when: w.flatten(),
+                        cost: st.cost,
                     })
                 }
                 _ => ok = false,

@@ -141,6 +141,9 @@ codes! {
 
     // S07xx — cost
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
+
+    // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
+    PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
 }
 
 /// The whole catalogue as one Markdown document (`docs/diagnostics.md`).

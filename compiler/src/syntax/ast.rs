@@ -77,6 +77,26 @@ pub struct Budget {
     pub span: Span,
 }
 
+/// `cost: {tokens?, usd?, ms?, p?, judge_tokens?}` on a `do` step or a
+/// fanout stage (language 1.1, EXTENSIONS.md X6): figures that replace the
+/// agent profile's (and the judge's tokens) for this step in `stratumc cost`
+/// and the budget warnings. The VM ignores them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CostHint {
+    /// Tokens per dispatch.
+    pub tokens: Option<f64>,
+    /// Dollars per dispatch.
+    pub usd: Option<f64>,
+    /// Milliseconds per dispatch.
+    pub ms: Option<f64>,
+    /// Probability that one attempt passes (0..=1).
+    pub p: Option<f64>,
+    /// Tokens per judge call of the step's `judged` ensures.
+    pub judge_tokens: Option<f64>,
+    /// The `cost` mapping.
+    pub span: Span,
+}
+
 /// `output: {from, contract}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Output {
@@ -272,6 +292,8 @@ pub struct Stage {
     pub attempts: Option<Int>,
     /// `when` expression.
     pub when: Option<Str>,
+    /// `cost` hints (X6).
+    pub cost: Option<CostHint>,
 }
 
 /// `fanout: {...}`.
@@ -367,6 +389,8 @@ pub struct Step {
     pub iterate: Option<Iterate>,
     /// `budget`.
     pub budget: Option<Budget>,
+    /// `cost` hints (X6).
+    pub cost: Option<CostHint>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
     /// `out` was given but is not a string (already reported).

@@ -18,12 +18,14 @@ pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
 pub const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
 pub const STEP_FIELDS: &[&str] = &[
     "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
-    "ensure", "attempts", "iterate", "budget", "on_fail", "with",
+    "ensure", "attempts", "iterate", "budget", "on_fail", "with", "cost",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
-pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when"];
+pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when", "cost"];
+/// Keys of `cost` hints (X6).
+pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
 pub const FANOUT_FIELDS: &[&str] = &[
     "over",
     "steps",
@@ -72,7 +74,7 @@ pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
-            "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail",
+            "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail", "cost",
         ],
         "set" => &["out", "ensure"],
         "gate" => &[],
@@ -567,6 +569,63 @@ impl Decoder<'_> {
             flow.carry = self.carry(c);
         }
         Some(flow)
+    }
+
+    /// `cost: {tokens?, usd?, ms?, p?, judge_tokens?}` (X6): non-negative
+    /// numbers, `p` a probability, at least one key.
+    fn cost_hint(&mut self, e: &Entry) -> Option<CostHint> {
+        let obj = self.obj(&e.value, "`cost`", Some(e.key.span))?;
+        self.strict(&obj, COST_FIELDS, "`cost`");
+        if obj.entries.is_empty() {
+            self.err(
+                Code::InvalidValue,
+                e.value.span,
+                "`cost` hints need at least one figure",
+            )
+            .help = Some("set one or more of `tokens`, `usd`, `ms`, `p`, `judge_tokens`".into());
+            return None;
+        }
+        let mut hint = CostHint {
+            span: e.value.span,
+            ..CostHint::default()
+        };
+        for (key, slot) in [
+            ("tokens", &mut hint.tokens),
+            ("usd", &mut hint.usd),
+            ("ms", &mut hint.ms),
+            ("p", &mut hint.p),
+            ("judge_tokens", &mut hint.judge_tokens),
+        ] {
+            let Some(v) = obj.get(key) else { continue };
+            let max = if key == "p" { 1.0 } else { f64::INFINITY };
+            match v.value.value {
+                Value::Number(n) if (0.0..=max).contains(&n) => *slot = Some(n),
+                Value::Number(n) => {
+                    let want = if key == "p" {
+                        "a probability from 0 to 1"
+                    } else {
+                        "a non-negative number"
+                    };
+                    self.err(
+                        Code::InvalidValue,
+                        v.value.span,
+                        format!(
+                            "`cost.{key}` must be {want}, found `{}`",
+                            crate::yaml::format_number(n)
+                        ),
+                    );
+                }
+                _ => {
+                    let want = if key == "p" {
+                        "a probability from 0 to 1"
+                    } else {
+                        "a non-negative number"
+                    };
+                    self.wrong_type(&v.value, want, &format!("`cost.{key}`"));
+                }
+            }
+        }
+        Some(hint)
     }
 
     fn carry(&mut self, e: &Entry) -> Option<Carry> {

@@ -44,6 +44,7 @@ impl Decoder<'_> {
             attempts: None,
             iterate: None,
             budget: None,
+            cost: None,
             on_fail: None,
             out_broken: false,
         };
@@ -160,6 +161,9 @@ impl Decoder<'_> {
         }
         if let Some(b) = obj.get("budget").filter(|_| allowed("budget")) {
             step.budget = self.budget(&b.value, b.key.span);
+        }
+        if let Some(c) = obj.get("cost").filter(|_| allowed("cost")) {
+            step.cost = self.cost_hint(c);
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
@@ -415,6 +419,7 @@ impl Decoder<'_> {
             when: obj
                 .get("when")
                 .and_then(|w| self.string(&w.value, "`when`")),
+            cost: obj.get("cost").and_then(|c| self.cost_hint(c)),
         })
     }
 }
