@@ -92,7 +92,8 @@ use stratum_vm::config::{Config, Figures};
 
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::{
-    EdgeKind, FlowId, FlowIr, Ir, PredicateIr, RefIr, RefTarget, Segment, StepId, StepKindIr,
+    EdgeKind, FlowId, FlowIr, Ir, IterateIr, PredicateIr, RefIr, RefTarget, Segment, StageIr,
+    StepId, StepKindIr,
 };
 use crate::source::Span;
 use crate::syntax::ast::{Agent, Budget, CostHint, Require};
@@ -705,30 +706,11 @@ impl<'a> Ctx<'a> {
         }
 
         // entries through reset closures
-        let fmax = flow.max_rounds.unwrap_or(0);
         let (entries, revisers) = entries(flow);
         for (calc, e) in steps.iter_mut().zip(entries) {
             calc.entries = e;
         }
-
-        // activation probabilities (expected model), in topological order
-        for &s in &flow.topo {
-            if !steps[s].route_target {
-                steps[s].activation = 1.0;
-                continue;
-            }
-            let mut not_routed = 1.0;
-            for &(from, kind) in &routes_in[s] {
-                let src = &steps[from];
-                let rho = match kind {
-                    EdgeKind::OnFail => src.activation * (1.0 - src.p_pass),
-                    EdgeKind::Approve => src.activation,
-                    EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data => 0.0,
-                };
-                not_routed *= 1.0 - rho;
-            }
-            steps[s].activation = 1.0 - not_routed;
-        }
+        activations(flow, &routes_in, &mut steps);
 
         // totals
         let mut worst = Unit::default();
@@ -748,50 +730,7 @@ impl<'a> Ctx<'a> {
             decisions = decisions.saturating_add(c.decisions.saturating_mul(c.entries));
         }
 
-        // wall-clock time by longest paths
-        let mut scratch = Vec::new();
-        let w_worst: Vec<Sym> = steps.iter().map(|c| c.worst.ms.clone()).collect();
-        let w_min: Vec<Sym> = steps
-            .iter()
-            .map(|c| {
-                if c.route_target {
-                    Sym::default()
-                } else {
-                    c.min.ms.clone()
-                }
-            })
-            .collect();
-        let w_exp: Vec<Sym> = steps
-            .iter()
-            .map(|c| c.expected.ms.scale(c.activation))
-            .collect();
-        let topo = &flow.topo;
-        min.ms = longest_path(topo, None, &preds, &w_min, &mut scratch);
-        expected.ms = longest_path(topo, None, &preds, &w_exp, &mut scratch);
-        let mut ms = longest_path(topo, None, &preds, &w_worst, &mut scratch);
-        let rounds: Vec<(u64, Sym)> = revisers
-            .iter()
-            .map(|(r, members)| {
-                let cp = longest_path(topo, Some(members), &preds, &w_worst, &mut scratch);
-                (*r, cp)
-            })
-            .collect();
-        if rounds.iter().all(|(_, cp)| cp.concrete().is_some()) {
-            // give the flow's rounds to the longest closures first
-            let mut sorted: Vec<(u64, f64)> = rounds.iter().map(|(r, cp)| (*r, cp.c)).collect();
-            sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
-            let mut left = fmax;
-            for (r, cp) in sorted {
-                let take = r.min(left);
-                left -= take;
-                ms.add(&Sym::num(take as f64 * cp));
-            }
-        } else {
-            for (r, cp) in &rounds {
-                ms.add(&cp.scale(*r as f64));
-            }
-        }
-        worst.ms = ms;
+        (worst.ms, min.ms, expected.ms) = wall_clock(flow, &preds, &steps, &revisers);
 
         FlowCalc {
             steps,
@@ -823,49 +762,9 @@ impl<'a> Ctx<'a> {
             } => {
                 let (agent, judge) = hinted(self.config.agent(*agent), judge, step.cost.as_ref());
                 let per = PerCall::dispatch(agent, judge, judged);
-                let k = *attempts;
-                let iters = iterate.as_ref().map_or(1, |i| i.max);
-                let worst_n = k.saturating_mul(iters) as f64;
-                let mut exp_n = expected_tries(per.q, k);
-                let mut p_pass = pass_within(per.q, k);
-                if iterate.is_some() {
-                    exp_n *= expected_tries(per.p_agent, iters);
-                    p_pass *= pass_within(per.p_agent, iters);
-                }
-                let why = match iterate {
-                    Some(_) => format!("{k} attempts × {iters} iterations"),
-                    None => format!("{k} attempts"),
-                };
-                StepCalc {
-                    worst: Unit::of(Sym::num(worst_n), &Sym::num(worst_n), per),
-                    min: Unit::of(Sym::num(1.0), &Sym::num(1.0), per),
-                    expected: Unit::of(Sym::num(exp_n), &Sym::num(exp_n), per),
-                    p_pass,
-                    why,
-                    ..StepCalc::default()
-                }
+                do_step(per, *attempts, iterate.as_ref())
             }
-            StepKindIr::Set { .. } => {
-                let per = PerCall::dispatch(
-                    Profile {
-                        p_success: 1.0,
-                        tokens: 0.0,
-                        usd: 0.0,
-                        ms: 0.0,
-                    },
-                    judge,
-                    judged,
-                );
-                let unit = Unit::of(Sym::default(), &Sym::num(1.0), per);
-                StepCalc {
-                    worst: unit.clone(),
-                    min: unit.clone(),
-                    expected: unit,
-                    p_pass: per.q,
-                    why: "no dispatch".to_string(),
-                    ..StepCalc::default()
-                }
-            }
+            StepKindIr::Set { .. } => set_step(judge, judged),
             StepKindIr::Gate { .. } => StepCalc {
                 p_pass: 1.0,
                 decisions: 1,
@@ -880,64 +779,7 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let items = resolve_items(flow, over, inputs, notes);
-                let (len, waves, len_text) = match &items {
-                    Items::Known(l) => (
-                        Sym::num(*l as f64),
-                        Sym::num(l.div_ceil((*concurrency).max(1)) as f64),
-                        l.to_string(),
-                    ),
-                    Items::Unknown(r) => {
-                        let atom = format!("len({r})");
-                        let waves = if *concurrency <= 1 {
-                            atom.clone()
-                        } else {
-                            format!("ceil({atom} / {concurrency})")
-                        };
-                        (Sym::atom(atom.clone(), 1.0), Sym::atom(waves, 1.0), atom)
-                    }
-                };
-                // one item: sums over its stages
-                let mut item_worst = Unit::default();
-                let mut item_min = Unit::default();
-                let mut item_exp = Unit::default();
-                let mut p_item = 1.0;
-                let mut attempts = Vec::new();
-                for stage in stages {
-                    let (agent, judge) =
-                        hinted(self.config.agent(stage.agent), judge, stage.cost.as_ref());
-                    let per = PerCall::dispatch(agent, judge, judged_count(&stage.ensure));
-                    let k = stage.attempts;
-                    attempts.push(k.to_string());
-                    let e = expected_tries(per.q, k);
-                    item_worst.add(&Unit::of(Sym::num(k as f64), &Sym::num(k as f64), per));
-                    item_min.add(&Unit::of(Sym::num(1.0), &Sym::num(1.0), per));
-                    item_exp.add(&Unit::of(Sym::num(e), &Sym::num(e), per));
-                    p_item *= pass_within(per.q, k);
-                }
-                let spread = |item: &Unit| Unit {
-                    dispatches: len.scale(item.dispatches.c),
-                    tokens: len.scale(item.tokens.c),
-                    usd: len.scale(item.usd.c),
-                    agent_ms: len.scale(item.agent_ms.c),
-                    ms: waves.scale(item.ms.c),
-                };
-                let p_pass = match (&items, require) {
-                    (Items::Known(l), Require::All) => p_item.powf(*l as f64),
-                    (Items::Known(l), Require::Any) => at_least(1, *l, p_item),
-                    (Items::Known(l), Require::AtLeast(m)) => at_least(*m, *l, p_item),
-                    (Items::Unknown(_), _) => p_item,
-                };
-                StepCalc {
-                    worst: spread(&item_worst),
-                    min: spread(&item_min),
-                    expected: spread(&item_exp),
-                    p_pass,
-                    why: format!(
-                        "{len_text} items × ({}) stage attempts",
-                        attempts.join(" + ")
-                    ),
-                    ..StepCalc::default()
-                }
+                self.fanout_step(&items, stages, *concurrency, require)
             }
             StepKindIr::Run { flow: callee, .. } => {
                 let c = self.callee(*callee);
@@ -954,6 +796,202 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+
+    /// A fanout over `items`: one item's stages, spread over the items
+    /// (time over the waves of `concurrency`).
+    fn fanout_step(
+        &self,
+        items: &Items,
+        stages: &[StageIr],
+        concurrency: u64,
+        require: &Require,
+    ) -> StepCalc {
+        let (len, waves, len_text) = match items {
+            Items::Known(l) => (
+                Sym::num(*l as f64),
+                Sym::num(l.div_ceil(concurrency.max(1)) as f64),
+                l.to_string(),
+            ),
+            Items::Unknown(r) => {
+                let atom = format!("len({r})");
+                let waves = if concurrency <= 1 {
+                    atom.clone()
+                } else {
+                    format!("ceil({atom} / {concurrency})")
+                };
+                (Sym::atom(atom.clone(), 1.0), Sym::atom(waves, 1.0), atom)
+            }
+        };
+        // one item: sums over its stages
+        let mut item_worst = Unit::default();
+        let mut item_min = Unit::default();
+        let mut item_exp = Unit::default();
+        let mut p_item = 1.0;
+        let mut attempts = Vec::new();
+        for stage in stages {
+            let (agent, judge) = hinted(
+                self.config.agent(stage.agent),
+                self.config.judge,
+                stage.cost.as_ref(),
+            );
+            let per = PerCall::dispatch(agent, judge, judged_count(&stage.ensure));
+            let k = stage.attempts;
+            attempts.push(k.to_string());
+            let e = expected_tries(per.q, k);
+            item_worst.add(&Unit::of(Sym::num(k as f64), &Sym::num(k as f64), per));
+            item_min.add(&Unit::of(Sym::num(1.0), &Sym::num(1.0), per));
+            item_exp.add(&Unit::of(Sym::num(e), &Sym::num(e), per));
+            p_item *= pass_within(per.q, k);
+        }
+        let spread = |item: &Unit| Unit {
+            dispatches: len.scale(item.dispatches.c),
+            tokens: len.scale(item.tokens.c),
+            usd: len.scale(item.usd.c),
+            agent_ms: len.scale(item.agent_ms.c),
+            ms: waves.scale(item.ms.c),
+        };
+        let p_pass = match (items, require) {
+            (Items::Known(l), Require::All) => p_item.powf(*l as f64),
+            (Items::Known(l), Require::Any) => at_least(1, *l, p_item),
+            (Items::Known(l), Require::AtLeast(m)) => at_least(*m, *l, p_item),
+            (Items::Unknown(_), _) => p_item,
+        };
+        StepCalc {
+            worst: spread(&item_worst),
+            min: spread(&item_min),
+            expected: spread(&item_exp),
+            p_pass,
+            why: format!(
+                "{len_text} items × ({}) stage attempts",
+                attempts.join(" + ")
+            ),
+            ..StepCalc::default()
+        }
+    }
+}
+
+/// A `do` step: `attempts` tries, times the iterations of `iterate`.
+fn do_step(per: PerCall, k: u64, iterate: Option<&IterateIr>) -> StepCalc {
+    let iters = iterate.map_or(1, |i| i.max);
+    let worst_n = k.saturating_mul(iters) as f64;
+    let mut exp_n = expected_tries(per.q, k);
+    let mut p_pass = pass_within(per.q, k);
+    if iterate.is_some() {
+        exp_n *= expected_tries(per.p_agent, iters);
+        p_pass *= pass_within(per.p_agent, iters);
+    }
+    let why = match iterate {
+        Some(_) => format!("{k} attempts × {iters} iterations"),
+        None => format!("{k} attempts"),
+    };
+    StepCalc {
+        worst: Unit::of(Sym::num(worst_n), &Sym::num(worst_n), per),
+        min: Unit::of(Sym::num(1.0), &Sym::num(1.0), per),
+        expected: Unit::of(Sym::num(exp_n), &Sym::num(exp_n), per),
+        p_pass,
+        why,
+        ..StepCalc::default()
+    }
+}
+
+/// A `set` step: no dispatch, only its judged predicates cost.
+fn set_step(judge: Profile, judged: usize) -> StepCalc {
+    let per = PerCall::dispatch(
+        Profile {
+            p_success: 1.0,
+            tokens: 0.0,
+            usd: 0.0,
+            ms: 0.0,
+        },
+        judge,
+        judged,
+    );
+    let unit = Unit::of(Sym::default(), &Sym::num(1.0), per);
+    StepCalc {
+        worst: unit.clone(),
+        min: unit.clone(),
+        expected: unit,
+        p_pass: per.q,
+        why: "no dispatch".to_string(),
+        ..StepCalc::default()
+    }
+}
+
+/// The activation probability of each step (the expected model), in
+/// topological order: a route target runs when some route into it fires.
+fn activations(flow: &FlowIr, routes_in: &[Vec<(StepId, EdgeKind)>], steps: &mut [StepCalc]) {
+    for &s in &flow.topo {
+        if !steps[s].route_target {
+            steps[s].activation = 1.0;
+            continue;
+        }
+        let mut not_routed = 1.0;
+        for &(from, kind) in &routes_in[s] {
+            let src = &steps[from];
+            let rho = match kind {
+                EdgeKind::OnFail => src.activation * (1.0 - src.p_pass),
+                EdgeKind::Approve => src.activation,
+                EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data => 0.0,
+            };
+            not_routed *= 1.0 - rho;
+        }
+        steps[s].activation = 1.0 - not_routed;
+    }
+}
+
+/// Wall-clock time by longest paths: (worst, min, expected); the worst
+/// case adds the revise rounds of each reset closure (`revisers`), within
+/// the flow's `max_rounds`.
+fn wall_clock(
+    flow: &FlowIr,
+    preds: &[Vec<StepId>],
+    steps: &[StepCalc],
+    revisers: &[(u64, &[bool])],
+) -> (Sym, Sym, Sym) {
+    let fmax = flow.max_rounds.unwrap_or(0);
+    let mut scratch = Vec::new();
+    let w_worst: Vec<Sym> = steps.iter().map(|c| c.worst.ms.clone()).collect();
+    let w_min: Vec<Sym> = steps
+        .iter()
+        .map(|c| {
+            if c.route_target {
+                Sym::default()
+            } else {
+                c.min.ms.clone()
+            }
+        })
+        .collect();
+    let w_exp: Vec<Sym> = steps
+        .iter()
+        .map(|c| c.expected.ms.scale(c.activation))
+        .collect();
+    let topo = &flow.topo;
+    let min = longest_path(topo, None, preds, &w_min, &mut scratch);
+    let expected = longest_path(topo, None, preds, &w_exp, &mut scratch);
+    let mut ms = longest_path(topo, None, preds, &w_worst, &mut scratch);
+    let rounds: Vec<(u64, Sym)> = revisers
+        .iter()
+        .map(|(r, members)| {
+            let cp = longest_path(topo, Some(members), preds, &w_worst, &mut scratch);
+            (*r, cp)
+        })
+        .collect();
+    if rounds.iter().all(|(_, cp)| cp.concrete().is_some()) {
+        // give the flow's rounds to the longest closures first
+        let mut sorted: Vec<(u64, f64)> = rounds.iter().map(|(r, cp)| (*r, cp.c)).collect();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut left = fmax;
+        for (r, cp) in sorted {
+            let take = r.min(left);
+            left -= take;
+            ms.add(&Sym::num(take as f64 * cp));
+        }
+    } else {
+        for (r, cp) in &rounds {
+            ms.add(&cp.scale(*r as f64));
+        }
+    }
+    (ms, min, expected)
 }
 
 fn judged_count(ensure: &[PredicateIr]) -> usize {

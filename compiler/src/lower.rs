@@ -577,19 +577,7 @@ impl Compiler<'_, '_> {
                 callee,
                 callee_span,
                 args,
-            } => {
-                for a in args {
-                    self.expr(a);
-                }
-                // Invariant: the checker accepts only builtin names with their arity.
-                let f = op::builtin(callee)
-                    .expect("invariant: the checker accepts only builtin functions");
-                self.emit(
-                    Op::Call,
-                    &[u32::from(f), args.len() as u32],
-                    callee_span.start,
-                );
-            }
+            } => self.call(callee, callee_span.start, args),
             ExprKind::Unary { op, operand } => {
                 self.expr(operand);
                 self.emit(
@@ -603,32 +591,11 @@ impl Compiler<'_, '_> {
                 );
             }
             ExprKind::Binary {
-                op: BinaryOp::And | BinaryOp::Or,
+                op: op @ (BinaryOp::And | BinaryOp::Or),
                 op_span,
                 lhs,
                 rhs,
-            } => {
-                let is_and = matches!(
-                    e.kind,
-                    ExprKind::Binary {
-                        op: BinaryOp::And,
-                        ..
-                    }
-                );
-                self.expr(lhs);
-                let jump_at = self.code.len();
-                self.emit(
-                    if is_and { Op::AndJump } else { Op::OrJump },
-                    &[0],
-                    op_span.start,
-                );
-                let after_jump = self.code.len();
-                // the kept value is back on the stack at the join point
-                self.expr(rhs);
-                self.emit(Op::CheckBool, &[], rhs.span.start);
-                let distance = u16::try_from(self.code.len() - after_jump).unwrap_or(u16::MAX);
-                self.code[jump_at + 1..jump_at + 3].copy_from_slice(&distance.to_le_bytes());
-            }
+            } => self.logic(*op == BinaryOp::And, op_span.start, lhs, rhs),
             ExprKind::Binary {
                 op,
                 op_span,
@@ -637,21 +604,49 @@ impl Compiler<'_, '_> {
             } => {
                 self.expr(lhs);
                 self.expr(rhs);
-                let code = match op {
-                    BinaryOp::Eq => Op::Eq,
-                    BinaryOp::Ne => Op::Ne,
-                    BinaryOp::Lt => Op::Lt,
-                    BinaryOp::Le => Op::Le,
-                    BinaryOp::Gt => Op::Gt,
-                    BinaryOp::Ge => Op::Ge,
-                    BinaryOp::In => Op::In,
-                    BinaryOp::Add => Op::Add,
-                    BinaryOp::Sub => Op::Sub,
-                    BinaryOp::Mul => Op::Mul,
-                    _ => Op::Div,
-                };
-                self.emit(code, &[], op_span.start);
+                self.emit(binary_op(*op), &[], op_span.start);
             }
         }
+    }
+
+    /// A builtin call: its arguments, then `Call f argc`.
+    fn call(&mut self, callee: &str, at: u32, args: &[Expr]) {
+        for a in args {
+            self.expr(a);
+        }
+        // Invariant: the checker accepts only builtin names with their arity.
+        let f = op::builtin(callee).expect("invariant: the checker accepts only builtin functions");
+        self.emit(Op::Call, &[u32::from(f), args.len() as u32], at);
+    }
+
+    /// `&&` / `||`: the left side, a jump over the right side that keeps
+    /// the deciding value, then the right side checked to be a boolean.
+    fn logic(&mut self, is_and: bool, at: u32, lhs: &Expr, rhs: &Expr) {
+        self.expr(lhs);
+        let jump_at = self.code.len();
+        self.emit(if is_and { Op::AndJump } else { Op::OrJump }, &[0], at);
+        let after_jump = self.code.len();
+        // the kept value is back on the stack at the join point
+        self.expr(rhs);
+        self.emit(Op::CheckBool, &[], rhs.span.start);
+        let distance = u16::try_from(self.code.len() - after_jump).unwrap_or(u16::MAX);
+        self.code[jump_at + 1..jump_at + 3].copy_from_slice(&distance.to_le_bytes());
+    }
+}
+
+/// The opcode of a binary operator other than `&&` and `||`.
+fn binary_op(op: BinaryOp) -> Op {
+    match op {
+        BinaryOp::Eq => Op::Eq,
+        BinaryOp::Ne => Op::Ne,
+        BinaryOp::Lt => Op::Lt,
+        BinaryOp::Le => Op::Le,
+        BinaryOp::Gt => Op::Gt,
+        BinaryOp::Ge => Op::Ge,
+        BinaryOp::In => Op::In,
+        BinaryOp::Add => Op::Add,
+        BinaryOp::Sub => Op::Sub,
+        BinaryOp::Mul => Op::Mul,
+        _ => Op::Div,
     }
 }

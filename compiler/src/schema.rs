@@ -18,8 +18,8 @@ use serde_json::{Map, Value as Json, json};
 use crate::syntax::decode::{
     AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, COST_FIELDS, DISPATCHES, FANOUT_FIELDS,
     FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, JUDGED_FIELDS,
-    MERGES, OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, STAGE_FIELDS,
-    STAKES, STEP_FIELDS, allowed_for,
+    MERGES, OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS,
+    SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
 };
 use crate::yaml::{self, Node, Value};
 
@@ -233,7 +233,7 @@ fn step() -> Json {
         let allowed = allowed_for(c);
         let mut forbidden = Map::new();
         for k in &keys {
-            if *k != *c && !["id", "after", "when"].contains(k) && !allowed.contains(k) {
+            if *k != *c && !SHARED_STEP_FIELDS.contains(k) && !allowed.contains(k) {
                 forbidden.insert((*k).to_string(), Json::Bool(false));
             }
         }

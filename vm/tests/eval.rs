@@ -7,14 +7,22 @@ use std::borrow::Cow;
 use std::cell::Cell;
 
 use serde_json::{Value, json};
-use stratum_vm::eval::contract::{check_record, check_record_at, check_type};
+use stratum_vm::eval::contract::{
+    ContractError, Problem, check_record, check_record_at, check_type,
+};
 use stratum_vm::eval::expr::{
     Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool,
 };
-use stratum_vm::eval::template::{RefValues, render};
+use stratum_vm::eval::template::{RefValues, RenderError, render};
 use stratum_vm::eval::value::{compact_json, equal, js_number, truthy, type_name};
+use stratum_vm::interp::HostError;
 use stratum_vm::plan::op::{self, Op};
 use stratum_vm::plan::*;
+
+/// A result with its error as the text it displays.
+fn text<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
 
 // ----- a tiny assembler -------------------------------------------------------
 
@@ -619,14 +627,14 @@ fn matches_filters_and_limits() {
 struct FakeFiles;
 
 impl Files for FakeFiles {
-    fn file_exists(&mut self, path: &str) -> Result<bool, String> {
+    fn file_exists(&mut self, path: &str) -> Result<bool, HostError> {
         match path {
-            "../x" => Err("path escapes the workspace".into()),
+            "../x" => Err(HostError::Refused("path escapes the workspace".into())),
             p => Ok(p == "src/a.rs"),
         }
     }
 
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, String> {
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, HostError> {
         Ok(path == "src/a.rs" && "fn main() {}".contains(text))
     }
 }
@@ -1103,7 +1111,9 @@ fn good_out() -> Value {
 fn out_error(edit: impl FnOnce(&mut Value)) -> String {
     let mut v = good_out();
     edit(&mut v);
-    check_record(&contract_plan(), 1, &v).unwrap_err()
+    check_record(&contract_plan(), 1, &v)
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -1191,11 +1201,11 @@ fn contracts_are_strict_with_path_messages() {
     );
     let plan = contract_plan();
     assert_eq!(
-        check_record(&plan, 1, &json!([])),
+        text(check_record(&plan, 1, &json!([]))),
         Err("output: expected object, found array".into())
     );
     assert_eq!(
-        check_record_at(&plan, 0, &json!({"name": "x"}), "input"),
+        text(check_record_at(&plan, 0, &json!({"name": "x"}), "input")),
         Err("input: missing required field `qty`".into())
     );
     assert!(check_record(&plan, 99, &json!({})).is_err());
@@ -1214,7 +1224,12 @@ fn contract_types_directly() {
         Ok(())
     );
     assert_eq!(
-        check_type(&plan, &ty(BaseType::Integer, 0), false, &json!(null)),
+        text(check_type(
+            &plan,
+            &ty(BaseType::Integer, 0),
+            false,
+            &json!(null)
+        )),
         Err("output: expected integer, found null".into())
     );
     assert_eq!(
@@ -1236,16 +1251,21 @@ fn contract_types_directly() {
         Ok(())
     );
     assert_eq!(
-        check_type(
+        text(check_type(
             &plan,
             &ty(BaseType::Record(0), 1),
             false,
             &json!([{"name": "n", "qty": 0, "x": 1}])
-        ),
+        )),
         Err("output[0]: unknown field `x`".into())
     );
     assert_eq!(
-        check_type(&plan, &ty(BaseType::Boolean, 0), false, &json!(0)),
+        text(check_type(
+            &plan,
+            &ty(BaseType::Boolean, 0),
+            false,
+            &json!(0)
+        )),
         Err("output: expected boolean, found number".into())
     );
     assert_eq!(
@@ -1262,7 +1282,7 @@ fn contract_depth_is_bounded() {
     for _ in 0..200 {
         v = json!({ "next": v });
     }
-    let e = check_record(&plan, 2, &v).unwrap_err();
+    let e = check_record(&plan, 2, &v).unwrap_err().to_string();
     assert!(e.ends_with("value nested deeper than 128 levels"), "{e}");
     let mut v = json!({});
     for _ in 0..100 {
@@ -1281,6 +1301,43 @@ fn contract_depth_is_bounded() {
         list_depth: 0,
     };
     assert_eq!(check_type(&plan, &t, false, &deep), Ok(()));
+}
+
+#[test]
+fn contract_errors_are_typed() {
+    let plan = contract_plan();
+    let expected = |path: &str, expected: &str, found: &str| ContractError {
+        path: path.into(),
+        problem: Problem::Expected {
+            expected: expected.into(),
+            found: found.into(),
+        },
+    };
+    assert_eq!(
+        check_record(&plan, 1, &json!([])),
+        Err(expected("output", "object", "array"))
+    );
+    assert_eq!(
+        check_record_at(&plan, 0, &json!({"name": "x"}), "input"),
+        Err(ContractError {
+            path: "input".into(),
+            problem: Problem::MissingField("qty".into()),
+        })
+    );
+    assert_eq!(
+        check_record(&plan, 99, &json!({})),
+        Err(ContractError {
+            path: "output".into(),
+            problem: Problem::UnknownContract(99),
+        })
+    );
+    let int = TypeDef {
+        base: BaseType::Integer,
+        list_depth: 1,
+    };
+    let e = check_type(&plan, &int, false, &json!([1, 1.5])).unwrap_err();
+    assert_eq!(e, expected("output[1]", "integer", "1.5"));
+    assert_eq!(e.to_string(), "output[1]: expected integer, found 1.5");
 }
 
 // ----- templates --------------------------------------------------------------
@@ -1397,7 +1454,7 @@ fn full_value_templates_keep_types() {
         for f in ["n", "none", "list", "obj", "ok"] {
             let (plan, t) = template(vec![input(vec![F(f)])], TemplateMode::FullValueString);
             assert_eq!(
-                render(&plan, &t, &r),
+                text(render(&plan, &t, &r)),
                 Err("do task must render to a string".into()),
                 "{f}"
             );
@@ -1466,22 +1523,45 @@ fn missing_references_are_unavailable() {
                 vec![input(path)]
             };
             let (plan, t) = template(pieces, mode);
-            assert_eq!(render(&plan, &t, &r), Err(UNAVAILABLE.into()));
+            assert_eq!(text(render(&plan, &t, &r)), Err(UNAVAILABLE.into()));
         }
         let (plan, t) = template(
             vec![P::R(RefTarget::Step(0), vec![])],
             TemplateMode::FullValue,
         );
-        assert_eq!(render(&plan, &t, &r), Err(UNAVAILABLE.into()));
+        assert_eq!(text(render(&plan, &t, &r)), Err(UNAVAILABLE.into()));
         let (plan, t) = template(
             vec![P::R(RefTarget::Carry(0), vec![])],
             TemplateMode::Interpolate,
         );
-        assert_eq!(render(&plan, &t, &r), Err(UNAVAILABLE.into()));
+        assert_eq!(text(render(&plan, &t, &r)), Err(UNAVAILABLE.into()));
     }
     // a full-value template that is not one reference (a hostile plan)
     let (plan, t) = template(vec![P::T("x")], TemplateMode::FullValue);
     assert!(render(&plan, &t, &refs(false)).is_err());
+}
+
+#[test]
+fn render_errors_are_typed() {
+    use PathSeg::*;
+    let r = refs(false);
+    let (plan, t) = template(vec![input(vec![F("missing")])], TemplateMode::FullValue);
+    assert_eq!(render(&plan, &t, &r), Err(RenderError::Unavailable));
+    let (plan, t) = template(vec![input(vec![F("n")])], TemplateMode::FullValueString);
+    assert_eq!(render(&plan, &t, &r), Err(RenderError::NotAString));
+    let (plan, t) = template(vec![P::T("x")], TemplateMode::FullValue);
+    assert_eq!(render(&plan, &t, &r), Err(RenderError::NotOneReference));
+    assert_eq!(
+        RenderError::NotOneReference.to_string(),
+        "a full-value template must be exactly one reference"
+    );
+    let (plan, mut t) = template(vec![P::T("x")], TemplateMode::Interpolate);
+    t.pieces = vec![PieceDef::Text(999)];
+    assert_eq!(render(&plan, &t, &r), Err(RenderError::TextOutOfRange(999)));
+    assert_eq!(
+        RenderError::TextOutOfRange(999).to_string(),
+        "template text #999 is out of range"
+    );
 }
 
 // ----- value size limit -------------------------------------------------------
@@ -1603,7 +1683,7 @@ fn interpolation_stops_at_the_value_limit() {
         vec![input(vec![F("s")]), P::T("!"), input(vec![F("s")])],
         TemplateMode::Interpolate,
     );
-    let e = render(&plan, &t, &r).unwrap_err();
+    let e = render(&plan, &t, &r).unwrap_err().to_string();
     assert!(
         e.starts_with("resource_limit: the template would build"),
         "{e}"
@@ -1616,6 +1696,7 @@ fn interpolation_stops_at_the_value_limit() {
     assert!(
         render(&plan, &t, &r)
             .unwrap_err()
+            .to_string()
             .starts_with("resource_limit")
     );
     // a full-value reference copies what exists: no limit applies

@@ -13,8 +13,10 @@
 
 use clap::ValueEnum;
 use serde_json::json;
-use stratum_vm::engine::EngineError;
-use stratum_vm::interp::{RunStatus, StepStatus, VmError};
+use stratum_vm::engine::{Engine, EngineError};
+use stratum_vm::host::StdHost;
+use stratum_vm::interp::{Outcome, RunStatus, StepStatus, VmError};
+use stratum_vm::view::{GateView, RunView};
 
 use super::query;
 use crate::{Exit, Format};
@@ -72,128 +74,164 @@ pub struct GateArgs {
 
 /// Runs the command.
 pub fn run(args: &GateArgs) -> Exit {
-    let mut engine = match query::open() {
-        Ok(e) => e,
-        Err(code) => return code,
+    match decide(args) {
+        Ok(exit) | Err(exit) => exit,
+    }
+}
+
+/// Finds the waiting gate, records the decision, reports what runs next.
+fn decide(args: &GateArgs) -> Result<Exit, Exit> {
+    let mut engine = query::open()?;
+    let view = query::load(&mut engine, &args.run)?;
+    let gate = waiting_gate(&view, &args.run, &args.step)?;
+    check_token(args, &gate)?;
+    let mut host = host_for(&mut engine, &args.run)?;
+    let outcome = resolve(&mut engine, args, &gate, &mut host)?;
+    if args.format == Format::Json {
+        super::emit(&json_report(args, &gate, &outcome));
+    } else {
+        super::emit(&human_report(args, &gate, &outcome));
+    }
+    Ok(Exit::Ok)
+}
+
+/// The gate `step` of the run when it waits for a decision; else says why
+/// it cannot be decided (unknown step, not a gate, not waiting).
+fn waiting_gate(view: &RunView, run: &str, step: &str) -> Result<GateView, Exit> {
+    if let Some(g) = view.gate(step) {
+        return Ok(g.clone());
+    }
+    let gates: Vec<&str> = view
+        .steps
+        .iter()
+        .filter(|s| s.kind == "gate")
+        .map(|s| s.id.as_str())
+        .collect();
+    let listed = if gates.is_empty() {
+        "it has no gates".to_string()
+    } else {
+        format!("its gates: {}", gates.join(", "))
     };
-    let view = match query::load(&mut engine, &args.run) {
-        Ok(v) => v,
-        Err(code) => return code,
+    let Some(s) = view.step(step) else {
+        eprintln!("error: run `{run}` has no step `{step}`; {listed}");
+        return Err(Exit::Usage);
     };
-    let (run, step) = (args.run.as_str(), args.step.as_str());
-    let gate = match view.gate(step) {
-        Some(g) => g.clone(),
-        None => {
-            let gates: Vec<&str> = view
-                .steps
-                .iter()
-                .filter(|s| s.kind == "gate")
-                .map(|s| s.id.as_str())
-                .collect();
-            let listed = if gates.is_empty() {
-                "it has no gates".to_string()
-            } else {
-                format!("its gates: {}", gates.join(", "))
-            };
-            let Some(s) = view.step(step) else {
-                eprintln!("error: run `{run}` has no step `{step}`; {listed}");
-                return Exit::Usage;
-            };
-            if s.kind != "gate" {
-                eprintln!(
-                    "error: step `{step}` of run `{run}` is a `{}` step, not a gate; {listed}",
-                    s.kind
-                );
-                return Exit::Usage;
-            }
-            let why = match (view.status, s.status) {
-                (RunStatus::Running, StepStatus::Succeeded) => format!(
-                    "it was already decided ({})",
-                    s.decision.as_deref().unwrap_or("?")
-                ),
-                (RunStatus::Running, st) => {
-                    format!("it is {} (its predecessors are not done)", st.as_str())
-                }
-                (status, _) => format!("the run is {}", status.as_str()),
-            };
-            eprintln!(
-                "error: gate `{step}` of run `{run}` is not waiting for a decision: {why}; see `stratumc query flow {run}`"
-            );
-            return Exit::Errors;
+    if s.kind != "gate" {
+        eprintln!(
+            "error: step `{step}` of run `{run}` is a `{}` step, not a gate; {listed}",
+            s.kind
+        );
+        return Err(Exit::Usage);
+    }
+    let why = match (view.status, s.status) {
+        (RunStatus::Running, StepStatus::Succeeded) => format!(
+            "it was already decided ({})",
+            s.decision.as_deref().unwrap_or("?")
+        ),
+        (RunStatus::Running, st) => {
+            format!("it is {} (its predecessors are not done)", st.as_str())
         }
+        (status, _) => format!("the run is {}", status.as_str()),
     };
+    eprintln!(
+        "error: gate `{step}` of run `{run}` is not waiting for a decision: {why}; see `stratumc query flow {run}`"
+    );
+    Err(Exit::Errors)
+}
+
+/// `--token`, when given, must be the gate's live token.
+fn check_token(args: &GateArgs, gate: &GateView) -> Result<(), Exit> {
     if let Some(t) = args.token.as_deref()
         && t != gate.token
     {
         eprintln!(
-            "error: stale gate token for `{step}` of run `{run}`: the gate now waits in round {} with another token; look again with `stratumc query gates`",
-            gate.round
+            "error: stale gate token for `{}` of run `{}`: the gate now waits in round {} with another token; look again with `stratumc query gates`",
+            args.step, args.run, gate.round
         );
-        return Exit::Errors;
+        return Err(Exit::Errors);
     }
-    // what the decision makes run next (`set` steps, their ensures) sees the run's own workspace and judge
+    Ok(())
+}
+
+/// The host of the run's own workspace and judge: what the decision makes
+/// run next (`set` steps, their ensures) sees them.
+fn host_for(engine: &mut Engine, run: &str) -> Result<StdHost, Exit> {
     let root = match engine.workspace_of(run) {
         Ok(r) => r.map(std::path::PathBuf::from),
         Err(e) => {
             eprintln!("error: {e}");
-            return Exit::Usage;
+            return Err(Exit::Usage);
         }
     };
-    let mut host = match stratum_vm::host::StdHost::for_root(root.as_deref()) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("error: run `{run}`: {e}; nothing was recorded");
-            return Exit::Usage;
-        }
-    };
-    let outcome = match engine.resolve_gate(
+    StdHost::for_root(root.as_deref()).map_err(|e| {
+        eprintln!("error: run `{run}`: {e}; nothing was recorded");
+        Exit::Usage
+    })
+}
+
+/// Records the decision through the engine, with `resolved_by: "human"`.
+fn resolve(
+    engine: &mut Engine,
+    args: &GateArgs,
+    gate: &GateView,
+    host: &mut StdHost,
+) -> Result<Outcome, Exit> {
+    let (run, step) = (args.run.as_str(), args.step.as_str());
+    match engine.resolve_gate(
         run,
         step,
         Some(&gate.token),
         args.action.decision(),
         args.note.as_deref(),
         "human",
-        &mut host,
+        host,
     ) {
-        Ok(o) => o,
+        Ok(o) => Ok(o),
         Err(EngineError::Vm(VmError::StaleToken(_) | VmError::NotAwaiting(_))) => {
             eprintln!(
                 "error: gate `{step}` of run `{run}` changed while deciding (someone else decided it, or the run moved on); nothing was recorded; see `stratumc query flow {run}`"
             );
-            return Exit::Errors;
+            Err(Exit::Errors)
         }
         Err(EngineError::Vm(e)) => {
             eprintln!("error: gate `{step}` of run `{run}`: {e}");
-            return Exit::Errors;
+            Err(Exit::Errors)
         }
         Err(e) => {
             eprintln!("error: {e}");
-            return Exit::Usage;
+            Err(Exit::Usage)
         }
-    };
-    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
-    if args.format == Format::Json {
-        let gates: Vec<_> = outcome
-            .gates
-            .iter()
-            .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
-            .collect();
-        let doc = json!({
-            "version": 1,
-            "runId": run,
-            "stepId": step,
-            "action": format!("{:?}", args.action).to_lowercase(),
-            "decision": args.action.decision(),
-            "note": args.note,
-            "resolvedBy": "human",
-            "round": gate.round,
-            "status": outcome.wire_status(),
-            "ready": ready,
-            "gates": gates,
-        });
-        super::emit(&format!("{doc}\n"));
-        return Exit::Ok;
     }
+}
+
+/// The decision and what runs next, as one JSON document.
+fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
+    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
+    let gates: Vec<_> = outcome
+        .gates
+        .iter()
+        .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
+        .collect();
+    let doc = json!({
+        "version": 1,
+        "runId": args.run,
+        "stepId": args.step,
+        "action": format!("{:?}", args.action).to_lowercase(),
+        "decision": args.action.decision(),
+        "note": args.note,
+        "resolvedBy": "human",
+        "round": gate.round,
+        "status": outcome.wire_status(),
+        "ready": ready,
+        "gates": gates,
+    });
+    format!("{doc}\n")
+}
+
+/// The decision and what runs next, as text.
+fn human_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
+    let (run, step) = (args.run.as_str(), args.step.as_str());
+    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
     let mut text = format!(
         "gate `{step}` of run {run}: {} (decided in round {})\n",
         args.action.past(),
@@ -217,6 +255,5 @@ pub fn run(args: &GateArgs) -> Exit {
             t
         }
     });
-    super::emit(&text);
-    Exit::Ok
+    text
 }

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StepKindIr};
+use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StageIr, StepIr, StepKindIr};
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
@@ -316,6 +316,57 @@ fn status_line(state: Option<&StepState>) -> Option<String> {
     Some(line)
 }
 
+/// A fanout cluster's label: what it iterates over, its settings, and (in
+/// a run) its status with the count of items per status.
+fn fanout_label(f: &FlowIr, step: &StepIr, state: Option<&StepState>) -> Vec<String> {
+    let StepKindIr::Fanout {
+        over,
+        concurrency,
+        isolation,
+        require,
+        ..
+    } = &step.kind
+    else {
+        return Vec::new();
+    };
+    let mut label = vec![
+        format!(
+            "fanout {} over ${{{}}}",
+            step.id,
+            f.reference_text(&over.target, &over.path)
+        ),
+        format!(
+            "concurrency {concurrency} · require {} · isolation {}",
+            match require {
+                Require::All => "all".to_string(),
+                Require::Any => "any".to_string(),
+                Require::AtLeast(n) => format!("≥ {n}"),
+            },
+            match isolation {
+                Isolation::None => "none",
+                Isolation::Worktree => "worktree",
+            }
+        ),
+    ];
+    if let Some(s) = state {
+        let mut line = status_line(Some(s)).unwrap_or_default();
+        if !s.items.is_empty() {
+            let mut counts: Vec<(&str, usize)> = Vec::new();
+            for it in &s.items {
+                let name = it.status.as_str();
+                match counts.iter_mut().find(|(n, _)| *n == name) {
+                    Some(c) => c.1 += 1,
+                    None => counts.push((name, 1)),
+                }
+            }
+            let parts: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
+            let _ = write!(line, " · items: {}", parts.join(", "));
+        }
+        label.push(line);
+    }
+    label
+}
+
 struct Builder<'a> {
     ir: &'a Ir,
     run: Option<&'a RunView>,
@@ -377,162 +428,159 @@ impl Builder<'_> {
         for step in &f.steps {
             let key = format!("{prefix}{}", step.id);
             let state = states.and_then(|m| m.get(&step.id));
-            let status = state.map(|s| s.status);
-            let mut lines = vec![step.id.clone()];
-            let (item, anchor) = match &step.kind {
-                StepKindIr::Do {
-                    agent,
-                    attempts,
-                    iterate,
-                    ..
-                } => {
-                    lines.push(format!("do · {}", agent.as_str()));
-                    lines.extend(self.contract(step.out));
-                    if let Some(it) = iterate {
-                        lines.push(format!(
-                            "iterate ≤ {} until {}",
-                            it.max,
-                            shorten(&it.until.source, 40)
-                        ));
-                    }
-                    if *attempts != 2 {
-                        lines.push(format!("attempts {attempts}"));
-                    }
-                    self.node(key, lines, Shape::Task, step, state)
-                }
-                StepKindIr::Set { fields } => {
-                    lines.push(format!(
-                        "set · {} field{}",
-                        fields.len(),
-                        if fields.len() == 1 { "" } else { "s" }
-                    ));
-                    lines.extend(self.contract(step.out));
-                    self.node(key, lines, Shape::Compute, step, state)
-                }
-                StepKindIr::Gate { max_rounds, .. } => {
-                    lines.push("gate".into());
-                    if let Some(m) = max_rounds {
-                        lines.push(format!("max_rounds {m}"));
-                    }
-                    self.node(key, lines, Shape::Gate, step, state)
-                }
-                StepKindIr::Fanout {
-                    over,
-                    stages,
-                    concurrency,
-                    isolation,
-                    require,
-                    ..
-                } => {
-                    let mut label = vec![
-                        format!(
-                            "fanout {} over ${{{}}}",
-                            step.id,
-                            f.reference_text(&over.target, &over.path)
-                        ),
-                        format!(
-                            "concurrency {concurrency} · require {} · isolation {}",
-                            match require {
-                                Require::All => "all".to_string(),
-                                Require::Any => "any".to_string(),
-                                Require::AtLeast(n) => format!("≥ {n}"),
-                            },
-                            match isolation {
-                                Isolation::None => "none",
-                                Isolation::Worktree => "worktree",
-                            }
-                        ),
-                    ];
-                    if let Some(s) = state {
-                        let mut line = status_line(Some(s)).unwrap_or_default();
-                        if !s.items.is_empty() {
-                            let mut counts: Vec<(&str, usize)> = Vec::new();
-                            for it in &s.items {
-                                let name = it.status.as_str();
-                                match counts.iter_mut().find(|(n, _)| *n == name) {
-                                    Some(c) => c.1 += 1,
-                                    None => counts.push((name, 1)),
-                                }
-                            }
-                            let parts: Vec<String> =
-                                counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
-                            let _ = write!(line, " · items: {}", parts.join(", "));
-                        }
-                        label.push(line);
-                    }
-                    let mut inner = Vec::new();
-                    let mut prev: Option<End> = None;
-                    let mut first = None;
-                    for (i, st) in stages.iter().enumerate() {
-                        let mut sl = vec![format!("stage {}", i + 1)];
-                        sl.push(format!("do · {}", st.agent.as_str()));
-                        sl.extend(self.contract(st.out));
-                        if st.when.is_some() {
-                            sl.push("when …".into());
-                        }
-                        let sk = format!("{key}#{}", i + 1);
-                        inner.push(Item::Node(Node {
-                            key: sk.clone(),
-                            lines: sl,
-                            shape: Shape::Task,
-                            status: None,
-                        }));
-                        let here = End {
-                            node: sk,
-                            cluster: None,
-                        };
-                        if let Some(p) = &prev {
-                            self.edge(p, &here, Style::Order, None);
-                        }
-                        first.get_or_insert_with(|| here.node.clone());
-                        prev = Some(here);
-                    }
-                    let first = first.unwrap_or_else(|| key.clone());
-                    let last = prev.map_or_else(|| key.clone(), |p| p.node);
-                    (
-                        Item::Cluster(Cluster {
-                            key: key.clone(),
-                            lines: label,
-                            items: inner,
-                            status,
-                        }),
-                        Anchor::in_cluster(first, last, key),
-                    )
-                }
-                StepKindIr::Run { flow: callee, .. } => {
-                    let callee_name = self.ir.flows[*callee].name.clone();
-                    let mut label = vec![format!("run {} → flow {callee_name}", step.id)];
-                    label.extend(status_line(state));
-                    let child_frame = state.and_then(|s| s.child).map(|c| c.ix());
-                    let (inner, inner_anchors) = if depth < 16 {
-                        self.flow(*callee, &format!("{key}/"), child_frame, depth + 1)
-                    } else {
-                        (Vec::new(), Vec::new())
-                    };
-                    let cf = &self.ir.flows[*callee];
-                    let entry = cf
-                        .topo
-                        .first()
-                        .and_then(|&s| inner_anchors.get(s))
-                        .map_or_else(|| key.clone(), |a| a.entry.node.clone());
-                    let exit = inner_anchors
-                        .get(cf.output.step)
-                        .map_or_else(|| key.clone(), |a| a.exit.node.clone());
-                    (
-                        Item::Cluster(Cluster {
-                            key: key.clone(),
-                            lines: label,
-                            items: inner,
-                            status,
-                        }),
-                        Anchor::in_cluster(entry, exit, key),
-                    )
-                }
-            };
+            let (item, anchor) = self.step(f, step, key, state, depth);
             items.push(item);
             anchors.push(anchor);
         }
-        // edges of this flow, in the IR's order
+        self.flow_edges(f, &anchors);
+        (items, anchors)
+    }
+
+    /// One step: a node, or a cluster for a fanout (its stages) or a `run`
+    /// (the callee's flow).
+    fn step(
+        &mut self,
+        f: &FlowIr,
+        step: &StepIr,
+        key: String,
+        state: Option<&StepState>,
+        depth: usize,
+    ) -> (Item, Anchor) {
+        let mut lines = vec![step.id.clone()];
+        match &step.kind {
+            StepKindIr::Do {
+                agent,
+                attempts,
+                iterate,
+                ..
+            } => {
+                lines.push(format!("do · {}", agent.as_str()));
+                lines.extend(self.contract(step.out));
+                if let Some(it) = iterate {
+                    lines.push(format!(
+                        "iterate ≤ {} until {}",
+                        it.max,
+                        shorten(&it.until.source, 40)
+                    ));
+                }
+                if *attempts != 2 {
+                    lines.push(format!("attempts {attempts}"));
+                }
+                self.node(key, lines, Shape::Task, step, state)
+            }
+            StepKindIr::Set { fields } => {
+                lines.push(format!(
+                    "set · {} field{}",
+                    fields.len(),
+                    if fields.len() == 1 { "" } else { "s" }
+                ));
+                lines.extend(self.contract(step.out));
+                self.node(key, lines, Shape::Compute, step, state)
+            }
+            StepKindIr::Gate { max_rounds, .. } => {
+                lines.push("gate".into());
+                if let Some(m) = max_rounds {
+                    lines.push(format!("max_rounds {m}"));
+                }
+                self.node(key, lines, Shape::Gate, step, state)
+            }
+            StepKindIr::Fanout { stages, .. } => {
+                let label = fanout_label(f, step, state);
+                let (inner, first, last) = self.stages(&key, stages);
+                let first = first.unwrap_or_else(|| key.clone());
+                let last = last.unwrap_or_else(|| key.clone());
+                (
+                    Item::Cluster(Cluster {
+                        key: key.clone(),
+                        lines: label,
+                        items: inner,
+                        status: state.map(|s| s.status),
+                    }),
+                    Anchor::in_cluster(first, last, key),
+                )
+            }
+            StepKindIr::Run { flow: callee, .. } => self.run_step(*callee, step, key, state, depth),
+        }
+    }
+
+    /// A fanout's stages, chained in order: the items, and the keys of the
+    /// first and last stage (none without stages).
+    fn stages(
+        &mut self,
+        key: &str,
+        stages: &[StageIr],
+    ) -> (Vec<Item>, Option<String>, Option<String>) {
+        let mut inner = Vec::new();
+        let mut prev: Option<End> = None;
+        let mut first = None;
+        for (i, st) in stages.iter().enumerate() {
+            let mut sl = vec![format!("stage {}", i + 1)];
+            sl.push(format!("do · {}", st.agent.as_str()));
+            sl.extend(self.contract(st.out));
+            if st.when.is_some() {
+                sl.push("when …".into());
+            }
+            let sk = format!("{key}#{}", i + 1);
+            inner.push(Item::Node(Node {
+                key: sk.clone(),
+                lines: sl,
+                shape: Shape::Task,
+                status: None,
+            }));
+            let here = End {
+                node: sk,
+                cluster: None,
+            };
+            if let Some(p) = &prev {
+                self.edge(p, &here, Style::Order, None);
+            }
+            first.get_or_insert_with(|| here.node.clone());
+            prev = Some(here);
+        }
+        (inner, first, prev.map(|p| p.node))
+    }
+
+    /// A `run` step: a cluster holding the callee's flow (16 levels deep at
+    /// most), entered at its first step and left at its output step.
+    fn run_step(
+        &mut self,
+        callee: FlowId,
+        step: &StepIr,
+        key: String,
+        state: Option<&StepState>,
+        depth: usize,
+    ) -> (Item, Anchor) {
+        let callee_name = self.ir.flows[callee].name.clone();
+        let mut label = vec![format!("run {} → flow {callee_name}", step.id)];
+        label.extend(status_line(state));
+        let child_frame = state.and_then(|s| s.child).map(|c| c.ix());
+        let (inner, inner_anchors) = if depth < 16 {
+            self.flow(callee, &format!("{key}/"), child_frame, depth + 1)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let cf = &self.ir.flows[callee];
+        let entry = cf
+            .topo
+            .first()
+            .and_then(|&s| inner_anchors.get(s))
+            .map_or_else(|| key.clone(), |a| a.entry.node.clone());
+        let exit = inner_anchors
+            .get(cf.output.step)
+            .map_or_else(|| key.clone(), |a| a.exit.node.clone());
+        (
+            Item::Cluster(Cluster {
+                key: key.clone(),
+                lines: label,
+                items: inner,
+                status: state.map(|s| s.status),
+            }),
+            Anchor::in_cluster(entry, exit, key),
+        )
+    }
+
+    /// The edges of one flow, in the IR's order, then its revise loops.
+    fn flow_edges(&mut self, f: &FlowIr, anchors: &[Anchor]) {
         for e in &f.edges {
             let style = match e.kind {
                 EdgeKind::Data => Style::Data,
@@ -565,7 +613,6 @@ impl Builder<'_> {
             );
             self.edge(&from, &to, Style::Revise, Some(label));
         }
-        (items, anchors)
     }
 
     fn node(
@@ -573,7 +620,7 @@ impl Builder<'_> {
         key: String,
         mut lines: Vec<String>,
         shape: Shape,
-        step: &stratum_compiler::ir::StepIr,
+        step: &StepIr,
         state: Option<&StepState>,
     ) -> (Item, Anchor) {
         if let Some(w) = &step.when {

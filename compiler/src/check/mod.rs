@@ -404,7 +404,7 @@ fn stub_spec(tables: &Tables) -> Spec {
 /// §7.8 and compilability.
 /// (The rule lives in `stratum_vm::eval::regex`, shared with the evaluator.)
 pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
-    stratum_vm::eval::regex::check_pattern(pattern)
+    stratum_vm::eval::regex::check_pattern(pattern).map_err(|e| e.to_string())
 }
 
 impl<'a> Checker<'a> {

@@ -209,7 +209,7 @@ fn keys(ix: &Index<'_>, fi: Option<usize>, offset: u32, before: &str) -> Vec<Com
         let step_col = step.map(|s| column(ix.text, s.span.start));
         match step {
             Some(s) if step_col == Some(col) => {
-                let mut keys = vec!["id", "after", "when"];
+                let mut keys = decode::SHARED_STEP_FIELDS.to_vec();
                 match &s.kind {
                     StepKind::Broken => keys.extend(decode::CONSTRUCTS),
                     k => keys.extend(decode::allowed_for(k.keyword())),

@@ -4,8 +4,8 @@
 //!
 //! Owns: strictness at every record level (unknown keys fail), optional vs
 //! required (optional accepts absent or `null`; required rejects `null`),
-//! and the path-naming messages (`output.items[2].name: expected string,
-//! found number`).
+//! and the path-naming errors ([`ContractError`]: `output.items[2].name:
+//! expected string, found number`).
 //! Must never: panic, or follow a value deeper than [`MAX_DEPTH`] levels
 //! (the walk recurses once per container level of the value, so that bound
 //! also bounds the recursion, even for a hostile plan whose records refer
@@ -14,15 +14,54 @@
 use std::fmt::Write as _;
 
 use super::value::{MAX_DEPTH, Value, type_name, write_json_string};
-use crate::plan::{BaseType, Plan, TypeDef};
+use crate::plan::{BaseType, Plan, StrId, TypeDef};
 
-/// Checks `v` against record `record` of `plan`; messages start at `output`.
-pub fn check_record(plan: &Plan, record: u32, v: &Value) -> Result<(), String> {
+/// Where a value breaks its contract and how. Displays as
+/// `<path>: <problem>` (`output.items[2].name: expected string, found number`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct ContractError {
+    /// The value's path from the root (`output.items[2].name`, `input`).
+    pub path: String,
+    /// What is wrong there.
+    pub problem: Problem,
+}
+
+/// What is wrong with a value at a [`ContractError`]'s path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// Another type or value was expected (`expected string, found number`,
+    /// `expected integer, found 1.5`, `expected one of "a", "b", found "c"`).
+    #[error("expected {expected}, found {found}")]
+    Expected {
+        /// The type or the values allowed.
+        expected: String,
+        /// The type found, or the value itself for integers and enums.
+        found: String,
+    },
+    /// A required field is absent.
+    #[error("missing required field `{0}`")]
+    MissingField(String),
+    /// A field the record does not declare (records are strict).
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
+    /// The value nests deeper than [`MAX_DEPTH`] levels.
+    #[error("value nested deeper than {} levels", MAX_DEPTH)]
+    TooDeep,
+    /// The plan names a record it does not have.
+    #[error("unknown contract #{0}")]
+    UnknownContract(u32),
+}
+
+type R = Result<(), ContractError>;
+
+/// Checks `v` against record `record` of `plan`; paths start at `output`.
+pub fn check_record(plan: &Plan, record: u32, v: &Value) -> R {
     check_record_at(plan, record, v, "output")
 }
 
 /// [`check_record`] with another name for the root (`input`, `with`, …).
-pub fn check_record_at(plan: &Plan, record: u32, v: &Value, root: &str) -> Result<(), String> {
+pub fn check_record_at(plan: &Plan, record: u32, v: &Value, root: &str) -> R {
     let mut w = Walk {
         plan,
         root,
@@ -31,9 +70,9 @@ pub fn check_record_at(plan: &Plan, record: u32, v: &Value, root: &str) -> Resul
     w.record(record, v, 0)
 }
 
-/// Checks `v` against a field type; `optional` accepts `null`. Messages
+/// Checks `v` against a field type; `optional` accepts `null`. Paths
 /// start at `output`.
-pub fn check_type(plan: &Plan, ty: &TypeDef, optional: bool, v: &Value) -> Result<(), String> {
+pub fn check_type(plan: &Plan, ty: &TypeDef, optional: bool, v: &Value) -> R {
     let mut w = Walk {
         plan,
         root: "output",
@@ -54,7 +93,7 @@ struct Walk<'p, 'v> {
 }
 
 impl<'v> Walk<'_, 'v> {
-    fn fail(&self, what: impl AsRef<str>) -> Result<(), String> {
+    fn fail(&self, problem: Problem) -> R {
         let mut at = self.root.to_string();
         for s in &self.path {
             match s {
@@ -67,24 +106,28 @@ impl<'v> Walk<'_, 'v> {
                 }
             }
         }
-        Err(format!("{at}: {}", what.as_ref()))
+        Err(ContractError { path: at, problem })
     }
 
-    fn mismatch(&self, want: &str, v: &Value) -> Result<(), String> {
-        self.fail(format!("expected {want}, found {}", type_name(v)))
+    fn expected(&self, expected: String, found: String) -> R {
+        self.fail(Problem::Expected { expected, found })
+    }
+
+    fn mismatch(&self, want: &str, v: &Value) -> R {
+        self.expected(want.to_string(), type_name(v).to_string())
     }
 
     /// `depth`: containers entered so far.
-    fn enter(&self, depth: usize) -> Result<usize, String> {
+    fn enter(&self, depth: usize) -> Result<usize, ContractError> {
         if depth >= MAX_DEPTH {
-            self.fail(format!("value nested deeper than {MAX_DEPTH} levels"))?;
+            self.fail(Problem::TooDeep)?;
         }
         Ok(depth + 1)
     }
 
-    fn record(&mut self, r: u32, v: &'v Value, depth: usize) -> Result<(), String> {
+    fn record(&mut self, r: u32, v: &'v Value, depth: usize) -> R {
         let Some(rec) = self.plan.records.get(r as usize) else {
-            return self.fail(format!("unknown contract #{r}"));
+            return self.fail(Problem::UnknownContract(r));
         };
         let Value::Object(o) = v else {
             return self.mismatch("object", v);
@@ -94,7 +137,7 @@ impl<'v> Walk<'_, 'v> {
             let name = self.plan.str(f.name);
             match o.get_key_value(name) {
                 None if f.optional => {}
-                None => return self.fail(format!("missing required field `{name}`")),
+                None => return self.fail(Problem::MissingField(name.to_string())),
                 Some((k, fv)) => {
                     self.path.push(Seg::Field(k));
                     self.ty(&f.ty, f.optional, fv, depth)?;
@@ -107,18 +150,12 @@ impl<'v> Walk<'_, 'v> {
                 .iter()
                 .any(|f| self.plan.str(f.name) == k.as_str())
         }) {
-            return self.fail(format!("unknown field `{k}`"));
+            return self.fail(Problem::UnknownField(k.clone()));
         }
         Ok(())
     }
 
-    fn ty(
-        &mut self,
-        ty: &TypeDef,
-        optional: bool,
-        v: &'v Value,
-        depth: usize,
-    ) -> Result<(), String> {
+    fn ty(&mut self, ty: &TypeDef, optional: bool, v: &'v Value, depth: usize) -> R {
         if optional && v.is_null() {
             return Ok(());
         }
@@ -126,13 +163,7 @@ impl<'v> Walk<'_, 'v> {
     }
 
     /// `levels` list levels around `ty.base`.
-    fn levels(
-        &mut self,
-        ty: &TypeDef,
-        levels: u8,
-        v: &'v Value,
-        depth: usize,
-    ) -> Result<(), String> {
+    fn levels(&mut self, ty: &TypeDef, levels: u8, v: &'v Value, depth: usize) -> R {
         if levels == 0 {
             return self.base(&ty.base, v, depth);
         }
@@ -148,7 +179,7 @@ impl<'v> Walk<'_, 'v> {
         Ok(())
     }
 
-    fn base(&mut self, base: &BaseType, v: &'v Value, depth: usize) -> Result<(), String> {
+    fn base(&mut self, base: &BaseType, v: &'v Value, depth: usize) -> R {
         match (base, v) {
             (BaseType::String, Value::String(_))
             | (BaseType::Number, Value::Number(_))
@@ -157,28 +188,9 @@ impl<'v> Walk<'_, 'v> {
             | (BaseType::Array, Value::Array(_)) => Ok(()),
             (BaseType::Integer, Value::Number(n)) => match n.as_f64() {
                 Some(x) if x.is_finite() && x.fract() == 0.0 => Ok(()),
-                _ => self.fail(format!("expected integer, found {n}")),
+                _ => self.expected("integer".to_string(), n.to_string()),
             },
-            (BaseType::Enum(values), Value::String(s)) => {
-                if values.iter().any(|id| self.plan.str(*id) == s) {
-                    Ok(())
-                } else {
-                    let mut want = String::from("one of ");
-                    for (i, id) in values.iter().enumerate() {
-                        if i > 0 {
-                            want.push_str(", ");
-                        }
-                        write_json_string(&mut want, self.plan.str(*id));
-                    }
-                    let mut found = String::new();
-                    let cut: String = s.chars().take(40).collect();
-                    write_json_string(&mut found, &cut);
-                    if cut.len() < s.len() {
-                        found.push('…');
-                    }
-                    self.fail(format!("expected {want}, found {found}"))
-                }
-            }
+            (BaseType::Enum(values), Value::String(s)) => self.one_of(values, s),
             (BaseType::Record(r), _) => self.record(*r, v, depth),
             (BaseType::String, _) => self.mismatch("string", v),
             (BaseType::Integer, _) => self.mismatch("integer", v),
@@ -188,5 +200,27 @@ impl<'v> Walk<'_, 'v> {
             (BaseType::Array, _) => self.mismatch("array", v),
             (BaseType::Enum(_), _) => self.mismatch("string", v),
         }
+    }
+
+    /// An enum's string: one of `values` (the found text is cut at 40
+    /// characters).
+    fn one_of(&self, values: &[StrId], s: &str) -> R {
+        if values.iter().any(|id| self.plan.str(*id) == s) {
+            return Ok(());
+        }
+        let mut want = String::from("one of ");
+        for (i, id) in values.iter().enumerate() {
+            if i > 0 {
+                want.push_str(", ");
+            }
+            write_json_string(&mut want, self.plan.str(*id));
+        }
+        let mut found = String::new();
+        let cut: String = s.chars().take(40).collect();
+        write_json_string(&mut found, &cut);
+        if cut.len() < s.len() {
+            found.push('…');
+        }
+        self.expected(want, found)
     }
 }

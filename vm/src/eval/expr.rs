@@ -19,6 +19,7 @@ use std::fmt;
 
 use super::regex as pattern;
 use super::value::{self, MAX_DEPTH, MAX_VALUE_BYTES, Value, as_number, equal, truthy, type_name};
+use crate::interp::HostError;
 use crate::plan::op::{self, BUILTINS, Op};
 use crate::plan::{Chunk, ConstDef, Plan};
 
@@ -60,10 +61,11 @@ pub struct Bindings<'a> {
 /// The file functions, answered by the host (which jails paths).
 pub trait Files {
     /// `file_exists(path)`: whether it is an existing regular file. An error
-    /// (bad path, escape from the jail, no root) becomes a `validation_error`.
-    fn file_exists(&mut self, path: &str) -> Result<bool, String>;
+    /// (bad path, escape from the jail, no root) becomes a `validation_error`
+    /// with the error's text.
+    fn file_exists(&mut self, path: &str) -> Result<bool, HostError>;
     /// `file_contains(path, text)`: false when missing or not a regular file.
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, String>;
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, HostError>;
 }
 
 /// No workspace root: every file function is a `validation_error`.
@@ -74,12 +76,12 @@ pub struct NoFiles;
 pub const NO_ROOT: &str = "file function requires a workspace root";
 
 impl Files for NoFiles {
-    fn file_exists(&mut self, _path: &str) -> Result<bool, String> {
-        Err(NO_ROOT.into())
+    fn file_exists(&mut self, _path: &str) -> Result<bool, HostError> {
+        Err(HostError::Unsupported(NO_ROOT.into()))
     }
 
-    fn file_contains(&mut self, _path: &str, _text: &str) -> Result<bool, String> {
-        Err(NO_ROOT.into())
+    fn file_contains(&mut self, _path: &str, _text: &str) -> Result<bool, HostError> {
+        Err(HostError::Unsupported(NO_ROOT.into()))
     }
 }
 
@@ -511,7 +513,7 @@ impl<'a> Machine<'a, '_> {
                 self.files
                     .file_exists(p)
                     .map(Value::Bool)
-                    .map_err(EvalError::ValidationError)
+                    .map_err(|e| EvalError::ValidationError(e.to_string()))
             }
             "file_contains" => {
                 let a1: &Value = &args[1];
@@ -525,7 +527,7 @@ impl<'a> Machine<'a, '_> {
                 self.files
                     .file_contains(p, t)
                     .map(Value::Bool)
-                    .map_err(EvalError::ValidationError)
+                    .map_err(|e| EvalError::ValidationError(e.to_string()))
             }
             other => Err(EvalError::UnknownFunction(format!(
                 "unknown function `{other}`"

@@ -15,7 +15,8 @@ pub mod regex;
 pub mod template;
 pub mod value;
 
-pub use contract::{check_record, check_type};
+pub use contract::{ContractError, Problem, check_record, check_type};
 pub use expr::{Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool};
-pub use template::{RefValues, render};
+pub use regex::PatternError;
+pub use template::{RefValues, RenderError, render};
 pub use value::{Value, compact_json, equal, js_number, truthy, type_name};

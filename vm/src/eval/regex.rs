@@ -3,8 +3,9 @@
 //! checks literal patterns with [`check_pattern`]; the evaluator runs the same
 //! filter on every pattern at run time, so the rule lives here only.
 //!
-//! Owns: which patterns are safe to run, the pattern length limit, and the
-//! compile limits (256 KiB program, nesting 32).
+//! Owns: which patterns are safe to run, the pattern length limit, the
+//! compile limits (256 KiB program, nesting 32), and why a pattern is
+//! refused ([`PatternError`]).
 //! Must never: run a pattern that did not pass the filter, or panic.
 
 /// Longest pattern accepted, in characters (Unicode scalar values, decision C7).
@@ -13,33 +14,81 @@ pub const MAX_PATTERN_CHARS: usize = 256;
 /// Longest `matches` input accepted, in characters.
 pub const MAX_INPUT_CHARS: usize = 4096;
 
+/// Why a pattern is refused. Displays as the reason the compiler's
+/// diagnostic and the evaluator's `validation_error` quote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// Longer than [`MAX_PATTERN_CHARS`] characters.
+    #[error("patterns are limited to {} characters", MAX_PATTERN_CHARS)]
+    TooLong,
+    /// A `(?` construct.
+    #[error("`(?` constructs (lookaround, named or non-capturing groups, flags) are not allowed")]
+    QuestionGroup,
+    /// A `\` at the end.
+    #[error("a trailing `\\`")]
+    TrailingBackslash,
+    /// `\1` … `\9`.
+    #[error("backreferences are not allowed")]
+    Backreference,
+    /// A `[` with no `]`.
+    #[error("an unterminated `[...]` class")]
+    UnterminatedClass,
+    /// A `)` with no `(`.
+    #[error("an unbalanced `)`")]
+    UnbalancedClose,
+    /// A `(` with no `)`.
+    #[error("an unbalanced `(`")]
+    UnbalancedOpen,
+    /// `(a+)+`, `(a|aa)+`.
+    #[error("a quantified group that contains a quantifier or an alternation (nested repetition)")]
+    NestedRepetition,
+    /// `a*a*`, `(a*)(a*)`.
+    #[error("two quantified parts next to each other (catastrophic backtracking risk)")]
+    AdjacentQuantifiers,
+    /// A `*`, `+` or `?` after no atom.
+    #[error("a `{0}` with nothing to repeat")]
+    NothingToRepeat(char),
+    /// A `{` where no atom precedes it.
+    #[error("a `{{` that is not a quantifier after an atom")]
+    StrayBrace,
+    /// A `{` after an atom that is not `{m}`, `{m,}` or `{m,n}`.
+    #[error("a `{{` that is not a valid `{{m}}`, `{{m,}}` or `{{m,n}}` quantifier")]
+    BadBrace,
+    /// More than 32 quantifiers.
+    #[error("more than 32 quantifiers")]
+    TooManyQuantifiers,
+    /// The `regex` crate refused it: the last line of its message.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Validates a pattern: the length limit, the safe-shape filter and
-/// compilability. The message says what is wrong.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+/// compilability. The error says what is wrong.
+pub fn check_pattern(pattern: &str) -> Result<(), PatternError> {
     if pattern.chars().count() > MAX_PATTERN_CHARS {
-        return Err(format!(
-            "patterns are limited to {MAX_PATTERN_CHARS} characters"
-        ));
+        return Err(PatternError::TooLong);
     }
     check_shape(pattern)?;
     compile(pattern).map(|_| ())
 }
 
 /// Compiles a pattern (which must have passed [`check_shape`]) with the
-/// size and nesting limits; the error is the last line of the `regex`
+/// size and nesting limits; the error holds the last line of the `regex`
 /// crate's message.
-pub fn compile(pattern: &str) -> Result<::regex::Regex, String> {
+pub fn compile(pattern: &str) -> Result<::regex::Regex, PatternError> {
     ::regex::RegexBuilder::new(pattern)
         .size_limit(256 * 1024)
         .nest_limit(32)
         .build()
         .map_err(|e| {
             let text = e.to_string();
-            text.lines()
-                .last()
-                .unwrap_or("invalid pattern")
-                .trim()
-                .to_string()
+            PatternError::Invalid(
+                text.lines()
+                    .last()
+                    .unwrap_or("invalid pattern")
+                    .trim()
+                    .to_string(),
+            )
         })
 }
 
@@ -48,46 +97,129 @@ pub fn compile(pattern: &str) -> Result<::regex::Regex, String> {
 /// Groups are transparent for adjacency: `(a*)(a*)` has two quantified atoms
 /// next to each other. A quantified group may not contain a quantifier or an
 /// alternation (`(a+)+`, `(a|aa)+`).
-pub fn check_shape(pattern: &str) -> Result<(), String> {
+pub fn check_shape(pattern: &str) -> Result<(), PatternError> {
     if pattern.contains("(?") {
-        return Err(
-            "`(?` constructs (lookaround, named or non-capturing groups, flags) are not allowed"
-                .into(),
-        );
+        return Err(PatternError::QuestionGroup);
     }
-    struct Group {
-        has_quant: bool,
-        prev_at_open: bool,
-    }
-    let b: Vec<char> = pattern.chars().collect();
-    let mut groups: Vec<Group> = Vec::new();
-    let mut prev_quantified = false;
-    let mut quantifiers = 0usize;
+    let mut s = Shape {
+        b: pattern.chars().collect(),
+        groups: Vec::new(),
+        prev_quantified: false,
+        quantifiers: 0,
+    };
     let mut i = 0;
-    // length of a quantifier (with an optional lazy `?`) at `at`
-    let quantifier = |at: usize| -> Option<usize> {
-        let len = match b.get(at)? {
+    while i < s.b.len() {
+        i = match s.b[i] {
+            '(' => {
+                s.open_group();
+                i + 1
+            }
+            '|' => {
+                s.alternation();
+                i + 1
+            }
+            ')' => s.close_group(i)?,
+            c @ ('*' | '+' | '?') => return Err(PatternError::NothingToRepeat(c)),
+            '{' => return Err(PatternError::StrayBrace),
+            _ => {
+                let end = s.atom_end(i)?;
+                let next = s.after_atom(end)?;
+                if s.quantifiers > 32 {
+                    return Err(PatternError::TooManyQuantifiers);
+                }
+                next
+            }
+        };
+    }
+    if !s.groups.is_empty() {
+        return Err(PatternError::UnbalancedOpen);
+    }
+    Ok(())
+}
+
+/// An open group of the shape filter.
+struct Group {
+    /// It contains a quantifier or an alternation.
+    has_quant: bool,
+    /// The part before its `(` was quantified.
+    prev_at_open: bool,
+}
+
+/// The state of the shape filter's scan over a pattern's characters.
+struct Shape {
+    b: Vec<char>,
+    groups: Vec<Group>,
+    /// The last part (atom or group) was quantified.
+    prev_quantified: bool,
+    quantifiers: usize,
+}
+
+impl Shape {
+    /// Length of a quantifier (with an optional lazy `?`) at `at`.
+    fn quantifier(&self, at: usize) -> Option<usize> {
+        let len = match self.b.get(at)? {
             '*' | '+' | '?' => 1,
-            '{' => brace_quantifier(&b[at..])?,
+            '{' => brace_quantifier(&self.b[at..])?,
             _ => return None,
         };
-        Some(if b.get(at + len) == Some(&'?') {
+        Some(if self.b.get(at + len) == Some(&'?') {
             len + 1
         } else {
             len
         })
-    };
-    while i < b.len() {
-        let c = b[i];
-        let atom_end = match c {
+    }
+
+    fn open_group(&mut self) {
+        self.groups.push(Group {
+            has_quant: false,
+            prev_at_open: self.prev_quantified,
+        });
+    }
+
+    fn alternation(&mut self) {
+        if let Some(g) = self.groups.last_mut() {
+            g.has_quant = true;
+        }
+        self.prev_quantified = false;
+    }
+
+    /// The `)` at `i` and its quantifier; the index after them.
+    fn close_group(&mut self, i: usize) -> Result<usize, PatternError> {
+        let Some(g) = self.groups.pop() else {
+            return Err(PatternError::UnbalancedClose);
+        };
+        let Some(len) = self.quantifier(i + 1) else {
+            if let Some(parent) = self.groups.last_mut() {
+                parent.has_quant |= g.has_quant;
+            }
+            return Ok(i + 1);
+        };
+        if g.has_quant {
+            return Err(PatternError::NestedRepetition);
+        }
+        if g.prev_at_open {
+            return Err(PatternError::AdjacentQuantifiers);
+        }
+        self.quantifiers += 1;
+        self.prev_quantified = true;
+        if let Some(parent) = self.groups.last_mut() {
+            parent.has_quant = true;
+        }
+        Ok(i + 1 + len)
+    }
+
+    /// The end of the atom (escape, class or character) at `i`.
+    fn atom_end(&self, i: usize) -> Result<usize, PatternError> {
+        let b = &self.b;
+        match b[i] {
             '\\' => {
                 let Some(&n) = b.get(i + 1) else {
-                    return Err("a trailing `\\`".into());
+                    return Err(PatternError::TrailingBackslash);
                 };
                 if n.is_ascii_digit() && n != '0' {
-                    return Err("backreferences are not allowed".into());
+                    return Err(PatternError::Backreference);
                 }
-                i + 2
+                Ok(i + 2)
             }
             '[' => {
                 let mut j = i + 1;
@@ -104,96 +236,38 @@ pub fn check_shape(pattern: &str) -> Result<(), String> {
                     j += 1;
                 }
                 if j >= b.len() {
-                    return Err("an unterminated `[...]` class".into());
+                    return Err(PatternError::UnterminatedClass);
                 }
-                j + 1
+                Ok(j + 1)
             }
-            '(' => {
-                groups.push(Group {
-                    has_quant: false,
-                    prev_at_open: prev_quantified,
-                });
-                i += 1;
-                continue;
+            _ => Ok(i + 1),
+        }
+    }
+
+    /// The quantifier (if any) after the atom ending at `atom_end`; the
+    /// index after it.
+    fn after_atom(&mut self, atom_end: usize) -> Result<usize, PatternError> {
+        let brace = self.b.get(atom_end) == Some(&'{');
+        let Some(len) = self.quantifier(atom_end) else {
+            if brace {
+                return Err(PatternError::BadBrace);
             }
-            '|' => {
-                if let Some(g) = groups.last_mut() {
-                    g.has_quant = true;
-                }
-                prev_quantified = false;
-                i += 1;
-                continue;
-            }
-            ')' => {
-                let Some(g) = groups.pop() else {
-                    return Err("an unbalanced `)`".into());
-                };
-                match quantifier(i + 1) {
-                    Some(len) => {
-                        if g.has_quant {
-                            return Err("a quantified group that contains a quantifier or an alternation (nested repetition)".into());
-                        }
-                        if g.prev_at_open {
-                            return Err("two quantified parts next to each other (catastrophic backtracking risk)".into());
-                        }
-                        quantifiers += 1;
-                        prev_quantified = true;
-                        if let Some(parent) = groups.last_mut() {
-                            parent.has_quant = true;
-                        }
-                        i += 1 + len;
-                    }
-                    None => {
-                        if let Some(parent) = groups.last_mut() {
-                            parent.has_quant |= g.has_quant;
-                        }
-                        i += 1;
-                    }
-                }
-                continue;
-            }
-            '*' | '+' | '?' => return Err(format!("a `{c}` with nothing to repeat")),
-            '{' => return Err("a `{` that is not a quantifier after an atom".into()),
-            _ => i + 1,
+            self.prev_quantified = false;
+            return Ok(atom_end);
         };
-        match quantifier(atom_end) {
-            Some(len) => {
-                if b.get(atom_end) == Some(&'{') && brace_quantifier(&b[atom_end..]).is_none() {
-                    return Err(
-                        "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into(),
-                    );
-                }
-                if prev_quantified {
-                    return Err(
-                        "two quantified parts next to each other (catastrophic backtracking risk)"
-                            .into(),
-                    );
-                }
-                quantifiers += 1;
-                prev_quantified = true;
-                if let Some(g) = groups.last_mut() {
-                    g.has_quant = true;
-                }
-                i = atom_end + len;
-            }
-            None => {
-                if b.get(atom_end) == Some(&'{') {
-                    return Err(
-                        "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier".into(),
-                    );
-                }
-                prev_quantified = false;
-                i = atom_end;
-            }
+        if brace && brace_quantifier(&self.b[atom_end..]).is_none() {
+            return Err(PatternError::BadBrace);
         }
-        if quantifiers > 32 {
-            return Err("more than 32 quantifiers".into());
+        if self.prev_quantified {
+            return Err(PatternError::AdjacentQuantifiers);
         }
+        self.quantifiers += 1;
+        self.prev_quantified = true;
+        if let Some(g) = self.groups.last_mut() {
+            g.has_quant = true;
+        }
+        Ok(atom_end + len)
     }
-    if !groups.is_empty() {
-        return Err("an unbalanced `(`".into());
-    }
-    Ok(())
 }
 
 /// Length of a `{m}`, `{m,}` or `{m,n}` quantifier at the start of `b`.
@@ -267,6 +341,73 @@ mod tests {
         assert!(check_pattern(&"a".repeat(257)).is_err());
         // 200 emoji are 400 UTF-16 units but 200 characters (C7)
         assert!(check_pattern(&"😀".repeat(200)).is_ok());
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        use super::PatternError as E;
+        for (pattern, error, text) in [
+            (
+                "(?i)x",
+                E::QuestionGroup,
+                "`(?` constructs (lookaround, named or non-capturing groups, flags) are not allowed",
+            ),
+            ("a\\", E::TrailingBackslash, "a trailing `\\`"),
+            ("(a)\\1", E::Backreference, "backreferences are not allowed"),
+            ("[ab", E::UnterminatedClass, "an unterminated `[...]` class"),
+            ("a)", E::UnbalancedClose, "an unbalanced `)`"),
+            ("(a", E::UnbalancedOpen, "an unbalanced `(`"),
+            (
+                "(a+)+",
+                E::NestedRepetition,
+                "a quantified group that contains a quantifier or an alternation (nested repetition)",
+            ),
+            (
+                "a*(b)+",
+                E::AdjacentQuantifiers,
+                "two quantified parts next to each other (catastrophic backtracking risk)",
+            ),
+            (
+                "a*a*",
+                E::AdjacentQuantifiers,
+                "two quantified parts next to each other (catastrophic backtracking risk)",
+            ),
+            (
+                "*a",
+                E::NothingToRepeat('*'),
+                "a `*` with nothing to repeat",
+            ),
+            (
+                "{2}",
+                E::StrayBrace,
+                "a `{` that is not a quantifier after an atom",
+            ),
+            (
+                "x{",
+                E::BadBrace,
+                "a `{` that is not a valid `{m}`, `{m,}` or `{m,n}` quantifier",
+            ),
+        ] {
+            assert_eq!(check_shape(pattern), Err(error.clone()), "{pattern}");
+            assert_eq!(error.to_string(), text);
+        }
+        let many = "ab+".repeat(33);
+        assert_eq!(check_shape(&many[..3 * 32]), Ok(()));
+        assert_eq!(check_shape(&many), Err(E::TooManyQuantifiers));
+        assert_eq!(
+            E::TooManyQuantifiers.to_string(),
+            "more than 32 quantifiers"
+        );
+        let long = "a".repeat(257);
+        assert_eq!(check_pattern(&long), Err(E::TooLong));
+        assert_eq!(
+            E::TooLong.to_string(),
+            "patterns are limited to 256 characters"
+        );
+        let Err(E::Invalid(why)) = check_pattern("[z-a]") else {
+            panic!("`[z-a]` passes the shape filter and fails to compile");
+        };
+        assert!(why.contains("invalid character class range"), "{why}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! [`TemplateMode`]s, and the interpolation text of each value type
 //! (string as is, `null` empty, numbers and booleans as JavaScript text,
 //! arrays and objects as compact JSON), and the size limit of the text it
-//! builds ([`MAX_VALUE_BYTES`], an error past it).
+//! builds ([`MAX_VALUE_BYTES`], an error past it), and why a rendering
+//! fails ([`RenderError`]).
 //! Must never: re-scan substituted text for `${…}` (inserted values are
 //! verbatim), read bindings other than through [`RefValues`], or panic.
 
@@ -20,6 +21,28 @@ pub const UNAVAILABLE: &str = "reference output is unavailable (the source may h
 
 /// The message of a `do` task whose single reference is not a string.
 pub const NOT_A_STRING: &str = "do task must render to a string";
+
+/// Why a template could not be rendered. Displays as the reason a step's
+/// attempt fails with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A full-value template that is not exactly one reference (only a
+    /// malformed plan has one).
+    #[error("a full-value template must be exactly one reference")]
+    NotOneReference,
+    /// A reference resolves to nothing ([`UNAVAILABLE`]).
+    #[error("{}", UNAVAILABLE)]
+    Unavailable,
+    /// A `do` task's single reference is not a string ([`NOT_A_STRING`]).
+    #[error("{}", NOT_A_STRING)]
+    NotAString,
+    /// A text piece names a string the plan does not have.
+    #[error("template text #{0} is out of range")]
+    TextOutOfRange(u32),
+    /// The text would pass [`MAX_VALUE_BYTES`].
+    #[error("resource_limit: {}", too_large_message("the template", None))]
+    TooLarge,
+}
 
 /// The values references start from.
 pub trait RefValues {
@@ -57,17 +80,17 @@ pub fn resolve<'v>(plan: &Plan, r: &RefDef, refs: &'v dyn RefValues) -> Option<C
 }
 
 /// Renders template `t` of a flow of `plan`.
-pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Value, String> {
+pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Value, RenderError> {
     if t.mode != TemplateMode::Interpolate {
         let [PieceDef::Ref(r)] = t.pieces.as_slice() else {
-            return Err("a full-value template must be exactly one reference".into());
+            return Err(RenderError::NotOneReference);
         };
-        let v = resolve(plan, r, refs).ok_or(UNAVAILABLE)?;
+        let v = resolve(plan, r, refs).ok_or(RenderError::Unavailable)?;
         return match (t.mode, &*v) {
             (TemplateMode::FullValueString, Value::String(_)) | (TemplateMode::FullValue, _) => {
                 Ok(v.into_owned())
             }
-            _ => Err(NOT_A_STRING.into()),
+            _ => Err(RenderError::NotAString),
         };
     }
     let mut out = String::new();
@@ -75,14 +98,14 @@ pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Valu
         match p {
             PieceDef::Text(s) => match plan.strings.get(*s as usize) {
                 Some(s) => push_within(&mut out, s)?,
-                None => return Err(format!("template text #{s} is out of range")),
+                None => return Err(RenderError::TextOutOfRange(*s)),
             },
-            PieceDef::Ref(r) => match &*resolve(plan, r, refs).ok_or(UNAVAILABLE)? {
+            PieceDef::Ref(r) => match &*resolve(plan, r, refs).ok_or(RenderError::Unavailable)? {
                 Value::String(s) => push_within(&mut out, s)?,
                 Value::Null => {}
                 v @ (Value::Array(_) | Value::Object(_)) => {
                     let room = MAX_VALUE_BYTES - out.len();
-                    let text = compact_json_within(v, room).ok_or_else(too_large)?;
+                    let text = compact_json_within(v, room).ok_or(RenderError::TooLarge)?;
                     out.push_str(&text);
                 }
                 v => push_within(&mut out, &js_string(v))?,
@@ -92,18 +115,10 @@ pub fn render(plan: &Plan, t: &TemplateDef, refs: &dyn RefValues) -> Result<Valu
     Ok(Value::String(out))
 }
 
-/// The error of a rendering over [`MAX_VALUE_BYTES`].
-fn too_large() -> String {
-    format!(
-        "resource_limit: {}",
-        too_large_message("the template", None)
-    )
-}
-
 /// Appends `s`, unless the text would pass [`MAX_VALUE_BYTES`].
-fn push_within(out: &mut String, s: &str) -> Result<(), String> {
+fn push_within(out: &mut String, s: &str) -> Result<(), RenderError> {
     if out.len().saturating_add(s.len()) > MAX_VALUE_BYTES {
-        return Err(too_large());
+        return Err(RenderError::TooLarge);
     }
     out.push_str(s);
     Ok(())

@@ -6,7 +6,16 @@
 //! module, where `schema` and the IDE read them too).
 //! Must never: resolve step ids or contracts (that is `check`).
 
-use super::*;
+use super::{
+    CONSTRUCTS, DISPATCHES, Decoder, FANOUT_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS,
+    MERGES, Obj, REQUIRE_WORDS, SHARED_STEP_FIELDS, STAGE_FIELDS, STEP_FIELDS, allowed_for, name,
+};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::source::Span;
+use crate::syntax::ast::{
+    Fanout, Gate, Iterate, Name, Require, Route, Stage, Step, StepKind, WithEntry,
+};
+use crate::yaml::{Entry, Node, Str, Value};
 
 impl Decoder<'_> {
     pub(super) fn step(&mut self, item: &Node) -> Option<Step> {

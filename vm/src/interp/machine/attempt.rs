@@ -333,7 +333,7 @@ impl Transition<'_> {
         }
         let problem = match walk(output, &o.path, self.plan) {
             None => "the flow output path is missing from this output".to_string(),
-            Some(val) => check_record(self.plan, o.contract, val).err()?,
+            Some(val) => check_record(self.plan, o.contract, val).err()?.to_string(),
         };
         Some(Failure {
             attempt,

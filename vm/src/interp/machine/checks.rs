@@ -36,7 +36,7 @@ impl Transition<'_> {
     ) -> (Result<(), Failure>, Spend) {
         let mut usage = Spend::default();
         if let Some(rec) = out
-            && let Err(e) = check_record(self.plan, rec, output)
+            && let Err(e) = check_record(self.plan, rec, output).map_err(|e| e.to_string())
         {
             let failure = Failure {
                 attempt,

@@ -279,7 +279,7 @@ pub fn start(
     ops::check_startable(plan, flow_i, workspace.as_deref(), host)?;
     let fd = &plan.flows[flow_i as usize];
     crate::eval::contract::check_record_at(plan, fd.input, &input, "input")
-        .map_err(VmError::InvalidInput)?;
+        .map_err(|e| VmError::InvalidInput(e.to_string()))?;
     let mut run = ops::new_run(
         plan_hash,
         run_id,

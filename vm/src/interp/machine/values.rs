@@ -16,7 +16,7 @@ use super::Transition;
 use crate::eval::template::{RefValues, render};
 use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, eval};
 use crate::interp::event::EventKind;
-use crate::interp::host::{FileEvidence, FileRoot, Host};
+use crate::interp::host::{FileEvidence, FileRoot, Host, HostError};
 use crate::interp::state::*;
 use crate::plan::{Plan, RefDef, RefTarget, Seg, WithNode};
 
@@ -88,7 +88,7 @@ impl Transition<'_> {
             item,
             prev,
         };
-        render(self.plan, td, &refs)
+        render(self.plan, td, &refs).map_err(|e| e.to_string())
     }
 
     /// Evaluates expression chunk `c` of frame `f`'s flow.
@@ -217,23 +217,17 @@ struct HostFiles<'h> {
 }
 
 impl Files for HostFiles<'_> {
-    fn file_exists(&mut self, path: &str) -> Result<bool, String> {
+    fn file_exists(&mut self, path: &str) -> Result<bool, HostError> {
         let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
-        let ev = self
-            .host
-            .file_exists(root, path)
-            .map_err(|e| e.to_string())?;
+        let ev = self.host.file_exists(root, path)?;
         let exists = ev.exists;
         self.evidence.push(ev);
         Ok(exists)
     }
 
-    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, String> {
+    fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, HostError> {
         let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
-        let (holds, ev) = self
-            .host
-            .file_contains(root, path, text)
-            .map_err(|e| e.to_string())?;
+        let (holds, ev) = self.host.file_contains(root, path, text)?;
         self.evidence.push(ev);
         Ok(holds)
     }
