@@ -1456,4 +1456,113 @@ mod tests {
             "{e}"
         );
     }
+
+    fn cfg(text: &str) -> Config {
+        Config::from_toml(text).unwrap()
+    }
+
+    const OPERATOR: &str = "[agents.claude]\ncommand = \"claude -p\"\ntimeout_ms = 600000\n\
+        [agents.codex]\ncommand = \"codex exec\"\n\
+        [judge]\nurl = \"http://judge.op/v1\"\nmodel = \"m\"\ntimeout_ms = 30000\n";
+
+    #[test]
+    fn the_canonical_text_reads_back_to_the_same_config() {
+        let c = cfg("[agents.codex]\ncommand = \"a \\\"b\\\"\\n\"\ntimeout_ms = 5\nusd = 0.1\ntokens = 1\n\
+             [agents.claude]\n\
+             [judge]\nurl = \"http://x\"\nmodel = \"m\"\napi_key_env = \"K\"\np_success = 1e-7\n\
+             [judge.stakes.paranoid]\nmodel = \"big\"\ntemperature = 0.5\n");
+        let text = c.to_toml();
+        assert_eq!(cfg(&text), c, "{text}");
+        assert_eq!(text, cfg(&text).to_toml(), "canonical: one text per config");
+        assert!(text.starts_with("[agents.claude]\n[agents.codex]\ncommand = "), "{text}");
+        assert_eq!(cfg("").to_toml(), "");
+        let frozen = Resolved { config: c, ..Resolved::default() }.freeze();
+        assert_eq!(frozen.hash, blake3::hash(text.as_bytes()).to_hex().to_string());
+    }
+
+    #[test]
+    fn the_operator_wins_and_the_workspace_may_only_narrow() {
+        let op = cfg(OPERATOR);
+        // no judge and cost figures only: the operator's judge and commands stand
+        let m = merge(&op, &cfg("[agents.codex]\nusd = 2\n[judge]\nusd = 0\n")).unwrap();
+        assert_eq!(m.judge_runner(), op.judge_runner());
+        assert_eq!(m.commands(), op.commands());
+        assert_eq!(m.agents[&Agent::Codex].usd, Some(2.0));
+        // narrowing: a subset of the commands (unchanged), shorter timeouts
+        let m = merge(
+            &op,
+            &cfg("[agents.codex]\ncommand = \"codex exec\"\ntimeout_ms = 1000\n\
+                  [judge]\nurl = \"http://judge.op/v1\"\ntimeout_ms = 500\nmodel = \"m\"\n"),
+        )
+        .unwrap();
+        assert_eq!(m.commands(), BTreeMap::from([(Agent::Codex, "codex exec".to_owned())]));
+        assert_eq!(m.agent_timeout(Agent::Codex).as_millis(), 1000);
+        assert_eq!(m.judge_runner().unwrap().timeout_ms, 500);
+        assert_eq!(m.judge_runner().unwrap().url, "http://judge.op/v1");
+    }
+
+    #[test]
+    fn a_workspace_that_widens_is_refused_key_by_key() {
+        let op = cfg(OPERATOR);
+        let w = cfg("[agents.claude]\ncommand = \"evil\"\ntimeout_ms = 600001\n\
+                     [judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\ntimeout_ms = 60000\n\
+                     [judge.stakes.cheap]\nmodel = \"tiny\"\n");
+        let bad = merge(&op, &w).unwrap_err();
+        let paths: Vec<&str> = bad.iter().map(|b| b.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "agents.claude.command",
+                "agents.claude.timeout_ms",
+                "judge.url",
+                "judge.timeout_ms",
+                "judge.stakes.cheap.model"
+            ]
+        );
+        assert_eq!(
+            bad[2].to_string(),
+            "`judge.url` = \"http://judge.agent/v1\" (the operator's: \"http://judge.op/v1\"; it may only repeat the operator's value)"
+        );
+        // a command the operator does not give, a judge the operator does not configure
+        let op = cfg("[agents.claude]\ncommand = \"claude -p\"\n");
+        let bad = merge(&op, &cfg("[agents.codex]\ncommand = \"x\"\n[judge]\nurl = \"http://j\"\nmodel = \"m\"\n")).unwrap_err();
+        assert_eq!(bad[0].path, "agents.codex.command");
+        assert!(bad[0].to_string().contains("the operator's: none; it cannot add one"), "{}", bad[0]);
+        assert!(bad[1].to_string().contains("the operator configures no judge"), "{}", bad[1]);
+        // the default timeouts are the operator's limit when it names none
+        let bad = merge(&op, &cfg("[agents.claude]\ntimeout_ms = 1800001\n")).unwrap_err();
+        assert_eq!(bad[0].operator.as_deref(), Some("1800000"));
+    }
+
+    #[test]
+    fn a_run_gets_the_merged_files_and_later_keeps_its_frozen_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (op_file, ws) = (dir.path().join("operator.toml"), dir.path().join("ws"));
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(&op_file, OPERATOR).unwrap();
+        std::fs::write(ws.join(FILE_NAME), "[agents.codex]\ncommand = \"codex exec\"\n").unwrap();
+        let r = for_run(Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!(r.config.commands().len(), 1);
+        assert_eq!(r.sources(), [op_file.display().to_string(), ws.join(FILE_NAME).display().to_string()]);
+        let frozen = r.freeze();
+        // unchanged files: no warning
+        let now = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!((now.config, now.warnings), (r.config.clone(), vec![]));
+        // the agent re-points the judge: refused for a new run, ignored for this one
+        std::fs::write(ws.join(FILE_NAME), "[judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\n").unwrap();
+        let e = for_run(Some(&op_file), Some(&ws)).unwrap_err().to_string();
+        assert!(e.contains("may only narrow the operator's configuration") && e.contains("`judge.url`"), "{e}");
+        let later = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!(later.config, r.config);
+        assert_eq!(later.warnings.len(), 1);
+        assert!(later.warnings[0].contains("refused") && later.warnings[0].contains("ignored"), "{:?}", later.warnings);
+        // without an operator file the workspace's change is a difference, named
+        let later = of_run("run-1", Some(&frozen.text), None, Some(&ws)).unwrap();
+        assert_eq!(later.config, r.config);
+        assert!(later.warnings[0].contains("`judge.url`: \"http://judge.op/v1\" → \"http://judge.agent/v1\""), "{:?}", later.warnings);
+        // a damaged frozen copy is an error naming the run
+        let e = of_run("run-1", Some("[x"), None, Some(&ws)).unwrap_err().to_string();
+        assert!(e.contains("the configuration frozen into run run-1"), "{e}");
+    }
+
 }
