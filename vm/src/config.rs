@@ -394,8 +394,8 @@ pub fn hash_of(text: &str) -> String {
 /// file that would widen the operator's is refused ([`ConfigError::Widens`]).
 pub fn for_run(operator: Option<&Path>, root: Option<&Path>) -> Result<Resolved, ConfigError> {
     let op = load_operator(operator)?;
-    let ws_path = workspace_path(root)
-        .filter(|w| op.as_ref().is_none_or(|(o, _)| !same_file(o, w)));
+    let ws_path =
+        workspace_path(root).filter(|w| op.as_ref().is_none_or(|(o, _)| !same_file(o, w)));
     let ws = ws_path.map(|p| load_file(&p).map(|c| (p, c))).transpose()?;
     Ok(match (op, ws) {
         (None, None) => Resolved::default(),
@@ -628,7 +628,12 @@ fn merge_judge(
             && (!o.configures_runner() || t != temp)
         {
             let ours = o.configures_runner().then(|| format!("{temp:?}"));
-            bad.push(judge_widening(&format!("{key}.temperature"), format!("{t:?}"), ours, o));
+            bad.push(judge_widening(
+                &format!("{key}.temperature"),
+                format!("{t:?}"),
+                ours,
+                o,
+            ));
         }
     }
     out.p_success = out.p_success.or(w.p_success);
@@ -669,7 +674,12 @@ fn quote(s: &str) -> String {
 /// The file's tables in a fixed order: (table, [(key, TOML value)]).
 type Tables = Vec<(String, Vec<(&'static str, String)>)>;
 
-fn put<T>(keys: &mut Vec<(&'static str, String)>, key: &'static str, v: &Option<T>, f: impl Fn(&T) -> String) {
+fn put<T>(
+    keys: &mut Vec<(&'static str, String)>,
+    key: &'static str,
+    v: &Option<T>,
+    f: impl Fn(&T) -> String,
+) {
     if let Some(v) = v {
         keys.push((key, f(v)));
     }
@@ -741,7 +751,9 @@ impl Config {
         keys.into_iter()
             .filter(|k| was.get(*k) != is.get(*k))
             .map(|k| {
-                let side = |m: &BTreeMap<String, String>| m.get(k).cloned().unwrap_or_else(|| "none".into());
+                let side = |m: &BTreeMap<String, String>| {
+                    m.get(k).cloned().unwrap_or_else(|| "none".into())
+                };
                 format!("`{k}`: {} → {}", side(&was), side(&is))
             })
             .collect()
@@ -1467,17 +1479,29 @@ mod tests {
 
     #[test]
     fn the_canonical_text_reads_back_to_the_same_config() {
-        let c = cfg("[agents.codex]\ncommand = \"a \\\"b\\\"\\n\"\ntimeout_ms = 5\nusd = 0.1\ntokens = 1\n\
+        let c = cfg(
+            "[agents.codex]\ncommand = \"a \\\"b\\\"\\n\"\ntimeout_ms = 5\nusd = 0.1\ntokens = 1\n\
              [agents.claude]\n\
              [judge]\nurl = \"http://x\"\nmodel = \"m\"\napi_key_env = \"K\"\np_success = 1e-7\n\
-             [judge.stakes.paranoid]\nmodel = \"big\"\ntemperature = 0.5\n");
+             [judge.stakes.paranoid]\nmodel = \"big\"\ntemperature = 0.5\n",
+        );
         let text = c.to_toml();
         assert_eq!(cfg(&text), c, "{text}");
         assert_eq!(text, cfg(&text).to_toml(), "canonical: one text per config");
-        assert!(text.starts_with("[agents.claude]\n[agents.codex]\ncommand = "), "{text}");
+        assert!(
+            text.starts_with("[agents.claude]\n[agents.codex]\ncommand = "),
+            "{text}"
+        );
         assert_eq!(cfg("").to_toml(), "");
-        let frozen = Resolved { config: c, ..Resolved::default() }.freeze();
-        assert_eq!(frozen.hash, blake3::hash(text.as_bytes()).to_hex().to_string());
+        let frozen = Resolved {
+            config: c,
+            ..Resolved::default()
+        }
+        .freeze();
+        assert_eq!(
+            frozen.hash,
+            blake3::hash(text.as_bytes()).to_hex().to_string()
+        );
     }
 
     #[test]
@@ -1491,11 +1515,16 @@ mod tests {
         // narrowing: a subset of the commands (unchanged), shorter timeouts
         let m = merge(
             &op,
-            &cfg("[agents.codex]\ncommand = \"codex exec\"\ntimeout_ms = 1000\n\
-                  [judge]\nurl = \"http://judge.op/v1\"\ntimeout_ms = 500\nmodel = \"m\"\n"),
+            &cfg(
+                "[agents.codex]\ncommand = \"codex exec\"\ntimeout_ms = 1000\n\
+                  [judge]\nurl = \"http://judge.op/v1\"\ntimeout_ms = 500\nmodel = \"m\"\n",
+            ),
         )
         .unwrap();
-        assert_eq!(m.commands(), BTreeMap::from([(Agent::Codex, "codex exec".to_owned())]));
+        assert_eq!(
+            m.commands(),
+            BTreeMap::from([(Agent::Codex, "codex exec".to_owned())])
+        );
         assert_eq!(m.agent_timeout(Agent::Codex).as_millis(), 1000);
         assert_eq!(m.judge_runner().unwrap().timeout_ms, 500);
         assert_eq!(m.judge_runner().unwrap().url, "http://judge.op/v1");
@@ -1525,10 +1554,26 @@ mod tests {
         );
         // a command the operator does not give, a judge the operator does not configure
         let op = cfg("[agents.claude]\ncommand = \"claude -p\"\n");
-        let bad = merge(&op, &cfg("[agents.codex]\ncommand = \"x\"\n[judge]\nurl = \"http://j\"\nmodel = \"m\"\n")).unwrap_err();
+        let bad = merge(
+            &op,
+            &cfg("[agents.codex]\ncommand = \"x\"\n[judge]\nurl = \"http://j\"\nmodel = \"m\"\n"),
+        )
+        .unwrap_err();
         assert_eq!(bad[0].path, "agents.codex.command");
-        assert!(bad[0].to_string().contains("the operator's: none; it cannot add one"), "{}", bad[0]);
-        assert!(bad[1].to_string().contains("the operator configures no judge"), "{}", bad[1]);
+        assert!(
+            bad[0]
+                .to_string()
+                .contains("the operator's: none; it cannot add one"),
+            "{}",
+            bad[0]
+        );
+        assert!(
+            bad[1]
+                .to_string()
+                .contains("the operator configures no judge"),
+            "{}",
+            bad[1]
+        );
         // the default timeouts are the operator's limit when it names none
         let bad = merge(&op, &cfg("[agents.claude]\ntimeout_ms = 1800001\n")).unwrap_err();
         assert_eq!(bad[0].operator.as_deref(), Some("1800000"));
@@ -1540,29 +1585,56 @@ mod tests {
         let (op_file, ws) = (dir.path().join("operator.toml"), dir.path().join("ws"));
         std::fs::create_dir(&ws).unwrap();
         std::fs::write(&op_file, OPERATOR).unwrap();
-        std::fs::write(ws.join(FILE_NAME), "[agents.codex]\ncommand = \"codex exec\"\n").unwrap();
+        std::fs::write(
+            ws.join(FILE_NAME),
+            "[agents.codex]\ncommand = \"codex exec\"\n",
+        )
+        .unwrap();
         let r = for_run(Some(&op_file), Some(&ws)).unwrap();
         assert_eq!(r.config.commands().len(), 1);
-        assert_eq!(r.sources(), [op_file.display().to_string(), ws.join(FILE_NAME).display().to_string()]);
+        assert_eq!(
+            r.sources(),
+            [
+                op_file.display().to_string(),
+                ws.join(FILE_NAME).display().to_string()
+            ]
+        );
         let frozen = r.freeze();
         // unchanged files: no warning
         let now = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
         assert_eq!((now.config, now.warnings), (r.config.clone(), vec![]));
         // the agent re-points the judge: refused for a new run, ignored for this one
-        std::fs::write(ws.join(FILE_NAME), "[judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\n").unwrap();
+        std::fs::write(
+            ws.join(FILE_NAME),
+            "[judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
         let e = for_run(Some(&op_file), Some(&ws)).unwrap_err().to_string();
-        assert!(e.contains("may only narrow the operator's configuration") && e.contains("`judge.url`"), "{e}");
+        assert!(
+            e.contains("may only narrow the operator's configuration") && e.contains("`judge.url`"),
+            "{e}"
+        );
         let later = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
         assert_eq!(later.config, r.config);
         assert_eq!(later.warnings.len(), 1);
-        assert!(later.warnings[0].contains("refused") && later.warnings[0].contains("ignored"), "{:?}", later.warnings);
+        assert!(
+            later.warnings[0].contains("refused") && later.warnings[0].contains("ignored"),
+            "{:?}",
+            later.warnings
+        );
         // without an operator file the workspace's change is a difference, named
         let later = of_run("run-1", Some(&frozen.text), None, Some(&ws)).unwrap();
         assert_eq!(later.config, r.config);
-        assert!(later.warnings[0].contains("`judge.url`: \"http://judge.op/v1\" → \"http://judge.agent/v1\""), "{:?}", later.warnings);
+        assert!(
+            later.warnings[0]
+                .contains("`judge.url`: \"http://judge.op/v1\" → \"http://judge.agent/v1\""),
+            "{:?}",
+            later.warnings
+        );
         // a damaged frozen copy is an error naming the run
-        let e = of_run("run-1", Some("[x"), None, Some(&ws)).unwrap_err().to_string();
+        let e = of_run("run-1", Some("[x"), None, Some(&ws))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("the configuration frozen into run run-1"), "{e}");
     }
-
 }

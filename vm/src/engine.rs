@@ -17,8 +17,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::interp::{
-    self, CheckpointError, Event, EventKind, Header, Host, Outcome, PlanIndex, Report, RowKey, Run, Saved, StepState,
-    VmError,
+    self, CheckpointError, Event, EventKind, Header, Host, Outcome, PlanIndex, Report, RowKey, Run,
+    Saved, StepState, VmError,
 };
 use crate::plan::Plan;
 use crate::plan::file::{self, LoadError};
@@ -279,7 +279,14 @@ impl Engine {
             };
             // right after `planned`, before anything was handed out
             let after_planned = run.events.len().min(1);
-            run.events.insert(after_planned, Event { at, kind, step: None });
+            run.events.insert(
+                after_planned,
+                Event {
+                    at,
+                    kind,
+                    step: None,
+                },
+            );
         }
         let rows = dirty_rows(&run);
         let now = host.now_ms();

@@ -13,7 +13,8 @@
 
 use clap::ValueEnum;
 use serde_json::json;
-use stratum_vm::engine::EngineError;
+use stratum_vm::engine::{Engine, EngineError};
+use stratum_vm::host::StdHost;
 use stratum_vm::interp::{RunStatus, StepStatus, VmError};
 
 use super::query;
@@ -68,6 +69,23 @@ pub struct GateArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+}
+
+/// The host of a stored run: its recorded workspace and the configuration
+/// frozen into it; each way the files on disk now differ is a warning on
+/// stderr (they are ignored).
+fn run_host(engine: &mut Engine, run: &str) -> Result<StdHost, String> {
+    let root = engine
+        .workspace_of(run)
+        .map_err(|e| e.to_string())?
+        .map(std::path::PathBuf::from);
+    let frozen = engine.frozen_config(run).map_err(|e| e.to_string())?;
+    let rc = stratum_vm::config::of_run(run, frozen.as_deref(), None, root.as_deref())
+        .map_err(|e| e.to_string())?;
+    for w in &rc.warnings {
+        eprintln!("warning: {w}");
+    }
+    StdHost::with_config(root.as_deref(), &rc.config)
 }
 
 /// Runs the command.
@@ -131,15 +149,9 @@ pub fn run(args: &GateArgs) -> Exit {
         );
         return Exit::Errors;
     }
-    // what the decision makes run next (`set` steps, their ensures) sees the run's own workspace and judge
-    let root = match engine.workspace_of(run) {
-        Ok(r) => r.map(std::path::PathBuf::from),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::Usage;
-        }
-    };
-    let mut host = match stratum_vm::host::StdHost::for_root(root.as_deref()) {
+    // what the decision makes run next (`set` steps, their ensures) sees the
+    // run's own workspace and the judge frozen into it at start
+    let mut host = match run_host(&mut engine, run) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: run `{run}`: {e}; nothing was recorded");
