@@ -222,4 +222,41 @@ mod tests {
         assert!(host_and_agents(Some(&dir)).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn a_stored_run_keeps_the_commands_frozen_at_its_start() {
+        let dir = workspace("frozen", "[agents.codex]\ncommand = \"codex exec\"\n");
+        let spec = "version: 1\ncontracts:\n  W:\n    r: string\nflows:\n  entry: main\n  main:\n    input: {}\n    \
+                    output:\n      from: \"${a.output}\"\n      contract: W\n    steps:\n      - id: a\n        \
+                    do: \"x\"\n        out: W\n";
+        let analysis = stratum_compiler::analysis::analyze(spec);
+        let plan = stratum_compiler::build::build_plan(&analysis)
+            .unwrap_or_else(|| panic!("{:?}", analysis.diagnostics));
+        let (bytes, _) = stratum_vm::plan::file::encode(&plan);
+        let mut state = State::new(Engine::new(Box::new(stratum_vm::store::MemoryStore::new())));
+        let loaded = state.engine.add_plan(&bytes).unwrap();
+        let (mut host, _, frozen) = state.new_run(&dir).unwrap();
+        let root = Some(dir.display().to_string());
+        let (id, _) = state
+            .engine
+            .start_frozen(
+                &loaded,
+                None,
+                serde_json::json!({}),
+                &mut host,
+                root,
+                &frozen,
+            )
+            .unwrap();
+        // the agent rewrites the workspace's file; a process that meets the run later
+        std::fs::write(
+            dir.join("stratum.toml"),
+            "[agents.codex]\ncommand = \"evil\"\n",
+        )
+        .unwrap();
+        let mut later = State::new(state.engine);
+        let access = later.run(&id).unwrap();
+        assert_eq!(access.agents.commands[&Agent::Codex], "codex exec");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
