@@ -60,7 +60,7 @@ enum Command {
     /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec; 130/143: stopped by SIGINT/SIGTERM, resumable).
     Run(commands::run::RunArgs),
     /// Serve the MCP tools over stdio for coding agents (Claude Code, Codex, any MCP host).
-    Mcp,
+    Mcp(McpArgs),
     /// Serve the language server over stdio for editors (VS Code, Neovim, Helix, any LSP client).
     Lsp,
     /// Draw a flow as a picture: Graphviz DOT, Mermaid, or SVG (needs Graphviz); `--run` colours steps by their status in a run (exit 0: drawn; 1: spec errors; 2: usage or I/O error).
@@ -81,6 +81,14 @@ enum Command {
     Schema,
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain(commands::explain::ExplainArgs),
+}
+
+/// Arguments of `stratumc mcp`.
+#[derive(clap::Args, Debug)]
+struct McpArgs {
+    /// The operator's configuration (default: `$STRATUM_HOME/stratum.toml` when it exists): its judge, agent commands and timeouts win over the `stratum.toml` of a run's workspace, which may only narrow them. Frozen into each run at `stratum_plan`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
 }
 
 /// Process exit status.
@@ -127,13 +135,14 @@ fn main() -> ExitCode {
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),
         Command::Lsp => commands::lsp::run(),
-        Command::Mcp => {
+        Command::Mcp(args) => {
             // one thread: every tool call runs under the server's state lock anyway,
             // and a current-thread runtime saves a hand-off per message
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
-            match runtime.map(|rt| rt.block_on(stratum_mcp::serve_stdio())) {
+            match runtime.map(|rt| rt.block_on(stratum_mcp::serve_stdio_with(args.config.clone())))
+            {
                 Ok(Ok(())) => Exit::Ok,
                 Ok(Err(e)) => {
                     eprintln!("error: mcp: {e}");

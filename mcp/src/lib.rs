@@ -27,8 +27,19 @@ pub use server::StratumServer;
 /// Opens the run store (`$STRATUM_HOME/stratum.db`) once for the whole
 /// process; every tool call uses that one connection.
 pub async fn serve_stdio() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    serve_stdio_with(None).await
+}
+
+/// [`serve_stdio`] with the operator's configuration `config` (`--config
+/// FILE`; `None`: `$STRATUM_HOME/stratum.toml` when it exists), which is
+/// read and checked before serving and again for every run it plans.
+pub async fn serve_stdio_with(
+    config: Option<std::path::PathBuf>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    stratum_vm::config::load_operator(config.as_deref())?;
     let store = stratum_vm::store::SqliteStore::open_default()?;
-    let server = StratumServer::new(stratum_vm::engine::Engine::new(Box::new(store)));
+    let engine = stratum_vm::engine::Engine::new(Box::new(store));
+    let server = StratumServer::with_state(state::State::with_operator_config(engine, config));
     #[cfg(unix)]
     if let Some(io) = socket_stdio() {
         return serve(server, io).await;

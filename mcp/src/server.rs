@@ -38,8 +38,13 @@ pub struct StratumServer {
 impl StratumServer {
     /// A server around an engine (normally on `SqliteStore::open_default()`).
     pub fn new(engine: Engine) -> StratumServer {
+        StratumServer::with_state(State::new(engine))
+    }
+
+    /// A server around a state (an engine and the operator's configuration).
+    pub fn with_state(state: State) -> StratumServer {
         StratumServer {
-            state: Arc::new(Mutex::new(State::new(engine))),
+            state: Arc::new(Mutex::new(state)),
             router: Arc::new(Self::tool_router()),
         }
     }

@@ -1,9 +1,12 @@
 //! The server's state: one engine on one run store for the whole process,
 //! and the host (workspace jail + judge) of every run this process touched.
 //!
-//! Owns: choosing a run's host (the workspace root recorded in the run, the
-//! judge and agent commands of `stratum.toml` in that root or in the
-//! server's directory),
+//! Owns: choosing a run's host and agent commands — a new run's from the
+//! operator's configuration (`--config FILE`, else
+//! `$STRATUM_HOME/stratum.toml`) merged with the `stratum.toml` of its
+//! workspace root (or of the server's directory), frozen into the run; a
+//! stored run's from its frozen copy, whatever the files now say (each
+//! difference is logged on stderr and ignored) —
 //! turning a `spec` argument (YAML text or an object) into source text.
 //! Must never: open a second store connection, or cache run state (every
 //! engine call loads the run from the store, so another server process
@@ -13,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use stratum_vm::config::{Config, load_near};
+use stratum_vm::config::{self, Config, Frozen};
 use stratum_vm::engine::Engine;
 use stratum_vm::host::StdHost;
 use stratum_vm::plan::Agent;
@@ -25,6 +28,9 @@ pub struct State {
     /// The engine (and through it the one store connection).
     pub engine: Engine,
     runs: HashMap<String, RunCtx>,
+    /// The operator's configuration file (`--config FILE`; `None`:
+    /// `$STRATUM_HOME/stratum.toml` when it exists).
+    operator: Option<PathBuf>,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -59,20 +65,34 @@ pub struct RunAccess<'a> {
     pub agents: &'a Agents,
 }
 
-/// The agent commands of `stratum.toml` beside `root` (else in the current directory).
+/// The agent commands a new run rooted at `root` gets (no `--config`).
 pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
-    let config = load_near(root).map_err(|e| e.to_string())?;
-    agents_of(root, &config)
+    let resolved = config::for_run(None, root).map_err(|e| e.to_string())?;
+    agents_of(root, &resolved.config)
 }
 
-/// The host and the agent commands of a run rooted at `root`, from one read
-/// of the `stratum.toml` that applies to it.
+/// The host and the agent commands a new run rooted at `root` gets (no
+/// `--config`), from one read of its configuration.
 pub fn host_and_agents(root: Option<&Path>) -> Result<(StdHost, Agents), String> {
-    let config = load_near(root).map_err(|e| e.to_string())?;
+    let resolved = config::for_run(None, root).map_err(|e| e.to_string())?;
+    context_of(root, &resolved.config)
+}
+
+/// The host and the agent commands of a run rooted at `root` with `config`.
+fn context_of(root: Option<&Path>, config: &Config) -> Result<(StdHost, Agents), String> {
     Ok((
-        StdHost::with_config(root, &config)?,
-        agents_of(root, &config)?,
+        StdHost::with_config(root, config)?,
+        agents_of(root, config)?,
     ))
+}
+
+/// Logs the warnings about a stored run's configuration (stderr: never the
+/// protocol channel).
+#[allow(clippy::print_stderr)]
+fn log_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("stratumc mcp: warning: {w}");
+    }
 }
 
 fn agents_of(root: Option<&Path>, config: &Config) -> Result<Agents, String> {
@@ -104,10 +124,27 @@ pub fn spec_text(spec: &Value) -> String {
 impl State {
     /// A state around an engine.
     pub fn new(engine: Engine) -> State {
+        State::with_operator_config(engine, None)
+    }
+
+    /// A state around an engine, with the operator's configuration file
+    /// (`--config FILE`; `None`: `$STRATUM_HOME/stratum.toml` when it exists).
+    pub fn with_operator_config(engine: Engine, operator: Option<PathBuf>) -> State {
         State {
             engine,
             runs: HashMap::new(),
+            operator,
         }
+    }
+
+    /// The host, the agent commands and the configuration to freeze of a new
+    /// run rooted at `root`: the operator's file merged with the
+    /// workspace's (a workspace file that widens it is refused).
+    pub fn new_run(&self, root: &Path) -> Result<(StdHost, Agents, Frozen), String> {
+        let resolved =
+            config::for_run(self.operator.as_deref(), Some(root)).map_err(|e| e.to_string())?;
+        let (host, agents) = context_of(Some(root), &resolved.config)?;
+        Ok((host, agents, resolved.freeze()))
     }
 
     /// Remembers the host of a run this process just started.
@@ -123,13 +160,18 @@ impl State {
     }
 
     /// The engine with the host and plan hash of a stored run (built from the
-    /// run's recorded workspace the first time this process sees the run).
+    /// run's recorded workspace and frozen configuration the first time this
+    /// process sees the run).
     pub fn run(&mut self, run_id: &str) -> Result<RunAccess<'_>, Reply> {
         if !self.runs.contains_key(run_id) {
             let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
             let root = run.header.workspace.as_deref().map(Path::new);
-            let (host, agents) =
-                host_and_agents(root).map_err(|e| Reply::error("host_unavailable", e))?;
+            let frozen = run.header.config.as_deref();
+            let unavailable = |e: String| Reply::error("host_unavailable", e);
+            let rc = config::of_run(run_id, frozen, self.operator.as_deref(), root)
+                .map_err(|e| unavailable(e.to_string()))?;
+            log_warnings(&rc.warnings);
+            let (host, agents) = context_of(root, &rc.config).map_err(unavailable)?;
             self.remember(run_id, host, &run.header.plan_hash, agents);
         }
         let ctx = self
@@ -178,6 +220,43 @@ mod tests {
             "{e}"
         );
         assert!(host_and_agents(Some(&dir)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stored_run_keeps_the_commands_frozen_at_its_start() {
+        let dir = workspace("frozen", "[agents.codex]\ncommand = \"codex exec\"\n");
+        let spec = "version: 1\ncontracts:\n  W:\n    r: string\nflows:\n  entry: main\n  main:\n    input: {}\n    \
+                    output:\n      from: \"${a.output}\"\n      contract: W\n    steps:\n      - id: a\n        \
+                    do: \"x\"\n        out: W\n";
+        let analysis = stratum_compiler::analysis::analyze(spec);
+        let plan = stratum_compiler::build::build_plan(&analysis)
+            .unwrap_or_else(|| panic!("{:?}", analysis.diagnostics));
+        let (bytes, _) = stratum_vm::plan::file::encode(&plan);
+        let mut state = State::new(Engine::new(Box::new(stratum_vm::store::MemoryStore::new())));
+        let loaded = state.engine.add_plan(&bytes).unwrap();
+        let (mut host, _, frozen) = state.new_run(&dir).unwrap();
+        let root = Some(dir.display().to_string());
+        let (id, _) = state
+            .engine
+            .start_frozen(
+                &loaded,
+                None,
+                serde_json::json!({}),
+                &mut host,
+                root,
+                &frozen,
+            )
+            .unwrap();
+        // the agent rewrites the workspace's file; a process that meets the run later
+        std::fs::write(
+            dir.join("stratum.toml"),
+            "[agents.codex]\ncommand = \"evil\"\n",
+        )
+        .unwrap();
+        let mut later = State::new(state.engine);
+        let access = later.run(&id).unwrap();
+        assert_eq!(access.agents.commands[&Agent::Codex], "codex exec");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

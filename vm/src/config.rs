@@ -1,8 +1,13 @@
 //! `stratum.toml`: the one typed reader of the toolchain's configuration
 //! file (docs/configuration.md lists every key).
 //!
-//! Owns: finding the file that applies to a workspace ([`load_near`]),
-//! reading it into a [`Config`] (serde over toml's spanned parse, through a
+//! Owns: finding the files that apply to a run — the operator's
+//! (`--config FILE`, else `$STRATUM_HOME/stratum.toml`) and the workspace's
+//! ([`load_near`]) — and merging them ([`merge`]: the operator's judge,
+//! commands and timeouts win, the workspace may only narrow them); the
+//! canonical text a run freezes ([`Config::to_toml`], [`Frozen`]) and what a
+//! later process makes of it ([`of_run`]: the frozen copy, a warning naming
+//! each key the files on disk now change); reading a file into a [`Config`] (serde over toml's spanned parse, through a
 //! small deserializer of this module so that every error is typed and
 //! carries the key's dotted path and line), and every rule about its values:
 //! unknown tables, keys, agents and stakes are refused (with did-you-mean),
@@ -11,8 +16,8 @@
 //! names both `url` and `model`. A [`Config`] that exists is valid: its
 //! consumers (the cost model, the judge, the agent runner) never re-check it.
 //! Must never: interpret the values (what a cost figure or a command means
-//! belongs to its consumer), read anything but the one file, or panic on any
-//! text.
+//! belongs to its consumer), read anything but those two files, let a
+//! workspace file widen the operator's, or panic on any text.
 //!
 //! A section of a later issue (`[judges.NAME]`, `[commands.NAME]`, `[store]`)
 //! is a new field of [`Config`] with its own struct here; everything else
@@ -287,17 +292,472 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 
 /// The configuration that applies to a workspace: `stratum.toml` in `root`,
 /// else in the current directory, else the empty configuration.
+/// (The workspace's file alone: a run's configuration is [`for_run`].)
 pub fn load_near(root: Option<&Path>) -> Result<Config, ConfigError> {
-    let candidates = root
-        .map(|r| r.join(FILE_NAME))
+    workspace_path(root).map_or(Ok(Config::default()), |p| load_file(&p))
+}
+
+// ---------------------------------------------------------------------------
+// The operator's file, the workspace's file, and the configuration frozen
+// into a run
+
+/// Where an operator's `stratum.toml` is looked for when no `--config FILE`
+/// is given: `$STRATUM_HOME/stratum.toml` (the state directory of the run
+/// store, `~/.stratum` by default).
+pub fn operator_path(explicit: Option<&Path>) -> Option<PathBuf> {
+    match explicit {
+        Some(p) => Some(p.to_path_buf()),
+        None => crate::store::default_home()
+            .ok()
+            .map(|h| h.join(FILE_NAME))
+            .filter(|p| p.is_file()),
+    }
+}
+
+/// The operator's configuration: `explicit` (`--config FILE`, which must
+/// exist), else `$STRATUM_HOME/stratum.toml` when it exists, else none.
+pub fn load_operator(explicit: Option<&Path>) -> Result<Option<(PathBuf, Config)>, ConfigError> {
+    operator_path(explicit)
+        .map(|p| load_file(&p).map(|c| (p, c)))
+        .transpose()
+}
+
+/// The workspace's file: `stratum.toml` in `root`, else in the current
+/// directory.
+fn workspace_path(root: Option<&Path>) -> Option<PathBuf> {
+    root.map(|r| r.join(FILE_NAME))
         .into_iter()
-        .chain(std::iter::once(PathBuf::from(FILE_NAME)));
-    for p in candidates {
-        if p.is_file() {
-            return load_file(&p);
+        .chain(std::iter::once(PathBuf::from(FILE_NAME)))
+        .find(|p| p.is_file())
+}
+
+/// Whether two paths name one file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The configuration of a run, with the files it was read from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resolved {
+    /// The operator's and the workspace's files merged ([`merge`]).
+    pub config: Config,
+    /// The operator's file, if any.
+    pub operator: Option<PathBuf>,
+    /// The workspace's file, if any (and not the operator's own).
+    pub workspace: Option<PathBuf>,
+}
+
+/// What a run records of its configuration at start: the canonical text
+/// ([`Config::to_toml`]), its blake3 hash, and the files it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// Canonical `stratum.toml` text of the merged configuration.
+    pub text: String,
+    /// blake3 of `text`, hex.
+    pub hash: String,
+    /// The files read (operator first), as shown.
+    pub sources: Vec<String>,
+}
+
+impl Resolved {
+    /// The configuration as a run records it.
+    pub fn freeze(&self) -> Frozen {
+        let text = self.config.to_toml();
+        Frozen {
+            hash: hash_of(&text),
+            text,
+            sources: self.sources(),
         }
     }
-    Ok(Config::default())
+
+    /// The files read, operator first, as shown in messages.
+    pub fn sources(&self) -> Vec<String> {
+        [&self.operator, &self.workspace]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+}
+
+/// The blake3 hash (hex) of a frozen configuration's text.
+pub fn hash_of(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
+}
+
+/// The configuration a new run gets: the operator's file (`operator`, else
+/// `$STRATUM_HOME/stratum.toml`) merged with the workspace's
+/// (`stratum.toml` in `root`, else in the current directory). A workspace
+/// file that would widen the operator's is refused ([`ConfigError::Widens`]).
+pub fn for_run(operator: Option<&Path>, root: Option<&Path>) -> Result<Resolved, ConfigError> {
+    let op = load_operator(operator)?;
+    let ws_path =
+        workspace_path(root).filter(|w| op.as_ref().is_none_or(|(o, _)| !same_file(o, w)));
+    let ws = ws_path.map(|p| load_file(&p).map(|c| (p, c))).transpose()?;
+    Ok(match (op, ws) {
+        (None, None) => Resolved::default(),
+        (None, Some((w, c))) => Resolved {
+            config: c,
+            operator: None,
+            workspace: Some(w),
+        },
+        (Some((o, c)), None) => Resolved {
+            config: c,
+            operator: Some(o),
+            workspace: None,
+        },
+        (Some((o, oc)), Some((w, wc))) => {
+            let config = merge(&oc, &wc).map_err(|widenings| ConfigError::Widens {
+                operator: o.clone(),
+                workspace: w.clone(),
+                widenings,
+            })?;
+            Resolved {
+                config,
+                operator: Some(o),
+                workspace: Some(w),
+            }
+        }
+    })
+}
+
+/// The configuration of a stored run, and what to warn about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// The configuration the run's host and agent commands are built from.
+    pub config: Config,
+    /// Warnings for the operator: the files on disk differ from the frozen
+    /// copy (naming each key that changed), or the run predates freezing.
+    pub warnings: Vec<String>,
+}
+
+/// The configuration of a stored run: its `frozen` copy (the run header's
+/// text), whatever the files on disk now say. Each way the files now differ
+/// from it is named in a warning; they are ignored. A run started before
+/// configurations were frozen (`frozen` is `None`) uses the files as they
+/// are now ([`for_run`]), with a warning saying so.
+pub fn of_run(
+    run_id: &str,
+    frozen: Option<&str>,
+    operator: Option<&Path>,
+    root: Option<&Path>,
+) -> Result<RunConfig, ConfigError> {
+    let Some(text) = frozen else {
+        let now = for_run(operator, root)?;
+        let warning = format!(
+            "run {run_id} was started before configurations were frozen into runs; it uses {} as it is now",
+            shown_sources(&now.sources())
+        );
+        return Ok(RunConfig {
+            config: now.config,
+            warnings: vec![warning],
+        });
+    };
+    let config = Config::from_toml(text).map_err(|e| e.in_run(run_id))?;
+    let keep = format!(
+        "ignored: the run keeps the configuration frozen at its start (configHash {})",
+        &hash_of(text)[..16]
+    );
+    let warnings = match for_run(operator, root) {
+        Ok(now) if now.config == config => Vec::new(),
+        Ok(now) => vec![format!(
+            "run {run_id}: {} differs from the configuration the run started with ({}); {keep}",
+            shown_sources(&now.sources()),
+            config.differences(&now.config).join("; ")
+        )],
+        Err(e) => vec![format!(
+            "run {run_id}: the configuration on disk is now refused ({e}); {keep}"
+        )],
+    };
+    Ok(RunConfig { config, warnings })
+}
+
+fn shown_sources(sources: &[String]) -> String {
+    match sources {
+        [] => "no stratum.toml".to_owned(),
+        files => files.join(" and "),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The merge: the operator's file wins, the workspace's may only narrow it
+
+/// One key by which a workspace file would widen the operator's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Widening {
+    /// Dotted path of the key (`judge.url`, `agents.codex.command`).
+    pub path: String,
+    /// The workspace's value, as written in TOML.
+    pub workspace: String,
+    /// The operator's value (`None`: the operator configures none).
+    pub operator: Option<String>,
+    /// What the workspace may do with the key instead.
+    pub rule: &'static str,
+}
+
+impl fmt::Display for Widening {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = self.operator.as_deref().unwrap_or("none");
+        write!(
+            f,
+            "`{}` = {} (the operator's: {op}; {})",
+            self.path, self.workspace, self.rule
+        )
+    }
+}
+
+const SAME: &str = "it may only repeat the operator's value";
+const NO_ADD: &str = "it cannot add one";
+const SHORTER: &str = "it may only shorten it";
+
+/// Merges the operator's configuration with a workspace's: the operator's
+/// judge, agent commands and timeouts stand, and the workspace may only
+/// narrow them — repeat a value unchanged, shorten a timeout, or name a
+/// subset of the operator's commands (then only those agents keep one).
+/// Any other judge or command key of the workspace is a [`Widening`]; all of
+/// them are returned. Cost figures are estimates, not trust: the operator's
+/// win, the workspace's fill the gaps.
+pub fn merge(operator: &Config, workspace: &Config) -> Result<Config, Vec<Widening>> {
+    let mut out = operator.clone();
+    let mut widenings = Vec::new();
+    merge_agents(&mut out, operator, workspace, &mut widenings);
+    if let Some(w) = &workspace.judge {
+        let judge = out.judge.get_or_insert_with(JudgeSection::default);
+        merge_judge(judge, operator.judge.as_ref(), w, &mut widenings);
+    }
+    if widenings.is_empty() {
+        Ok(out)
+    } else {
+        Err(widenings)
+    }
+}
+
+fn merge_agents(out: &mut Config, operator: &Config, workspace: &Config, bad: &mut Vec<Widening>) {
+    let allowed = operator.commands();
+    let named = workspace.commands();
+    for (agent, command) in &named {
+        if allowed.get(agent) != Some(command) {
+            bad.push(Widening {
+                path: format!("agents.{}.command", agent.as_str()),
+                workspace: quote(command),
+                operator: allowed.get(agent).map(|c| quote(c)),
+                rule: if allowed.contains_key(agent) {
+                    SAME
+                } else {
+                    NO_ADD
+                },
+            });
+        }
+    }
+    for (agent, w) in &workspace.agents {
+        let o = out.agents.entry(*agent).or_default();
+        if let Some(t) = w.timeout_ms {
+            let limit = operator.agent_timeout(*agent).as_millis() as u64;
+            if t > limit {
+                bad.push(Widening {
+                    path: format!("agents.{}.timeout_ms", agent.as_str()),
+                    workspace: t.to_string(),
+                    operator: Some(limit.to_string()),
+                    rule: SHORTER,
+                });
+            } else {
+                o.timeout_ms = Some(t);
+            }
+        }
+        fill_figures(o, w);
+    }
+    if !named.is_empty() {
+        for (agent, o) in out.agents.iter_mut() {
+            if !named.contains_key(agent) {
+                o.command = None;
+            }
+        }
+    }
+}
+
+fn fill_figures(o: &mut AgentConfig, w: &AgentConfig) {
+    o.p_success = o.p_success.or(w.p_success);
+    o.tokens = o.tokens.or(w.tokens);
+    o.usd = o.usd.or(w.usd);
+    o.ms = o.ms.or(w.ms);
+}
+
+fn merge_judge(
+    out: &mut JudgeSection,
+    operator: Option<&JudgeSection>,
+    w: &JudgeSection,
+    bad: &mut Vec<Widening>,
+) {
+    let empty = JudgeSection::default();
+    let o = operator.unwrap_or(&empty);
+    for (key, theirs, ours) in [
+        ("url", &w.url, &o.url),
+        ("model", &w.model, &o.model),
+        ("api_key_env", &w.api_key_env, &o.api_key_env),
+    ] {
+        if let Some(v) = theirs
+            && ours.as_ref() != Some(v)
+        {
+            bad.push(judge_widening(key, quote(v), ours.as_deref().map(quote), o));
+        }
+    }
+    if let Some(t) = w.timeout_ms {
+        let limit = o.timeout_ms.unwrap_or(DEFAULT_JUDGE_TIMEOUT_MS);
+        if !o.configures_runner() || t > limit {
+            let ours = o.configures_runner().then(|| limit.to_string());
+            bad.push(judge_widening("timeout_ms", t.to_string(), ours, o));
+        } else {
+            out.timeout_ms = Some(t);
+        }
+    }
+    for (tier, ws) in &w.stakes {
+        let os = o.stakes.get(tier);
+        let model = os.and_then(|s| s.model.clone()).or_else(|| o.model.clone());
+        let temp = os.and_then(|s| s.temperature).unwrap_or(0.0);
+        let key = format!("stakes.{}", tier.as_str());
+        if let Some(m) = &ws.model
+            && model.as_ref() != Some(m)
+        {
+            let ours = model.as_deref().map(quote);
+            bad.push(judge_widening(&format!("{key}.model"), quote(m), ours, o));
+        }
+        if let Some(t) = ws.temperature
+            && (!o.configures_runner() || t != temp)
+        {
+            let ours = o.configures_runner().then(|| format!("{temp:?}"));
+            bad.push(judge_widening(
+                &format!("{key}.temperature"),
+                format!("{t:?}"),
+                ours,
+                o,
+            ));
+        }
+    }
+    out.p_success = out.p_success.or(w.p_success);
+    out.tokens = out.tokens.or(w.tokens);
+    out.usd = out.usd.or(w.usd);
+    out.ms = out.ms.or(w.ms);
+}
+
+fn judge_widening(
+    key: &str,
+    workspace: String,
+    operator: Option<String>,
+    o: &JudgeSection,
+) -> Widening {
+    let rule = if !o.configures_runner() {
+        "the operator configures no judge, so it cannot configure one"
+    } else if key == "timeout_ms" {
+        SHORTER
+    } else {
+        SAME
+    };
+    Widening {
+        path: format!("judge.{key}"),
+        workspace,
+        operator,
+        rule,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The canonical text (what a run freezes) and differences between two files
+
+/// A value as TOML writes it.
+fn quote(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+/// The file's tables in a fixed order: (table, [(key, TOML value)]).
+type Tables = Vec<(String, Vec<(&'static str, String)>)>;
+
+fn put<T>(
+    keys: &mut Vec<(&'static str, String)>,
+    key: &'static str,
+    v: &Option<T>,
+    f: impl Fn(&T) -> String,
+) {
+    if let Some(v) = v {
+        keys.push((key, f(v)));
+    }
+}
+
+fn float(f: &f64) -> String {
+    format!("{f:?}")
+}
+
+impl Config {
+    fn tables(&self) -> Tables {
+        let mut out = Tables::new();
+        for (agent, a) in &self.agents {
+            let mut k = Vec::new();
+            put(&mut k, "command", &a.command, |s| quote(s));
+            put(&mut k, "timeout_ms", &a.timeout_ms, u64::to_string);
+            put(&mut k, "p_success", &a.p_success, float);
+            put(&mut k, "tokens", &a.tokens, float);
+            put(&mut k, "usd", &a.usd, float);
+            put(&mut k, "ms", &a.ms, float);
+            out.push((format!("agents.{}", agent.as_str()), k));
+        }
+        if let Some(j) = &self.judge {
+            let mut k = Vec::new();
+            put(&mut k, "url", &j.url, |s| quote(s));
+            put(&mut k, "model", &j.model, |s| quote(s));
+            put(&mut k, "api_key_env", &j.api_key_env, |s| quote(s));
+            put(&mut k, "timeout_ms", &j.timeout_ms, u64::to_string);
+            put(&mut k, "p_success", &j.p_success, float);
+            put(&mut k, "tokens", &j.tokens, float);
+            put(&mut k, "usd", &j.usd, float);
+            put(&mut k, "ms", &j.ms, float);
+            out.push(("judge".to_owned(), k));
+            for (tier, s) in &j.stakes {
+                let mut k = Vec::new();
+                put(&mut k, "model", &s.model, |s| quote(s));
+                put(&mut k, "temperature", &s.temperature, float);
+                out.push((format!("judge.stakes.{}", tier.as_str()), k));
+            }
+        }
+        out
+    }
+
+    /// The canonical `stratum.toml` text of this configuration (tables and
+    /// keys in a fixed order): what a run freezes, and what its hash is
+    /// taken of. [`Config::from_toml`] reads it back to an equal `Config`.
+    pub fn to_toml(&self) -> String {
+        let mut text = String::new();
+        for (table, keys) in self.tables() {
+            text.push_str(&format!("[{table}]\n"));
+            for (k, v) in keys {
+                text.push_str(&format!("{k} = {v}\n"));
+            }
+        }
+        text
+    }
+
+    /// Every key whose value differs between `self` and `now`, as
+    /// `` `judge.url`: "a" → "b" `` (`none` where a side has no value).
+    pub fn differences(&self, now: &Config) -> Vec<String> {
+        let flat = |c: &Config| -> BTreeMap<String, String> {
+            c.tables()
+                .into_iter()
+                .flat_map(|(t, keys)| keys.into_iter().map(move |(k, v)| (format!("{t}.{k}"), v)))
+                .collect()
+        };
+        let (was, is) = (flat(self), flat(now));
+        let keys: std::collections::BTreeSet<&String> = was.keys().chain(is.keys()).collect();
+        keys.into_iter()
+            .filter(|k| was.get(*k) != is.get(*k))
+            .map(|k| {
+                let side = |m: &BTreeMap<String, String>| {
+                    m.get(k).cloned().unwrap_or_else(|| "none".into())
+                };
+                format!("`{k}`: {} → {}", side(&was), side(&is))
+            })
+            .collect()
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -336,9 +796,34 @@ pub enum ConfigError {
         /// What is wrong.
         problem: Problem,
     },
+    /// A workspace file would widen the operator's configuration.
+    #[error(
+        "{} may only narrow the operator's configuration {}, but it widens it: {}; remove {} from {}, or change the operator's file",
+        workspace.display(),
+        operator.display(),
+        widenings.iter().map(|w| w.to_string()).collect::<Vec<_>>().join("; "),
+        if widenings.len() == 1 { "that key" } else { "those keys" },
+        workspace.display()
+    )]
+    Widens {
+        /// The operator's file.
+        operator: PathBuf,
+        /// The workspace's file.
+        workspace: PathBuf,
+        /// Every key that widens.
+        widenings: Vec<Widening>,
+    },
 }
 
 impl ConfigError {
+    /// The error as seen in a run's frozen configuration.
+    fn in_run(mut self, run_id: &str) -> ConfigError {
+        if let ConfigError::Syntax { file, .. } | ConfigError::Key { file, .. } = &mut self {
+            *file = format!("the configuration frozen into run {run_id}");
+        }
+        self
+    }
+
     /// The error as seen in the file at `path`.
     fn in_file(mut self, path: &Path) -> ConfigError {
         if let ConfigError::Syntax { file, .. } | ConfigError::Key { file, .. } = &mut self {
@@ -982,5 +1467,174 @@ mod tests {
             e.starts_with(&format!("{}, line 3: ", other.display())),
             "{e}"
         );
+    }
+
+    fn cfg(text: &str) -> Config {
+        Config::from_toml(text).unwrap()
+    }
+
+    const OPERATOR: &str = "[agents.claude]\ncommand = \"claude -p\"\ntimeout_ms = 600000\n\
+        [agents.codex]\ncommand = \"codex exec\"\n\
+        [judge]\nurl = \"http://judge.op/v1\"\nmodel = \"m\"\ntimeout_ms = 30000\n";
+
+    #[test]
+    fn the_canonical_text_reads_back_to_the_same_config() {
+        let c = cfg(
+            "[agents.codex]\ncommand = \"a \\\"b\\\"\\n\"\ntimeout_ms = 5\nusd = 0.1\ntokens = 1\n\
+             [agents.claude]\n\
+             [judge]\nurl = \"http://x\"\nmodel = \"m\"\napi_key_env = \"K\"\np_success = 1e-7\n\
+             [judge.stakes.paranoid]\nmodel = \"big\"\ntemperature = 0.5\n",
+        );
+        let text = c.to_toml();
+        assert_eq!(cfg(&text), c, "{text}");
+        assert_eq!(text, cfg(&text).to_toml(), "canonical: one text per config");
+        assert!(
+            text.starts_with("[agents.claude]\n[agents.codex]\ncommand = "),
+            "{text}"
+        );
+        assert_eq!(cfg("").to_toml(), "");
+        let frozen = Resolved {
+            config: c,
+            ..Resolved::default()
+        }
+        .freeze();
+        assert_eq!(
+            frozen.hash,
+            blake3::hash(text.as_bytes()).to_hex().to_string()
+        );
+    }
+
+    #[test]
+    fn the_operator_wins_and_the_workspace_may_only_narrow() {
+        let op = cfg(OPERATOR);
+        // no judge and cost figures only: the operator's judge and commands stand
+        let m = merge(&op, &cfg("[agents.codex]\nusd = 2\n[judge]\nusd = 0\n")).unwrap();
+        assert_eq!(m.judge_runner(), op.judge_runner());
+        assert_eq!(m.commands(), op.commands());
+        assert_eq!(m.agents[&Agent::Codex].usd, Some(2.0));
+        // narrowing: a subset of the commands (unchanged), shorter timeouts
+        let m = merge(
+            &op,
+            &cfg(
+                "[agents.codex]\ncommand = \"codex exec\"\ntimeout_ms = 1000\n\
+                  [judge]\nurl = \"http://judge.op/v1\"\ntimeout_ms = 500\nmodel = \"m\"\n",
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            m.commands(),
+            BTreeMap::from([(Agent::Codex, "codex exec".to_owned())])
+        );
+        assert_eq!(m.agent_timeout(Agent::Codex).as_millis(), 1000);
+        assert_eq!(m.judge_runner().unwrap().timeout_ms, 500);
+        assert_eq!(m.judge_runner().unwrap().url, "http://judge.op/v1");
+    }
+
+    #[test]
+    fn a_workspace_that_widens_is_refused_key_by_key() {
+        let op = cfg(OPERATOR);
+        let w = cfg("[agents.claude]\ncommand = \"evil\"\ntimeout_ms = 600001\n\
+                     [judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\ntimeout_ms = 60000\n\
+                     [judge.stakes.cheap]\nmodel = \"tiny\"\n");
+        let bad = merge(&op, &w).unwrap_err();
+        let paths: Vec<&str> = bad.iter().map(|b| b.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "agents.claude.command",
+                "agents.claude.timeout_ms",
+                "judge.url",
+                "judge.timeout_ms",
+                "judge.stakes.cheap.model"
+            ]
+        );
+        assert_eq!(
+            bad[2].to_string(),
+            "`judge.url` = \"http://judge.agent/v1\" (the operator's: \"http://judge.op/v1\"; it may only repeat the operator's value)"
+        );
+        // a command the operator does not give, a judge the operator does not configure
+        let op = cfg("[agents.claude]\ncommand = \"claude -p\"\n");
+        let bad = merge(
+            &op,
+            &cfg("[agents.codex]\ncommand = \"x\"\n[judge]\nurl = \"http://j\"\nmodel = \"m\"\n"),
+        )
+        .unwrap_err();
+        assert_eq!(bad[0].path, "agents.codex.command");
+        assert!(
+            bad[0]
+                .to_string()
+                .contains("the operator's: none; it cannot add one"),
+            "{}",
+            bad[0]
+        );
+        assert!(
+            bad[1]
+                .to_string()
+                .contains("the operator configures no judge"),
+            "{}",
+            bad[1]
+        );
+        // the default timeouts are the operator's limit when it names none
+        let bad = merge(&op, &cfg("[agents.claude]\ntimeout_ms = 1800001\n")).unwrap_err();
+        assert_eq!(bad[0].operator.as_deref(), Some("1800000"));
+    }
+
+    #[test]
+    fn a_run_gets_the_merged_files_and_later_keeps_its_frozen_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (op_file, ws) = (dir.path().join("operator.toml"), dir.path().join("ws"));
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(&op_file, OPERATOR).unwrap();
+        std::fs::write(
+            ws.join(FILE_NAME),
+            "[agents.codex]\ncommand = \"codex exec\"\n",
+        )
+        .unwrap();
+        let r = for_run(Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!(r.config.commands().len(), 1);
+        assert_eq!(
+            r.sources(),
+            [
+                op_file.display().to_string(),
+                ws.join(FILE_NAME).display().to_string()
+            ]
+        );
+        let frozen = r.freeze();
+        // unchanged files: no warning
+        let now = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!((now.config, now.warnings), (r.config.clone(), vec![]));
+        // the agent re-points the judge: refused for a new run, ignored for this one
+        std::fs::write(
+            ws.join(FILE_NAME),
+            "[judge]\nurl = \"http://judge.agent/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let e = for_run(Some(&op_file), Some(&ws)).unwrap_err().to_string();
+        assert!(
+            e.contains("may only narrow the operator's configuration") && e.contains("`judge.url`"),
+            "{e}"
+        );
+        let later = of_run("run-1", Some(&frozen.text), Some(&op_file), Some(&ws)).unwrap();
+        assert_eq!(later.config, r.config);
+        assert_eq!(later.warnings.len(), 1);
+        assert!(
+            later.warnings[0].contains("refused") && later.warnings[0].contains("ignored"),
+            "{:?}",
+            later.warnings
+        );
+        // without an operator file the workspace's change is a difference, named
+        let later = of_run("run-1", Some(&frozen.text), None, Some(&ws)).unwrap();
+        assert_eq!(later.config, r.config);
+        assert!(
+            later.warnings[0]
+                .contains("`judge.url`: \"http://judge.op/v1\" → \"http://judge.agent/v1\""),
+            "{:?}",
+            later.warnings
+        );
+        // a damaged frozen copy is an error naming the run
+        let e = of_run("run-1", Some("[x"), None, Some(&ws))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the configuration frozen into run run-1"), "{e}");
     }
 }

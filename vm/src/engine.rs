@@ -17,8 +17,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::interp::{
-    self, CheckpointError, Header, Host, Outcome, PlanIndex, Report, RowKey, Run, Saved, StepState,
-    VmError,
+    self, CheckpointError, Event, EventKind, Header, Host, Outcome, PlanIndex, Report, RowKey, Run,
+    Saved, StepState, VmError,
 };
 use crate::plan::Plan;
 use crate::plan::file::{self, LoadError};
@@ -230,6 +230,35 @@ impl Engine {
         host: &mut dyn Host,
         workspace: Option<String>,
     ) -> Result<(String, Outcome), EngineError> {
+        self.start_run(plan, flow, input, host, workspace, None)
+    }
+
+    /// Starts a run with its configuration frozen into it: the canonical
+    /// text in the header ([`Header::config`]), its hash and sources in a
+    /// `config_frozen` event right after `planned`, in the run's first
+    /// commit. Later processes build the run's host from that copy
+    /// ([`Engine::frozen_config`], [`crate::config::of_run`]).
+    pub fn start_frozen(
+        &mut self,
+        plan: &LoadedPlan,
+        flow: Option<&str>,
+        input: Value,
+        host: &mut dyn Host,
+        workspace: Option<String>,
+        config: &crate::config::Frozen,
+    ) -> Result<(String, Outcome), EngineError> {
+        self.start_run(plan, flow, input, host, workspace, Some(config))
+    }
+
+    fn start_run(
+        &mut self,
+        plan: &LoadedPlan,
+        flow: Option<&str>,
+        input: Value,
+        host: &mut dyn Host,
+        workspace: Option<String>,
+        config: Option<&crate::config::Frozen>,
+    ) -> Result<(String, Outcome), EngineError> {
         let id = self.new_run_id();
         let (mut run, outcome) = interp::start(
             &plan.plan,
@@ -241,6 +270,24 @@ impl Engine {
             workspace,
             host,
         )?;
+        if let Some(frozen) = config {
+            run.header.config = Some(frozen.text.clone());
+            let at = run.events.first().map_or_else(|| host.now_ms(), |e| e.at);
+            let kind = EventKind::ConfigFrozen {
+                config_hash: frozen.hash.clone(),
+                sources: frozen.sources.clone(),
+            };
+            // right after `planned`, before anything was handed out
+            let after_planned = run.events.len().min(1);
+            run.events.insert(
+                after_planned,
+                Event {
+                    at,
+                    kind,
+                    step: None,
+                },
+            );
+        }
         let rows = dirty_rows(&run);
         let now = host.now_ms();
         self.store.create(
@@ -404,6 +451,12 @@ impl Engine {
     /// The workspace root a run was started with.
     pub fn workspace_of(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
         Ok(self.load(run_id)?.0.header.workspace)
+    }
+
+    /// The configuration frozen into a run at start (canonical
+    /// `stratum.toml` text; `None` for a run started without one).
+    pub fn frozen_config(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
+        Ok(self.load(run_id)?.0.header.config)
     }
 
     /// The current outcome without recording anything (polling).

@@ -72,6 +72,23 @@ pub struct GateArgs {
     pub format: Format,
 }
 
+/// The host of a stored run: its recorded workspace and the configuration
+/// frozen into it; each way the files on disk now differ is a warning on
+/// stderr (they are ignored).
+fn run_host(engine: &mut Engine, run: &str) -> Result<StdHost, String> {
+    let root = engine
+        .workspace_of(run)
+        .map_err(|e| e.to_string())?
+        .map(std::path::PathBuf::from);
+    let frozen = engine.frozen_config(run).map_err(|e| e.to_string())?;
+    let rc = stratum_vm::config::of_run(run, frozen.as_deref(), None, root.as_deref())
+        .map_err(|e| e.to_string())?;
+    for w in &rc.warnings {
+        eprintln!("warning: {w}");
+    }
+    StdHost::with_config(root.as_deref(), &rc.config)
+}
+
 /// Runs the command.
 pub fn run(args: &GateArgs) -> Exit {
     match decide(args) {
@@ -153,17 +170,11 @@ fn check_token(args: &GateArgs, gate: &GateView) -> Result<(), Exit> {
     Ok(())
 }
 
-/// The host of the run's own workspace and judge: what the decision makes
-/// run next (`set` steps, their ensures) sees them.
+/// The host of the run's own workspace and the judge frozen into it at
+/// start: what the decision makes run next (`set` steps, their ensures) sees
+/// them.
 fn host_for(engine: &mut Engine, run: &str) -> Result<StdHost, Exit> {
-    let root = match engine.workspace_of(run) {
-        Ok(r) => r.map(std::path::PathBuf::from),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Err(Exit::Usage);
-        }
-    };
-    StdHost::for_root(root.as_deref()).map_err(|e| {
+    run_host(engine, run).map_err(|e| {
         eprintln!("error: run `{run}`: {e}; nothing was recorded");
         Exit::Usage
     })

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use stratum_vm::agent::{self, Job, Watch};
+use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
 use stratum_vm::interp::{Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
@@ -47,6 +48,9 @@ pub struct RunArgs {
     /// Workspace root for file predicates and the agent's working directory (default: the current directory).
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    /// The operator's configuration (default: `$STRATUM_HOME/stratum.toml` when it exists): its judge, agent commands and timeouts win over the workspace's `stratum.toml`, which may only narrow them. Frozen into the run at start; a resumed run keeps its frozen copy.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Decide every gate this way instead of asking (`approve`, `revise`, `kill`).
     #[arg(long, value_parser = ["approve", "revise", "kill"])]
     pub gate: Option<String>,
@@ -363,6 +367,49 @@ fn report_all(
     last
 }
 
+/// The host of the run: a resumed run's from the configuration frozen into
+/// it (with a warning on stderr for each way the files on disk now differ),
+/// a new run's from the operator's file merged with the workspace's, which
+/// it returns frozen for [`Engine::start_frozen`]. Errors are printed here.
+fn run_host(
+    engine: &mut Engine,
+    args: &RunArgs,
+    workspace_dir: &Path,
+) -> Result<(StdHost, Option<config::Frozen>), Exit> {
+    let operator = args.config.as_deref();
+    let (config, frozen) = match args.resume.as_deref() {
+        Some(id) => {
+            let stored = engine.frozen_config(id).map_err(|e| {
+                eprintln!("error: {e}");
+                Exit::Usage
+            })?;
+            let rc = config::of_run(id, stored.as_deref(), operator, Some(workspace_dir)).map_err(
+                |e| {
+                    eprintln!("error: {e}");
+                    Exit::Usage
+                },
+            )?;
+            for w in &rc.warnings {
+                eprintln!("warning: {w}");
+            }
+            (rc.config, None)
+        }
+        None => {
+            let resolved = config::for_run(operator, Some(workspace_dir)).map_err(|e| {
+                eprintln!("error: {e}; nothing was run");
+                Exit::Usage
+            })?;
+            let frozen = resolved.freeze();
+            (resolved.config, Some(frozen))
+        }
+    };
+    let host = StdHost::with_config(Some(workspace_dir), &config).map_err(|e| {
+        eprintln!("error: {e}");
+        Exit::Usage
+    })?;
+    Ok((host, frozen))
+}
+
 /// Runs the command.
 pub fn run(args: &RunArgs) -> Exit {
     if let Err(e) = watch_signals() {
@@ -386,12 +433,9 @@ pub fn run(args: &RunArgs) -> Exit {
         (None, Some(r)) => r,
         (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
     };
-    let mut host = match StdHost::for_root(Some(&workspace_dir)) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::Usage;
-        }
+    let (mut host, frozen) = match run_host(&mut engine, args, &workspace_dir) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
         (Some(id), source) => match resume(&mut engine, id, source, &mut host) {
@@ -399,6 +443,8 @@ pub fn run(args: &RunArgs) -> Exit {
             Err(code) => return code,
         },
         (None, Some(source)) => {
+            let frozen =
+                frozen.expect("invariant: run_host freezes the configuration of a new run");
             let bytes = match plan_bytes(source) {
                 Ok(b) => b,
                 Err((code, msg)) => {
@@ -420,12 +466,13 @@ pub fn run(args: &RunArgs) -> Exit {
                     return Exit::Usage;
                 }
             };
-            match engine.start(
+            match engine.start_frozen(
                 &plan,
                 args.flow.as_deref(),
                 input,
                 &mut host,
                 Some(workspace_dir.display().to_string()),
+                &frozen,
             ) {
                 Ok(x) => x,
                 Err(e) => {

@@ -18,8 +18,7 @@ use stratum_compiler::diagnostics::render;
 use super::{FLOW, SPEC, envelope};
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
-use crate::state::{State, agents_for_root, spec_text};
-use stratum_vm::host::StdHost;
+use crate::state::{State, spec_text};
 
 /// Tool name.
 pub const NAME: &str = "stratum_plan";
@@ -97,21 +96,18 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
             );
         }
     };
-    let mut host = match StdHost::for_root(Some(&root)) {
-        Ok(h) => h,
-        Err(e) => return Reply::error("host_unavailable", e),
-    };
-    let agents = match agents_for_root(Some(&root)) {
-        Ok(a) => a,
+    let (mut host, agents, frozen) = match state.new_run(&root) {
+        Ok(x) => x,
         Err(e) => return Reply::error("host_unavailable", e),
     };
     let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
-    match state.engine.start(
+    match state.engine.start_frozen(
         &loaded,
         args.str("flow"),
         input,
         &mut host,
         Some(root.display().to_string()),
+        &frozen,
     ) {
         Ok((run_id, outcome)) => {
             let driven =

@@ -25,16 +25,18 @@ pub struct StdHost {
 const NO_ROOT: &str = "file function requires a workspace root";
 
 impl StdHost {
-    /// The host of a run whose workspace root is `root` (`None`: file
-    /// predicates are refused), with the judge of the `stratum.toml` that
-    /// applies to it ([`crate::config::load_near`]).
+    /// The host of a new run whose workspace root is `root` (`None`: file
+    /// predicates are refused), with the judge of the configuration a new
+    /// run there gets ([`crate::config::for_run`]: the operator's
+    /// `$STRATUM_HOME/stratum.toml` merged with the workspace's).
     pub fn for_root(root: Option<&Path>) -> Result<StdHost, String> {
-        let config = crate::config::load_near(root).map_err(|e| e.to_string())?;
-        StdHost::with_config(root, &config)
+        let resolved = crate::config::for_run(None, root).map_err(|e| e.to_string())?;
+        StdHost::with_config(root, &resolved.config)
     }
 
     /// The host of a run whose workspace root is `root`, with the judge of
-    /// an already read `config`.
+    /// an already read `config`: a new run's ([`crate::config::for_run`]) or
+    /// a stored run's frozen copy ([`crate::config::of_run`]).
     pub fn with_config(
         root: Option<&Path>,
         config: &crate::config::Config,

@@ -36,6 +36,14 @@ pub enum EventKind {
         plan_hash: String,
         flow: String,
     },
+    /// The configuration the run uses was frozen into it (its judge, agent
+    /// commands and timeouts, whatever the files later say): the blake3 of
+    /// its canonical text and the files it was merged from, operator first.
+    ConfigFrozen {
+        #[serde(rename = "configHash")]
+        config_hash: String,
+        sources: Vec<String>,
+    },
     /// A step was handed out.
     Ready { attempt: u32 },
     /// An attempt of a step ended.
@@ -177,6 +185,7 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::Planned { .. } => "planned",
+            EventKind::ConfigFrozen { .. } => "config_frozen",
             EventKind::Ready { .. } => "ready",
             EventKind::Result(_) => "result",
             EventKind::Evidence { .. } => "evidence",
@@ -211,6 +220,7 @@ impl EventKind {
     fn step_of(&self) -> &'static str {
         match self {
             EventKind::Planned { .. }
+            | EventKind::ConfigFrozen { .. }
             | EventKind::Completed { .. }
             | EventKind::Failed(_)
             | EventKind::Killed(_)
@@ -269,6 +279,13 @@ impl EventKind {
             EventKind::Planned {
                 plan_hash: "cc76835a…".into(),
                 flow: "main".into(),
+            },
+            EventKind::ConfigFrozen {
+                config_hash: "5d1f09ab…".into(),
+                sources: vec![
+                    "/home/op/.stratum/stratum.toml".into(),
+                    "/work/repo/stratum.toml".into(),
+                ],
             },
             EventKind::Ready { attempt: 1 },
             EventKind::Result(AttemptResult::Output {

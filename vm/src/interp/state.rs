@@ -324,6 +324,13 @@ pub struct Header {
     /// Last receipt sequence number (monotonic, never rolled back).
     #[serde(default)]
     pub receipt_seq: u64,
+    /// The configuration frozen into the run at start: canonical
+    /// `stratum.toml` text (`config::Config::to_toml`; its blake3 is the
+    /// `config_frozen` event's `configHash`). Every later process builds the
+    /// run's host and agent commands from it. `None`: a run started before
+    /// configurations were frozen, or by an embedder that gave none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 /// A whole run in memory.

@@ -115,6 +115,7 @@ pub(super) fn new_run(
         gates: Default::default(),
         receipts: Default::default(),
         receipt_seq: 0,
+        config: None,
     };
     Run {
         header,
@@ -275,6 +276,8 @@ impl Transition<'_> {
         // receipts are append-only: their ids and sequence survive a revert
         restored.receipts = live.receipts.clone();
         restored.receipt_seq = live.receipt_seq;
+        // the configuration frozen at start is the run's for life
+        restored.config = live.config.clone();
         for (fi, frame) in restored.frames.iter_mut().enumerate() {
             if let Some(l) = live.frames.get(fi) {
                 let (a, b) = (&mut frame.spent, &l.spent);
