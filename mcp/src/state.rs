@@ -70,7 +70,7 @@ pub fn agents_for_root(root: Option<&Path>) -> Result<Agents, String> {
 pub fn host_and_agents(root: Option<&Path>) -> Result<(StdHost, Agents), String> {
     let config = load_near(root).map_err(|e| e.to_string())?;
     Ok((
-        StdHost::with_config(root, &config)?,
+        StdHost::with_config(root, &config).map_err(|e| e.to_string())?,
         agents_of(root, &config)?,
     ))
 }

@@ -43,7 +43,9 @@ fn workspace_root_must_be_an_existing_directory() {
     let dir = tempfile::tempdir().unwrap();
     assert!(Workspace::new(dir.path().join("missing")).is_err());
     std::fs::write(dir.path().join("f"), "").unwrap();
-    let err = Workspace::new(dir.path().join("f")).unwrap_err();
+    let err = Workspace::new(dir.path().join("f"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not a directory"), "{err}");
 }
 
@@ -93,9 +95,9 @@ fn jail_refuses_bad_paths() {
         ("..\\secret.txt", "leaves the workspace root"),
         ("..", "leaves the workspace root"),
     ] {
-        let err = ws.file_exists(path).unwrap_err();
+        let err = ws.file_exists(path).unwrap_err().to_string();
         assert!(err.contains(why), "{path:?}: {err}");
-        let err = ws.file_contains(path, "x").unwrap_err();
+        let err = ws.file_contains(path, "x").unwrap_err().to_string();
         assert!(err.contains(why), "{path:?}: {err}");
     }
 }
@@ -118,9 +120,9 @@ fn symlinks_leading_outside_are_refused_and_inside_are_fine() {
         "out-dir/missing.txt",
         "out-dir",
     ] {
-        let err = ws.file_exists(path).unwrap_err();
+        let err = ws.file_exists(path).unwrap_err().to_string();
         assert!(err.contains("outside the workspace root"), "{path}: {err}");
-        let err = ws.file_contains(path, "secret").unwrap_err();
+        let err = ws.file_contains(path, "secret").unwrap_err().to_string();
         assert!(err.contains("outside the workspace root"), "{path}: {err}");
     }
     let ev = ws.file_exists("in-file").unwrap();
@@ -171,7 +173,7 @@ fn huge_files_are_refused() {
     let path = ws.root().join("huge.log");
     let f = std::fs::File::create(&path).unwrap();
     f.set_len(17 * 1024 * 1024).unwrap(); // sparse
-    let err = ws.file_contains("huge.log", "x").unwrap_err();
+    let err = ws.file_contains("huge.log", "x").unwrap_err().to_string();
     assert!(err.contains("over the 16 MiB limit"), "{err}");
     let ev = ws.file_exists("huge.log").unwrap();
     assert!(ev.exists);
@@ -322,7 +324,7 @@ fn verdicts_are_parsed_strictly() {
         "```json\n{\"holds\": true, \"reason\": \"x\"}",
         "```json {\"holds\": true, \"reason\": \"x\"}```",
     ] {
-        let err = parse_verdict(bad).unwrap_err();
+        let err = parse_verdict(bad).unwrap_err().to_string();
         assert!(err.contains("malformed outcome"), "{bad:?}: {err}");
     }
 }
@@ -483,29 +485,39 @@ fn judge_sends_the_api_key_from_the_named_variable() {
     assert!(head.contains(&format!("Bearer {key}")), "{head}");
 
     cfg.api_key_env = Some("STRATUM_TEST_VARIABLE_THAT_IS_NOT_SET".into());
-    let err = judge(&cfg, "s", "cheap", &context()).unwrap_err();
+    let err = judge(&cfg, "s", "cheap", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("is not set"), "{err}");
 }
 
 #[test]
 fn judge_malformed_reply_is_an_error() {
     let (url, _rx) = fake_server(Reply::Http(200, completion("I think it holds.")));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("malformed outcome"), "{err}");
 
     let (url, _rx) = fake_server(Reply::Http(200, r#"{"choices": []}"#.into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no choices[0].message.content"), "{err}");
 
     let (url, _rx) = fake_server(Reply::Http(200, "<html>".into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not JSON"), "{err}");
 }
 
 #[test]
 fn judge_http_500_is_an_error() {
     let (url, _rx) = fake_server(Reply::Http(500, r#"{"error": "model crashed"}"#.into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("HTTP 500"), "{err}");
     assert!(err.contains("model crashed"), "{err}");
 }
@@ -515,7 +527,9 @@ fn judge_timeout_is_an_error() {
     let (url, _rx) = fake_server(Reply::Stall(Duration::from_secs(3)));
     let mut cfg = config(&url);
     cfg.timeout_ms = 300;
-    let err = judge(&cfg, "s", "default", &context()).unwrap_err();
+    let err = judge(&cfg, "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("timed out after 300 ms"), "{err}");
 }
 
@@ -533,6 +547,7 @@ fn judge_unreachable_is_an_error() {
         "default",
         &context(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("judge request to"), "{err}");
 }

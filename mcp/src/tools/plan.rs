@@ -99,7 +99,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
     };
     let mut host = match StdHost::for_root(Some(&root)) {
         Ok(h) => h,
-        Err(e) => return Reply::error("host_unavailable", e),
+        Err(e) => return Reply::error("host_unavailable", e.to_string()),
     };
     let agents = match agents_for_root(Some(&root)) {
         Ok(a) => a,

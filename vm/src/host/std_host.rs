@@ -3,15 +3,77 @@
 //! worktrees for isolated fanout items.
 //!
 //! Owns: wiring the interpreter's [`Host`] seam to the effects of this
-//! module's parent (`Workspace`, `judge`, the git helpers).
-//! Must never: decide what an answer means (the interpreter does).
+//! module's parent (`Workspace`, `judge`, the git helpers), and the one
+//! mapping of their typed errors to [`HostError`] kinds (`From` impls, each a
+//! `match`: jail refusals and files over the limit are `Refused`, the root or
+//! a read failing is `Io`, git is `Git`, the judge is `Judge`).
+//! Must never: decide what an answer means (the interpreter does), or
+//! recover an error's kind from its text.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{JudgeConfig, Workspace};
+use super::{GitError, JailError, JudgeConfig, JudgeError, Workspace};
+use crate::config::ConfigError;
 use crate::interp::{FileEvidence, FileRoot, Host, HostError, Verdict};
+
+/// Why a standard host could not be made for a run.
+#[derive(Debug, thiserror::Error)]
+pub enum HostSetupError {
+    /// The `stratum.toml` that applies cannot be read.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The workspace root is not usable.
+    #[error("workspace {}: {source}", root.display())]
+    Workspace { root: PathBuf, source: JailError },
+}
+
+impl From<JailError> for HostError {
+    fn from(e: JailError) -> Self {
+        let message = e.to_string();
+        match e {
+            JailError::Refused { .. } | JailError::TooLarge { .. } => HostError::Refused(message),
+            JailError::RootUnusable { .. }
+            | JailError::RootNotADirectory { .. }
+            | JailError::Resolve { .. }
+            | JailError::Read { .. } => HostError::Io(message),
+        }
+    }
+}
+
+impl From<GitError> for HostError {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::Spawn { .. }
+            | GitError::Wait { .. }
+            | GitError::Exit { .. }
+            | GitError::NotARepository { .. }
+            | GitError::NoCommit
+            | GitError::CreateDir { .. }
+            | GitError::RemoveDir { .. }
+            | GitError::PatchTooLarge { .. }
+            | GitError::PatchNotUtf8
+            | GitError::DoesNotApply { .. } => HostError::Git(e.to_string()),
+        }
+    }
+}
+
+impl From<JudgeError> for HostError {
+    fn from(e: JudgeError) -> Self {
+        match e {
+            JudgeError::Encode { .. }
+            | JudgeError::MissingApiKey { .. }
+            | JudgeError::Timeout { .. }
+            | JudgeError::Request { .. }
+            | JudgeError::ReadReply { .. }
+            | JudgeError::Status { .. }
+            | JudgeError::NotJson { .. }
+            | JudgeError::NoContent { .. }
+            | JudgeError::MalformedVerdict { .. } => HostError::Judge(e.to_string()),
+        }
+    }
+}
 
 /// The standard host: a workspace root for file predicates, a judge, the system clock.
 pub struct StdHost {
@@ -28,8 +90,8 @@ impl StdHost {
     /// The host of a run whose workspace root is `root` (`None`: file
     /// predicates are refused), with the judge of the `stratum.toml` that
     /// applies to it ([`crate::config::load_near`]).
-    pub fn for_root(root: Option<&Path>) -> Result<StdHost, String> {
-        let config = crate::config::load_near(root).map_err(|e| e.to_string())?;
+    pub fn for_root(root: Option<&Path>) -> Result<StdHost, HostSetupError> {
+        let config = crate::config::load_near(root)?;
         StdHost::with_config(root, &config)
     }
 
@@ -38,9 +100,14 @@ impl StdHost {
     pub fn with_config(
         root: Option<&Path>,
         config: &crate::config::Config,
-    ) -> Result<StdHost, String> {
+    ) -> Result<StdHost, HostSetupError> {
         let workspace = root
-            .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
+            .map(|r| {
+                Workspace::new(r).map_err(|source| HostSetupError::Workspace {
+                    root: r.to_owned(),
+                    source,
+                })
+            })
             .transpose()?;
         Ok(StdHost {
             workspace,
@@ -61,7 +128,7 @@ impl StdHost {
                 .workspace
                 .clone()
                 .ok_or_else(|| HostError::Unsupported(NO_ROOT.to_owned())),
-            FileRoot::Worktree(dir) => Workspace::new(dir).map_err(HostError::Io),
+            FileRoot::Worktree(dir) => Ok(Workspace::new(dir)?),
         }
     }
 }
@@ -74,9 +141,7 @@ impl Host for StdHost {
     }
 
     fn file_exists(&mut self, root: FileRoot<'_>, path: &str) -> Result<FileEvidence, HostError> {
-        self.jail(root)?
-            .file_exists(path)
-            .map_err(HostError::Refused)
+        self.jail(root)?.file_exists(path).map_err(HostError::from)
     }
 
     fn file_contains(
@@ -87,7 +152,7 @@ impl Host for StdHost {
     ) -> Result<(bool, FileEvidence), HostError> {
         self.jail(root)?
             .file_contains(path, text)
-            .map_err(HostError::Refused)
+            .map_err(HostError::from)
     }
 
     fn judge(
@@ -102,7 +167,7 @@ impl Host for StdHost {
                     .to_owned(),
             )
         })?;
-        let o = super::judge(cfg, statement, stakes, context).map_err(HostError::Judge)?;
+        let o = super::judge(cfg, statement, stakes, context)?;
         Ok(Verdict {
             holds: o.holds,
             reason: o.reason,
@@ -117,16 +182,16 @@ impl Host for StdHost {
     }
 
     fn worktree_create(&mut self, run_id: &str, name: &str) -> Result<String, HostError> {
-        let dir = super::worktree_create(self.root()?, run_id, name).map_err(HostError::Git)?;
+        let dir = super::worktree_create(self.root()?, run_id, name).map_err(HostError::from)?;
         Ok(dir.to_string_lossy().into_owned())
     }
 
     fn worktree_patch(&mut self, dir: &str) -> Result<String, HostError> {
-        super::worktree_patch(Path::new(dir)).map_err(HostError::Git)
+        super::worktree_patch(Path::new(dir)).map_err(HostError::from)
     }
 
     fn worktree_remove(&mut self, dir: &str) -> Result<(), HostError> {
-        super::worktree_remove(self.root()?, Path::new(dir)).map_err(HostError::Git)
+        super::worktree_remove(self.root()?, Path::new(dir)).map_err(HostError::from)
     }
 
     fn worktree_merge(
@@ -134,6 +199,6 @@ impl Host for StdHost {
         pre_merge: &[String],
         patches: &[(u32, String)],
     ) -> Result<(), HostError> {
-        super::merge_patches(self.root()?, pre_merge, patches).map_err(HostError::Git)
+        super::merge_patches(self.root()?, pre_merge, patches).map_err(HostError::from)
     }
 }
