@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stratum_vm::config::Config;
 use stratum_vm::host::{
-    FileEvidence, JudgeConfig, MAX_FILE_BYTES, NO_JUDGE_REASON, StakesConfig, Workspace, judge,
-    parse_verdict,
+    FileEvidence, JailError, JudgeConfig, MAX_FILE_BYTES, NO_JUDGE_REASON, Refusal, StakesConfig,
+    Workspace, judge, parse_verdict,
 };
 use stratum_vm::plan::Stakes;
 
@@ -131,6 +131,36 @@ fn symlinks_leading_outside_are_refused_and_inside_are_fine() {
     assert!(ws.file_contains("in-dir/x.ts", "export").unwrap().0);
     assert!(!ws.file_exists("dangling").unwrap().exists);
     assert!(!ws.file_contains("in-dir/missing", "x").unwrap().0);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_is_followed_when_its_target_as_text_stays_inside() {
+    use std::os::unix::fs::symlink;
+    let (dir, ws) = setup();
+    let root = ws.root().to_path_buf();
+    // `../ws/src` leaves the root and comes back: followed (the kernel's
+    // RESOLVE_BENEATH refuses it; the jail's own walk decides)
+    symlink("../ws/src", root.join("back")).unwrap();
+    assert!(ws.file_contains("back/x.ts", "export").unwrap().0);
+    // a sibling whose name starts like the root's is outside
+    std::fs::create_dir_all(dir.path().join("ws-other")).unwrap();
+    std::fs::write(dir.path().join("ws-other/x.ts"), "export").unwrap();
+    symlink("../ws-other", root.join("sibling")).unwrap();
+    let err = ws.file_contains("sibling/x.ts", "export").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JailError::Refused {
+                why: Refusal::Outside,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // a chain of links inside ends at the file
+    symlink("back", root.join("chain")).unwrap();
+    assert_eq!(ws.file_exists("chain/x.ts").unwrap().size, Some(20));
 }
 
 #[test]

@@ -8,13 +8,17 @@
 //! and answers `EXDEV` for any that leaves it (or that is absolute). When the
 //! kernel refuses (`EXDEV`, `EAGAIN` after a concurrent rename, `ENOSYS` on an
 //! old kernel or under seccomp, ...) the lookup walks the components itself:
-//! each one opened with `O_NOFOLLOW` relative to the descriptor of its parent,
-//! symlinks read with `readlinkat` and their targets resolved against the
-//! walk's own stack of descriptors (`..` pops it, popping the root is
-//! refused; an absolute target is followed only when it names a place under
-//! the root's real path). The final file is opened `O_NONBLOCK | O_NOCTTY`
-//! and its type is checked on the descriptor (`fstat`), so a FIFO, socket or
-//! device swapped in is reported, never waited on.
+//! each one opened with `O_NOFOLLOW` relative to the descriptor of its parent.
+//! A symlink met on the way is read with `readlinkat`; its target is resolved
+//! lexically against the real path of the link's directory (the root's real
+//! path and the names the walk entered), must name a place under the root's
+//! real path, and is then walked again from the root's descriptor. So a link
+//! is followed exactly when its target, as text, stays inside (`../ws/src`
+//! from the root `…/ws` is fine, `/etc` and `../../x` are not), and whatever
+//! is swapped in meanwhile is met by the walk, never by the kernel. The final
+//! file is opened `O_NONBLOCK | O_NOCTTY` and its type is checked on the
+//! descriptor (`fstat`), so a FIFO, socket or device swapped in is reported,
+//! never waited on.
 //!
 //! Must never: resolve a path by its text from the process's working
 //! directory or from `/` (every lookup is relative to a held descriptor),
@@ -26,7 +30,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags, fstat, openat, readlinkat};
 
@@ -105,13 +109,16 @@ enum Step {
 fn walk(root: BorrowedFd<'_>, root_path: &Path, parts: &[&str]) -> Result<Found, LookupError> {
     use rustix::io::Errno;
     let mut pending: VecDeque<Step> = steps(Path::new(&parts.join("/"))).collect();
-    // the directories entered below the root; the last one is the current
+    // the directories entered below the root (the last one is the current)
+    // and their names: the real path of the current directory below the root
     let mut stack: Vec<OwnedFd> = Vec::new();
+    let mut names: Vec<OsString> = Vec::new();
     let mut links = 0;
     while let Some(step) = pending.pop_front() {
         let name = match step {
             Step::Up => {
                 stack.pop().ok_or(LookupError::Outside)?;
+                names.pop();
                 continue;
             }
             Step::Into(name) => name,
@@ -125,7 +132,10 @@ fn walk(root: BorrowedFd<'_>, root_path: &Path, parts: &[&str]) -> Result<Found,
         };
         match openat(dir, name.as_os_str(), flags, Mode::empty()) {
             Ok(fd) if last => return classify(fd),
-            Ok(fd) => stack.push(fd),
+            Ok(fd) => {
+                stack.push(fd);
+                names.push(name);
+            }
             Err(Errno::NOENT) => return Ok(Found::Missing),
             Err(Errno::NXIO) => return Ok(Found::NotRegular),
             Err(Errno::LOOP | Errno::NOTDIR) => {
@@ -136,8 +146,11 @@ fn walk(root: BorrowedFd<'_>, root_path: &Path, parts: &[&str]) -> Result<Found,
                 if links > MAX_LINKS {
                     return Err(LookupError::Io(Errno::LOOP.into()));
                 }
-                let steps = target_steps(&target, root_path, &mut stack)?;
-                for s in steps.into_iter().rev() {
+                let rest = target_below_root(&target, root_path, &names)?;
+                // walked again from the root
+                stack.clear();
+                names.clear();
+                for s in steps(&rest).collect::<Vec<_>>().into_iter().rev() {
                     pending.push_front(s);
                 }
             }
@@ -159,25 +172,33 @@ fn link_target(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Option<OsString>, Lo
     }
 }
 
-/// The steps a symlink target stands for. A relative target continues from
-/// the link's directory; an absolute one restarts at the root (the stack is
-/// emptied) when it names a place under `root_path`, and is refused otherwise.
-fn target_steps(
+/// Where a symlink target leads, relative to the root: the target joined
+/// to the real path of the link's directory (`root_path` and `names`),
+/// normalized lexically (`..` removes a component), which must lie under
+/// `root_path`.
+fn target_below_root(
     target: &OsStr,
     root_path: &Path,
-    stack: &mut Vec<OwnedFd>,
-) -> Result<Vec<Step>, LookupError> {
-    let target = Path::new(target);
-    let rest = if target.is_absolute() {
-        let rest = target
-            .strip_prefix(root_path)
-            .map_err(|_| LookupError::Outside)?;
-        stack.clear();
-        rest
-    } else {
-        target
-    };
-    Ok(steps(rest).collect())
+    names: &[OsString],
+) -> Result<PathBuf, LookupError> {
+    let mut here: PathBuf = root_path
+        .iter()
+        .chain(names.iter().map(|n| n.as_os_str()))
+        .collect();
+    here.push(target); // an absolute target replaces `here`
+    let mut full = PathBuf::new();
+    for c in here.components() {
+        match c {
+            Component::ParentDir => {
+                full.pop();
+            }
+            Component::CurDir => {}
+            other => full.push(other),
+        }
+    }
+    full.strip_prefix(root_path)
+        .map(Path::to_path_buf)
+        .map_err(|_| LookupError::Outside)
 }
 
 /// The steps of a relative path: `..` goes up (on the walk's stack, never
@@ -217,6 +238,8 @@ mod tests {
         symlink("src/x.ts", root.join("rel-in")).unwrap();
         symlink("src/../src", root.join("rel-dir")).unwrap();
         symlink("..", root.join("src/up")).unwrap();
+        symlink("../ws/src", root.join("back")).unwrap();
+        symlink("../ws-other", root.join("sibling")).unwrap();
         symlink("../secret", root.join("rel-out")).unwrap();
         symlink(dir.path().join("secret"), root.join("abs-out")).unwrap();
         symlink("loop", root.join("loop")).unwrap();
@@ -258,6 +281,8 @@ mod tests {
             ("rel-in", "file"),
             ("rel-dir/x.ts", "file"),
             ("src/up/src/x.ts", "file"),
+            ("back/x.ts", "file"),
+            ("sibling", "outside"),
             ("src/up", "not regular"),
             ("src", "not regular"),
             ("pipe", "not regular"),

@@ -202,3 +202,86 @@ impl Host for StdHost {
         super::merge_patches(self.root()?, pre_merge, patches).map_err(HostError::from)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// A host rooted at `ws/` inside a fresh temp dir, with no judge.
+    fn host() -> (tempfile::TempDir, StdHost) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(&root).expect("the root is made");
+        let host = StdHost::with_config(Some(&root), &Config::default()).expect("a usable root");
+        (dir, host)
+    }
+
+    #[test]
+    fn jail_errors_map_to_their_host_error_kinds() {
+        let (dir, mut host) = host();
+        let root = dir.path().join("ws");
+        let refused = host.file_exists(FileRoot::Workspace, "../x").unwrap_err();
+        assert!(
+            matches!(&refused, HostError::Refused(m) if m.contains("leaves the workspace root")),
+            "{refused:?}"
+        );
+        std::os::unix::fs::symlink(dir.path(), root.join("out")).unwrap();
+        let outside = host.file_contains(FileRoot::Workspace, "out/x", "x");
+        assert!(
+            matches!(&outside, Err(HostError::Refused(m)) if m.contains("outside the workspace root")),
+            "{outside:?}"
+        );
+        let big = std::fs::File::create(root.join("big")).unwrap();
+        big.set_len(super::super::MAX_FILE_BYTES + 1).unwrap();
+        let too_large = host.file_contains(FileRoot::Workspace, "big", "x");
+        assert!(
+            matches!(&too_large, Err(HostError::Refused(m)) if m.contains("over the 16 MiB limit")),
+            "{too_large:?}"
+        );
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        let looped = host.file_exists(FileRoot::Workspace, "loop");
+        assert!(
+            matches!(&looped, Err(HostError::Io(m)) if m.starts_with("cannot resolve file path \"loop\"")),
+            "{looped:?}"
+        );
+        let gone = dir.path().join("gone").to_string_lossy().into_owned();
+        let no_root = host.file_exists(FileRoot::Worktree(&gone), "x");
+        assert!(
+            matches!(&no_root, Err(HostError::Io(m)) if m.contains("is not usable")),
+            "{no_root:?}"
+        );
+    }
+
+    #[test]
+    fn git_judge_and_setup_errors_keep_their_kind_and_message() {
+        let (dir, mut host) = host();
+        // the temp dir is no git repository
+        let git = host.worktree_create("run", "item").unwrap_err();
+        assert!(
+            matches!(&git, HostError::Git(m) if m.contains("not inside a git repository")),
+            "{git:?}"
+        );
+        let judge = HostError::from(JudgeError::Timeout { ms: 300 });
+        assert_eq!(
+            judge,
+            HostError::Judge("judge timed out after 300 ms".into())
+        );
+        let missing = dir.path().join("missing");
+        let setup = StdHost::with_config(Some(&missing), &Config::default())
+            .err()
+            .expect("a missing root is refused");
+        assert!(
+            matches!(&setup, HostSetupError::Workspace { root, source: JailError::RootUnusable { .. } } if root == &missing),
+            "{setup:?}"
+        );
+        assert!(
+            setup.to_string().starts_with(&format!(
+                "workspace {}: workspace root {} is not usable: ",
+                missing.display(),
+                missing.display()
+            )),
+            "{setup}"
+        );
+    }
+}
