@@ -153,9 +153,7 @@ impl Host for ScriptHost {
     }
 
     fn file_exists(&mut self, root: FileRoot<'_>, path: &str) -> Result<FileEvidence, HostError> {
-        self.jail(root)?
-            .file_exists(path)
-            .map_err(HostError::Refused)
+        self.jail(root)?.file_exists(path).map_err(HostError::from)
     }
 
     fn file_contains(
@@ -166,7 +164,7 @@ impl Host for ScriptHost {
     ) -> Result<(bool, FileEvidence), HostError> {
         self.jail(root)?
             .file_contains(path, text)
-            .map_err(HostError::Refused)
+            .map_err(HostError::from)
     }
 
     fn judge(
@@ -274,7 +272,7 @@ impl ScriptHost {
             FileRoot::Workspace => self.workspace.clone().ok_or_else(|| {
                 HostError::Unsupported("file function requires a workspace root".into())
             }),
-            FileRoot::Worktree(dir) => Workspace::new(dir).map_err(HostError::Io),
+            FileRoot::Worktree(dir) => Workspace::new(dir).map_err(HostError::from),
         }
     }
 }

@@ -81,7 +81,7 @@ pub fn host_and_agents(root: Option<&Path>) -> Result<(StdHost, Agents), String>
 /// The host and the agent commands of a run rooted at `root` with `config`.
 fn context_of(root: Option<&Path>, config: &Config) -> Result<(StdHost, Agents), String> {
     Ok((
-        StdHost::with_config(root, config)?,
+        StdHost::with_config(root, config).map_err(|e| e.to_string())?,
         agents_of(root, config)?,
     ))
 }

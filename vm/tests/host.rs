@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use stratum_vm::config::Config;
 use stratum_vm::host::{
-    FileEvidence, JudgeConfig, MAX_FILE_BYTES, NO_JUDGE_REASON, StakesConfig, Workspace, judge,
-    parse_verdict,
+    FileEvidence, JailError, JudgeConfig, MAX_FILE_BYTES, NO_JUDGE_REASON, Refusal, StakesConfig,
+    Workspace, judge, parse_verdict,
 };
 use stratum_vm::plan::Stakes;
 
@@ -43,7 +43,9 @@ fn workspace_root_must_be_an_existing_directory() {
     let dir = tempfile::tempdir().unwrap();
     assert!(Workspace::new(dir.path().join("missing")).is_err());
     std::fs::write(dir.path().join("f"), "").unwrap();
-    let err = Workspace::new(dir.path().join("f")).unwrap_err();
+    let err = Workspace::new(dir.path().join("f"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not a directory"), "{err}");
 }
 
@@ -93,9 +95,9 @@ fn jail_refuses_bad_paths() {
         ("..\\secret.txt", "leaves the workspace root"),
         ("..", "leaves the workspace root"),
     ] {
-        let err = ws.file_exists(path).unwrap_err();
+        let err = ws.file_exists(path).unwrap_err().to_string();
         assert!(err.contains(why), "{path:?}: {err}");
-        let err = ws.file_contains(path, "x").unwrap_err();
+        let err = ws.file_contains(path, "x").unwrap_err().to_string();
         assert!(err.contains(why), "{path:?}: {err}");
     }
 }
@@ -118,9 +120,9 @@ fn symlinks_leading_outside_are_refused_and_inside_are_fine() {
         "out-dir/missing.txt",
         "out-dir",
     ] {
-        let err = ws.file_exists(path).unwrap_err();
+        let err = ws.file_exists(path).unwrap_err().to_string();
         assert!(err.contains("outside the workspace root"), "{path}: {err}");
-        let err = ws.file_contains(path, "secret").unwrap_err();
+        let err = ws.file_contains(path, "secret").unwrap_err().to_string();
         assert!(err.contains("outside the workspace root"), "{path}: {err}");
     }
     let ev = ws.file_exists("in-file").unwrap();
@@ -129,6 +131,36 @@ fn symlinks_leading_outside_are_refused_and_inside_are_fine() {
     assert!(ws.file_contains("in-dir/x.ts", "export").unwrap().0);
     assert!(!ws.file_exists("dangling").unwrap().exists);
     assert!(!ws.file_contains("in-dir/missing", "x").unwrap().0);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_is_followed_when_its_target_as_text_stays_inside() {
+    use std::os::unix::fs::symlink;
+    let (dir, ws) = setup();
+    let root = ws.root().to_path_buf();
+    // `../ws/src` leaves the root and comes back: followed (the kernel's
+    // RESOLVE_BENEATH refuses it; the jail's own walk decides)
+    symlink("../ws/src", root.join("back")).unwrap();
+    assert!(ws.file_contains("back/x.ts", "export").unwrap().0);
+    // a sibling whose name starts like the root's is outside
+    std::fs::create_dir_all(dir.path().join("ws-other")).unwrap();
+    std::fs::write(dir.path().join("ws-other/x.ts"), "export").unwrap();
+    symlink("../ws-other", root.join("sibling")).unwrap();
+    let err = ws.file_contains("sibling/x.ts", "export").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JailError::Refused {
+                why: Refusal::Outside,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // a chain of links inside ends at the file
+    symlink("back", root.join("chain")).unwrap();
+    assert_eq!(ws.file_exists("chain/x.ts").unwrap().size, Some(20));
 }
 
 #[test]
@@ -171,7 +203,7 @@ fn huge_files_are_refused() {
     let path = ws.root().join("huge.log");
     let f = std::fs::File::create(&path).unwrap();
     f.set_len(17 * 1024 * 1024).unwrap(); // sparse
-    let err = ws.file_contains("huge.log", "x").unwrap_err();
+    let err = ws.file_contains("huge.log", "x").unwrap_err().to_string();
     assert!(err.contains("over the 16 MiB limit"), "{err}");
     let ev = ws.file_exists("huge.log").unwrap();
     assert!(ev.exists);
@@ -322,7 +354,7 @@ fn verdicts_are_parsed_strictly() {
         "```json\n{\"holds\": true, \"reason\": \"x\"}",
         "```json {\"holds\": true, \"reason\": \"x\"}```",
     ] {
-        let err = parse_verdict(bad).unwrap_err();
+        let err = parse_verdict(bad).unwrap_err().to_string();
         assert!(err.contains("malformed outcome"), "{bad:?}: {err}");
     }
 }
@@ -483,29 +515,39 @@ fn judge_sends_the_api_key_from_the_named_variable() {
     assert!(head.contains(&format!("Bearer {key}")), "{head}");
 
     cfg.api_key_env = Some("STRATUM_TEST_VARIABLE_THAT_IS_NOT_SET".into());
-    let err = judge(&cfg, "s", "cheap", &context()).unwrap_err();
+    let err = judge(&cfg, "s", "cheap", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("is not set"), "{err}");
 }
 
 #[test]
 fn judge_malformed_reply_is_an_error() {
     let (url, _rx) = fake_server(Reply::Http(200, completion("I think it holds.")));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("malformed outcome"), "{err}");
 
     let (url, _rx) = fake_server(Reply::Http(200, r#"{"choices": []}"#.into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no choices[0].message.content"), "{err}");
 
     let (url, _rx) = fake_server(Reply::Http(200, "<html>".into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not JSON"), "{err}");
 }
 
 #[test]
 fn judge_http_500_is_an_error() {
     let (url, _rx) = fake_server(Reply::Http(500, r#"{"error": "model crashed"}"#.into()));
-    let err = judge(&config(&url), "s", "default", &context()).unwrap_err();
+    let err = judge(&config(&url), "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("HTTP 500"), "{err}");
     assert!(err.contains("model crashed"), "{err}");
 }
@@ -515,7 +557,9 @@ fn judge_timeout_is_an_error() {
     let (url, _rx) = fake_server(Reply::Stall(Duration::from_secs(3)));
     let mut cfg = config(&url);
     cfg.timeout_ms = 300;
-    let err = judge(&cfg, "s", "default", &context()).unwrap_err();
+    let err = judge(&cfg, "s", "default", &context())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("timed out after 300 ms"), "{err}");
 }
 
@@ -533,6 +577,7 @@ fn judge_unreachable_is_an_error() {
         "default",
         &context(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("judge request to"), "{err}");
 }

@@ -86,7 +86,7 @@ fn run_host(engine: &mut Engine, run: &str) -> Result<StdHost, String> {
     for w in &rc.warnings {
         eprintln!("warning: {w}");
     }
-    StdHost::with_config(root.as_deref(), &rc.config)
+    StdHost::with_config(root.as_deref(), &rc.config).map_err(|e| e.to_string())
 }
 
 /// Runs the command.

@@ -3,15 +3,77 @@
 //! worktrees for isolated fanout items.
 //!
 //! Owns: wiring the interpreter's [`Host`] seam to the effects of this
-//! module's parent (`Workspace`, `judge`, the git helpers).
-//! Must never: decide what an answer means (the interpreter does).
+//! module's parent (`Workspace`, `judge`, the git helpers), and the one
+//! mapping of their typed errors to [`HostError`] kinds (`From` impls, each a
+//! `match`: jail refusals and files over the limit are `Refused`, the root or
+//! a read failing is `Io`, git is `Git`, the judge is `Judge`).
+//! Must never: decide what an answer means (the interpreter does), or
+//! recover an error's kind from its text.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{JudgeConfig, Workspace};
+use super::{GitError, JailError, JudgeConfig, JudgeError, Workspace};
+use crate::config::ConfigError;
 use crate::interp::{FileEvidence, FileRoot, Host, HostError, Verdict};
+
+/// Why a standard host could not be made for a run.
+#[derive(Debug, thiserror::Error)]
+pub enum HostSetupError {
+    /// The `stratum.toml` that applies cannot be read.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The workspace root is not usable.
+    #[error("workspace {}: {source}", root.display())]
+    Workspace { root: PathBuf, source: JailError },
+}
+
+impl From<JailError> for HostError {
+    fn from(e: JailError) -> Self {
+        let message = e.to_string();
+        match e {
+            JailError::Refused { .. } | JailError::TooLarge { .. } => HostError::Refused(message),
+            JailError::RootUnusable { .. }
+            | JailError::RootNotADirectory { .. }
+            | JailError::Resolve { .. }
+            | JailError::Read { .. } => HostError::Io(message),
+        }
+    }
+}
+
+impl From<GitError> for HostError {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::Spawn { .. }
+            | GitError::Wait { .. }
+            | GitError::Exit { .. }
+            | GitError::NotARepository { .. }
+            | GitError::NoCommit
+            | GitError::CreateDir { .. }
+            | GitError::RemoveDir { .. }
+            | GitError::PatchTooLarge { .. }
+            | GitError::PatchNotUtf8
+            | GitError::DoesNotApply { .. } => HostError::Git(e.to_string()),
+        }
+    }
+}
+
+impl From<JudgeError> for HostError {
+    fn from(e: JudgeError) -> Self {
+        match e {
+            JudgeError::Encode { .. }
+            | JudgeError::MissingApiKey { .. }
+            | JudgeError::Timeout { .. }
+            | JudgeError::Request { .. }
+            | JudgeError::ReadReply { .. }
+            | JudgeError::Status { .. }
+            | JudgeError::NotJson { .. }
+            | JudgeError::NoContent { .. }
+            | JudgeError::MalformedVerdict { .. } => HostError::Judge(e.to_string()),
+        }
+    }
+}
 
 /// The standard host: a workspace root for file predicates, a judge, the system clock.
 pub struct StdHost {
@@ -29,8 +91,8 @@ impl StdHost {
     /// predicates are refused), with the judge of the configuration a new
     /// run there gets ([`crate::config::for_run`]: the operator's
     /// `$STRATUM_HOME/stratum.toml` merged with the workspace's).
-    pub fn for_root(root: Option<&Path>) -> Result<StdHost, String> {
-        let resolved = crate::config::for_run(None, root).map_err(|e| e.to_string())?;
+    pub fn for_root(root: Option<&Path>) -> Result<StdHost, HostSetupError> {
+        let resolved = crate::config::for_run(None, root)?;
         StdHost::with_config(root, &resolved.config)
     }
 
@@ -40,9 +102,14 @@ impl StdHost {
     pub fn with_config(
         root: Option<&Path>,
         config: &crate::config::Config,
-    ) -> Result<StdHost, String> {
+    ) -> Result<StdHost, HostSetupError> {
         let workspace = root
-            .map(|r| Workspace::new(r).map_err(|e| format!("workspace {}: {e}", r.display())))
+            .map(|r| {
+                Workspace::new(r).map_err(|source| HostSetupError::Workspace {
+                    root: r.to_owned(),
+                    source,
+                })
+            })
             .transpose()?;
         Ok(StdHost {
             workspace,
@@ -63,7 +130,7 @@ impl StdHost {
                 .workspace
                 .clone()
                 .ok_or_else(|| HostError::Unsupported(NO_ROOT.to_owned())),
-            FileRoot::Worktree(dir) => Workspace::new(dir).map_err(HostError::Io),
+            FileRoot::Worktree(dir) => Ok(Workspace::new(dir)?),
         }
     }
 }
@@ -76,9 +143,7 @@ impl Host for StdHost {
     }
 
     fn file_exists(&mut self, root: FileRoot<'_>, path: &str) -> Result<FileEvidence, HostError> {
-        self.jail(root)?
-            .file_exists(path)
-            .map_err(HostError::Refused)
+        self.jail(root)?.file_exists(path).map_err(HostError::from)
     }
 
     fn file_contains(
@@ -89,7 +154,7 @@ impl Host for StdHost {
     ) -> Result<(bool, FileEvidence), HostError> {
         self.jail(root)?
             .file_contains(path, text)
-            .map_err(HostError::Refused)
+            .map_err(HostError::from)
     }
 
     fn judge(
@@ -104,7 +169,7 @@ impl Host for StdHost {
                     .to_owned(),
             )
         })?;
-        let o = super::judge(cfg, statement, stakes, context).map_err(HostError::Judge)?;
+        let o = super::judge(cfg, statement, stakes, context)?;
         Ok(Verdict {
             holds: o.holds,
             reason: o.reason,
@@ -119,16 +184,16 @@ impl Host for StdHost {
     }
 
     fn worktree_create(&mut self, run_id: &str, name: &str) -> Result<String, HostError> {
-        let dir = super::worktree_create(self.root()?, run_id, name).map_err(HostError::Git)?;
+        let dir = super::worktree_create(self.root()?, run_id, name).map_err(HostError::from)?;
         Ok(dir.to_string_lossy().into_owned())
     }
 
     fn worktree_patch(&mut self, dir: &str) -> Result<String, HostError> {
-        super::worktree_patch(Path::new(dir)).map_err(HostError::Git)
+        super::worktree_patch(Path::new(dir)).map_err(HostError::from)
     }
 
     fn worktree_remove(&mut self, dir: &str) -> Result<(), HostError> {
-        super::worktree_remove(self.root()?, Path::new(dir)).map_err(HostError::Git)
+        super::worktree_remove(self.root()?, Path::new(dir)).map_err(HostError::from)
     }
 
     fn worktree_merge(
@@ -136,6 +201,89 @@ impl Host for StdHost {
         pre_merge: &[String],
         patches: &[(u32, String)],
     ) -> Result<(), HostError> {
-        super::merge_patches(self.root()?, pre_merge, patches).map_err(HostError::Git)
+        super::merge_patches(self.root()?, pre_merge, patches).map_err(HostError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// A host rooted at `ws/` inside a fresh temp dir, with no judge.
+    fn host() -> (tempfile::TempDir, StdHost) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(&root).expect("the root is made");
+        let host = StdHost::with_config(Some(&root), &Config::default()).expect("a usable root");
+        (dir, host)
+    }
+
+    #[test]
+    fn jail_errors_map_to_their_host_error_kinds() {
+        let (dir, mut host) = host();
+        let root = dir.path().join("ws");
+        let refused = host.file_exists(FileRoot::Workspace, "../x").unwrap_err();
+        assert!(
+            matches!(&refused, HostError::Refused(m) if m.contains("leaves the workspace root")),
+            "{refused:?}"
+        );
+        std::os::unix::fs::symlink(dir.path(), root.join("out")).unwrap();
+        let outside = host.file_contains(FileRoot::Workspace, "out/x", "x");
+        assert!(
+            matches!(&outside, Err(HostError::Refused(m)) if m.contains("outside the workspace root")),
+            "{outside:?}"
+        );
+        let big = std::fs::File::create(root.join("big")).unwrap();
+        big.set_len(super::super::MAX_FILE_BYTES + 1).unwrap();
+        let too_large = host.file_contains(FileRoot::Workspace, "big", "x");
+        assert!(
+            matches!(&too_large, Err(HostError::Refused(m)) if m.contains("over the 16 MiB limit")),
+            "{too_large:?}"
+        );
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        let looped = host.file_exists(FileRoot::Workspace, "loop");
+        assert!(
+            matches!(&looped, Err(HostError::Io(m)) if m.starts_with("cannot resolve file path \"loop\"")),
+            "{looped:?}"
+        );
+        let gone = dir.path().join("gone").to_string_lossy().into_owned();
+        let no_root = host.file_exists(FileRoot::Worktree(&gone), "x");
+        assert!(
+            matches!(&no_root, Err(HostError::Io(m)) if m.contains("is not usable")),
+            "{no_root:?}"
+        );
+    }
+
+    #[test]
+    fn git_judge_and_setup_errors_keep_their_kind_and_message() {
+        let (dir, mut host) = host();
+        // the temp dir is no git repository
+        let git = host.worktree_create("run", "item").unwrap_err();
+        assert!(
+            matches!(&git, HostError::Git(m) if m.contains("not inside a git repository")),
+            "{git:?}"
+        );
+        let judge = HostError::from(JudgeError::Timeout { ms: 300 });
+        assert_eq!(
+            judge,
+            HostError::Judge("judge timed out after 300 ms".into())
+        );
+        let missing = dir.path().join("missing");
+        let setup = StdHost::with_config(Some(&missing), &Config::default())
+            .err()
+            .expect("a missing root is refused");
+        assert!(
+            matches!(&setup, HostSetupError::Workspace { root, source: JailError::RootUnusable { .. } } if root == &missing),
+            "{setup:?}"
+        );
+        assert!(
+            setup.to_string().starts_with(&format!(
+                "workspace {}: workspace root {} is not usable: ",
+                missing.display(),
+                missing.display()
+            )),
+            "{setup}"
+        );
     }
 }
