@@ -174,6 +174,7 @@ impl Engine {
         })?;
         let steps = steps_from_rows(run_id, &header, &snap.rows)?;
         let plan = self.plan(&header.plan_hash)?;
+        frames_match_plan(run_id, &header, &plan.plan)?;
         Ok((
             Run {
                 header,
@@ -514,6 +515,21 @@ fn steps_from_rows(
                 .collect()
         })
         .collect()
+}
+
+/// Every frame of a loaded header names a flow of the plan and has as many
+/// steps as that flow.
+fn frames_match_plan(run_id: &str, header: &Header, plan: &Plan) -> Result<(), EngineError> {
+    for (f, frame) in header.frames.iter().enumerate() {
+        let steps = plan.flows.get(frame.flow as usize).map(|fd| fd.steps.len());
+        if steps != Some(frame.len as usize) {
+            return Err(EngineError::Corrupt(format!(
+                "run `{run_id}`: frame {f} lists flow {} with {} steps, which plan {} does not have",
+                frame.flow, frame.len, header.plan_hash
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A checkpoint as stored: the header and the rows as JSON text.

@@ -40,9 +40,9 @@ impl Summer {
     }
 }
 
-/// A run's listing record with its version and event count (the `runs`
-/// columns other than the header).
-pub(crate) fn run_meta(meta: &RunMeta, version: i64, event_count: i64) -> Sum {
+/// A run's listing record with its version, event count and row count (the
+/// `runs` columns other than the header).
+pub(crate) fn run_meta(meta: &RunMeta, version: i64, event_count: i64, row_count: i64) -> Sum {
     Summer::new("stratum run store v2: run meta")
         .bytes(meta.run_id.as_bytes())
         .bytes(meta.plan_hash.as_bytes())
@@ -52,6 +52,7 @@ pub(crate) fn run_meta(meta: &RunMeta, version: i64, event_count: i64) -> Sum {
         .int(meta.updated_ms)
         .int(version)
         .int(event_count)
+        .int(row_count)
         .finish()
 }
 

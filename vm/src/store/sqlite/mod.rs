@@ -279,8 +279,8 @@ fn to_u64(v: i64, what: &str) -> Result<u64, StoreError> {
 }
 
 /// The `runs` columns [`MetaRecord`] reads, in its order.
-const META_COLUMNS: &str =
-    "run_id, plan_hash, flow, status, created_ms, updated_ms, version, event_count, meta_sum";
+const META_COLUMNS: &str = "run_id, plan_hash, flow, status, created_ms, updated_ms, version,
+                             event_count, meta_sum, row_count";
 
 /// A run's listing record as stored, with what its checksum covers.
 struct MetaRecord {
@@ -288,6 +288,8 @@ struct MetaRecord {
     version: i64,
     event_count: i64,
     sum: Option<Vec<u8>>,
+    /// How many rows the run has (each commit adds the rows it inserted).
+    row_count: i64,
 }
 
 impl MetaRecord {
@@ -305,12 +307,13 @@ impl MetaRecord {
             version: r.get(6)?,
             event_count: r.get(7)?,
             sum: r.get(8)?,
+            row_count: r.get(9)?,
         })
     }
 
     /// The record, once its checksum matched.
     fn verified(self) -> Result<MetaRecord, StoreError> {
-        let computed = sum::run_meta(&self.meta, self.version, self.event_count);
+        let computed = sum::run_meta(&self.meta, self.version, self.event_count, self.row_count);
         sum::verify(self.sum.as_deref(), &computed, || {
             format!("the listing record of run `{}`", self.meta.run_id)
         })?;
@@ -328,24 +331,34 @@ fn read_meta(conn: &Connection, run_id: &str) -> Result<MetaRecord, StoreError> 
         .verified()
 }
 
-fn upsert_rows(conn: &Connection, run_id: &str, rows: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+/// Writes rows (replacing those with the same key); returns how many were
+/// new, for the run's row count.
+fn upsert_rows(
+    conn: &Connection,
+    run_id: &str,
+    rows: &[(u64, Vec<u8>)],
+) -> Result<i64, StoreError> {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
-    let mut stmt = conn
-        .prepare_cached(
-            "INSERT INTO run_rows (run_id, key, blob, sum) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (run_id, key) DO UPDATE SET blob = excluded.blob, sum = excluded.sum",
-        )
+    let mut update = conn
+        .prepare_cached("UPDATE run_rows SET blob = ?3, sum = ?4 WHERE run_id = ?1 AND key = ?2")
         .map_err(map_err)?;
+    let mut insert = conn
+        .prepare_cached("INSERT INTO run_rows (run_id, key, blob, sum) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(map_err)?;
+    let mut inserted = 0;
     for (key, blob) in rows {
         let key = i64::try_from(*key)
             .map_err(|_| StoreError::Invalid(format!("row key {key} is out of range")))?;
         let s = sum::row(run_id, key, blob);
-        stmt.execute(params![run_id, key, blob, &s[..]])
-            .map_err(map_err)?;
+        let args = params![run_id, key, blob, &s[..]];
+        if update.execute(args).map_err(map_err)? == 0 {
+            insert.execute(args).map_err(map_err)?;
+            inserted += 1;
+        }
     }
-    Ok(())
+    Ok(inserted)
 }
 
 fn append_events(
@@ -376,22 +389,23 @@ fn write_run(
     conn: &Connection,
     meta: &RunMeta,
     version: i64,
-    event_count: i64,
+    counts: (i64, i64),
     header: &[u8],
 ) -> Result<(), StoreError> {
-    let meta_sum = sum::run_meta(meta, version, event_count);
+    let (event_count, row_count) = counts;
+    let meta_sum = sum::run_meta(meta, version, event_count, row_count);
     let header_sum = sum::header(&meta.run_id, header);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO runs (run_id, plan_hash, flow, status, created_ms, updated_ms,
-                               version, header, event_count, meta_sum, header_sum)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                               version, header, event_count, meta_sum, header_sum, row_count)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
              ON CONFLICT (run_id) DO UPDATE SET
                  plan_hash = excluded.plan_hash, flow = excluded.flow,
                  status = excluded.status, updated_ms = excluded.updated_ms,
                  version = excluded.version, header = excluded.header,
                  event_count = excluded.event_count, meta_sum = excluded.meta_sum,
-                 header_sum = excluded.header_sum",
+                 header_sum = excluded.header_sum, row_count = excluded.row_count",
         )
         .map_err(map_err)?;
     stmt.execute(params![
@@ -405,7 +419,8 @@ fn write_run(
         header,
         event_count,
         &meta_sum[..],
-        &header_sum[..]
+        &header_sum[..],
+        row_count
     ])
     .map_err(map_err)?;
     Ok(())
@@ -506,9 +521,9 @@ impl RunStore for SqliteStore {
         if Self::run_exists(&tx, &meta.run_id)? {
             return Err(StoreError::Exists(meta.run_id.clone()));
         }
-        write_run(&tx, meta, 1, event_count, header)?;
-        upsert_rows(&tx, &meta.run_id, rows)?;
+        let row_count = upsert_rows(&tx, &meta.run_id, rows)?;
         append_events(&tx, &meta.run_id, 0, events)?;
+        write_run(&tx, meta, 1, (event_count, row_count), header)?;
         tx.commit().map_err(map_err)
     }
 
@@ -523,6 +538,13 @@ impl RunStore for SqliteStore {
         let header = read_header(&tx, run_id)?;
         let rows = read_rows(&tx, run_id)?;
         tx.finish().map_err(map_err)?;
+        if rows.len() as u64 != to_u64(record.row_count, "row count")? {
+            return Err(StoreError::Corrupt(format!(
+                "run `{run_id}` has {} rows, but {} are stored; rows were lost or moved",
+                record.row_count,
+                rows.len()
+            )));
+        }
         Ok(Snapshot {
             meta: record.meta,
             version: to_u64(record.version, "version")?,
@@ -555,9 +577,19 @@ impl RunStore for SqliteStore {
             created_ms: current.meta.created_ms,
             ..delta.meta.clone()
         };
-        write_run(&tx, &meta, new_version, new_count, delta.header)?;
-        upsert_rows(&tx, delta.run_id, delta.rows)?;
+        let inserted = upsert_rows(&tx, delta.run_id, delta.rows)?;
         append_events(&tx, delta.run_id, current.event_count, delta.events)?;
+        let row_count = current
+            .row_count
+            .checked_add(inserted)
+            .ok_or_else(|| StoreError::Corrupt("row count overflow".to_owned()))?;
+        write_run(
+            &tx,
+            &meta,
+            new_version,
+            (new_count, row_count),
+            delta.header,
+        )?;
         tx.commit().map_err(map_err)?;
         to_u64(new_version, "version")
     }

@@ -69,6 +69,8 @@ pub enum Place {
     Checkpoint(String),
     /// A whole table (it could not be read to the end).
     Table(&'static str),
+    /// A run as a whole (what the engine loads from its records).
+    Run,
 }
 
 /// What is wrong with a damaged record.
@@ -98,6 +100,7 @@ impl std::fmt::Display for Place {
             Place::Events => f.write_str("events"),
             Place::Checkpoint(l) => write!(f, "checkpoint `{l}`"),
             Place::Table(t) => write!(f, "table `{t}`"),
+            Place::Run => f.write_str("state"),
         }
     }
 }
@@ -247,7 +250,7 @@ impl Scan<'_> {
     fn runs(&mut self) -> BTreeMap<String, i64> {
         let mut counts = BTreeMap::new();
         let sql = "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms, version,
-                          event_count, meta_sum, header, header_sum
+                          event_count, meta_sum, header, header_sum, row_count
                    FROM runs";
         let mut headers = Vec::new();
         self.each("runs", sql, |r| {
@@ -272,7 +275,7 @@ impl Scan<'_> {
                 run: Some(meta.run_id.clone()),
                 place: Place::Listing,
                 stored: r.get(8)?,
-                computed: sum::run_meta(&meta, version, event_count),
+                computed: sum::run_meta(&meta, version, event_count, r.get(11)?),
             })
         });
         for s in headers {
