@@ -51,7 +51,7 @@ fn check(format: Format) -> Exit {
     };
     let store = match SqliteStore::open_existing(&path) {
         Ok(s) => s,
-        Err(e) => return super::usage(format!("cannot open the run store: {e}")),
+        Err(e) => return super::usage(e),
     };
     let mut report = match store.check() {
         Ok(r) => r,

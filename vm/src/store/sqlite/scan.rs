@@ -187,10 +187,13 @@ struct Seen {
 
 impl Scan<'_> {
     /// Reads every record `sql` returns through `seen`, recording checksum
-    /// problems, and a table that stops reading as [`Place::Table`].
+    /// problems, and a record or table that cannot be read as
+    /// [`Place::Table`] (with the run of the record when `by_run`: its
+    /// column 0 is a run id).
     fn each(
         &mut self,
         table: &'static str,
+        by_run: bool,
         sql: &str,
         mut seen: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Seen>,
     ) {
@@ -201,7 +204,14 @@ impl Scan<'_> {
                 match seen(r) {
                     Ok(s) => out.push(Ok(s)),
                     // a value of the wrong type: this record is damaged, go on
-                    Err(e) => out.push(Err(e.to_string())),
+                    Err(e) => {
+                        let run = if by_run {
+                            r.get::<_, String>(0).ok()
+                        } else {
+                            None
+                        };
+                        out.push(Err((run, e.to_string())));
+                    }
                 }
             }
             Ok(())
@@ -217,7 +227,11 @@ impl Scan<'_> {
                         });
                     }
                 }
-                Err(e) => self.table_damage(table, e),
+                Err((run, e)) => self.damage.push(Damage {
+                    run,
+                    place: Place::Table(table),
+                    problem: Problem::Unreadable(e),
+                }),
             }
         }
         if let Err(e) = result {
@@ -234,7 +248,7 @@ impl Scan<'_> {
     }
 
     fn plans(&mut self) {
-        self.each("plans", "SELECT hash, bytes, sum FROM plans", |r| {
+        self.each("plans", false, "SELECT hash, bytes, sum FROM plans", |r| {
             let hash: String = r.get(0)?;
             let bytes: Vec<u8> = r.get(1)?;
             Ok(Seen {
@@ -253,7 +267,7 @@ impl Scan<'_> {
                           event_count, meta_sum, header, header_sum, row_count
                    FROM runs";
         let mut headers = Vec::new();
-        self.each("runs", sql, |r| {
+        self.each("runs", true, sql, |r| {
             let meta = RunMeta {
                 run_id: r.get(0)?,
                 plan_hash: r.get(1)?,
@@ -293,6 +307,7 @@ impl Scan<'_> {
     fn rows(&mut self) {
         self.each(
             "run_rows",
+            true,
             "SELECT run_id, key, blob, sum FROM run_rows",
             |r| {
                 let (run, key, blob): (String, i64, Vec<u8>) = (r.get(0)?, r.get(1)?, r.get(2)?);
@@ -312,6 +327,7 @@ impl Scan<'_> {
         let mut found: BTreeMap<String, (i64, bool)> = BTreeMap::new();
         self.each(
             "events",
+            true,
             "SELECT run_id, seq, json, sum FROM events ORDER BY run_id, seq",
             |r| {
                 let (run, seq, json): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
@@ -348,6 +364,7 @@ impl Scan<'_> {
     fn checkpoints(&mut self) {
         self.each(
             "checkpoints",
+            true,
             "SELECT run_id, label, position, blob, sum FROM checkpoints",
             |r| {
                 let (run, label, position, blob): (String, String, i64, Vec<u8>) =
