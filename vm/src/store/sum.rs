@@ -40,9 +40,10 @@ impl Summer {
     }
 }
 
-/// A run's listing record with its version, event count and row count (the
-/// `runs` columns other than the header).
-pub(crate) fn run_meta(meta: &RunMeta, version: i64, event_count: i64, row_count: i64) -> Sum {
+/// A run's listing record with its version and its counts of events, rows
+/// and checkpoints (the `runs` columns other than the header).
+pub(crate) fn run_meta(meta: &RunMeta, version: i64, counts: [i64; 3]) -> Sum {
+    let [event_count, row_count, checkpoint_count] = counts;
     Summer::new("stratum run store v2: run meta")
         .bytes(meta.run_id.as_bytes())
         .bytes(meta.plan_hash.as_bytes())
@@ -53,6 +54,7 @@ pub(crate) fn run_meta(meta: &RunMeta, version: i64, event_count: i64, row_count
         .int(version)
         .int(event_count)
         .int(row_count)
+        .int(checkpoint_count)
         .finish()
 }
 

@@ -280,7 +280,7 @@ fn to_u64(v: i64, what: &str) -> Result<u64, StoreError> {
 
 /// The `runs` columns [`MetaRecord`] reads, in its order.
 const META_COLUMNS: &str = "run_id, plan_hash, flow, status, created_ms, updated_ms, version,
-                             event_count, meta_sum, row_count";
+                             event_count, meta_sum, row_count, checkpoint_count";
 
 /// A run's listing record as stored, with what its checksum covers.
 struct MetaRecord {
@@ -290,6 +290,8 @@ struct MetaRecord {
     sum: Option<Vec<u8>>,
     /// How many rows the run has (each commit adds the rows it inserted).
     row_count: i64,
+    /// How many checkpoint labels the run has.
+    checkpoint_count: i64,
 }
 
 impl MetaRecord {
@@ -308,12 +310,44 @@ impl MetaRecord {
             event_count: r.get(7)?,
             sum: r.get(8)?,
             row_count: r.get(9)?,
+            checkpoint_count: r.get(10)?,
         })
+    }
+
+    fn counts(&self) -> [i64; 3] {
+        [self.event_count, self.row_count, self.checkpoint_count]
+    }
+
+    /// Writes the record back (a new meta, version or counts).
+    fn write(&self, conn: &Connection) -> Result<(), StoreError> {
+        let meta_sum = sum::run_meta(&self.meta, self.version, self.counts());
+        let mut stmt = conn
+            .prepare_cached(
+                "UPDATE runs SET plan_hash = ?2, flow = ?3, status = ?4, updated_ms = ?5,
+                     version = ?6, event_count = ?7, row_count = ?8, checkpoint_count = ?9,
+                     meta_sum = ?10
+                 WHERE run_id = ?1",
+            )
+            .map_err(map_err)?;
+        stmt.execute(params![
+            self.meta.run_id,
+            self.meta.plan_hash,
+            self.meta.flow,
+            self.meta.status,
+            self.meta.updated_ms,
+            self.version,
+            self.event_count,
+            self.row_count,
+            self.checkpoint_count,
+            &meta_sum[..]
+        ])
+        .map_err(map_err)?;
+        Ok(())
     }
 
     /// The record, once its checksum matched.
     fn verified(self) -> Result<MetaRecord, StoreError> {
-        let computed = sum::run_meta(&self.meta, self.version, self.event_count, self.row_count);
+        let computed = sum::run_meta(&self.meta, self.version, self.counts());
         sum::verify(self.sum.as_deref(), &computed, || {
             format!("the listing record of run `{}`", self.meta.run_id)
         })?;
@@ -384,7 +418,7 @@ fn append_events(
     Ok(())
 }
 
-/// Writes a run's listing record and header (insert or replace).
+/// Inserts a new run's listing record and header.
 fn write_run(
     conn: &Connection,
     meta: &RunMeta,
@@ -393,19 +427,14 @@ fn write_run(
     header: &[u8],
 ) -> Result<(), StoreError> {
     let (event_count, row_count) = counts;
-    let meta_sum = sum::run_meta(meta, version, event_count, row_count);
+    let meta_sum = sum::run_meta(meta, version, [event_count, row_count, 0]);
     let header_sum = sum::header(&meta.run_id, header);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO runs (run_id, plan_hash, flow, status, created_ms, updated_ms,
-                               version, header, event_count, meta_sum, header_sum, row_count)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT (run_id) DO UPDATE SET
-                 plan_hash = excluded.plan_hash, flow = excluded.flow,
-                 status = excluded.status, updated_ms = excluded.updated_ms,
-                 version = excluded.version, header = excluded.header,
-                 event_count = excluded.event_count, meta_sum = excluded.meta_sum,
-                 header_sum = excluded.header_sum, row_count = excluded.row_count",
+                               version, header, event_count, meta_sum, header_sum, row_count,
+                               checkpoint_count)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)",
         )
         .map_err(map_err)?;
     stmt.execute(params![
@@ -423,6 +452,16 @@ fn write_run(
         row_count
     ])
     .map_err(map_err)?;
+    Ok(())
+}
+
+fn write_header(conn: &Connection, run_id: &str, header: &[u8]) -> Result<(), StoreError> {
+    let s = sum::header(run_id, header);
+    let mut stmt = conn
+        .prepare_cached("UPDATE runs SET header = ?2, header_sum = ?3 WHERE run_id = ?1")
+        .map_err(map_err)?;
+    stmt.execute(params![run_id, header, &s[..]])
+        .map_err(map_err)?;
     Ok(())
 }
 
@@ -573,23 +612,24 @@ impl RunStore for SqliteStore {
             .event_count
             .checked_add(to_i64(delta.events.len() as u64, "event count")?)
             .ok_or_else(|| StoreError::Corrupt("event count overflow".to_owned()))?;
-        let meta = RunMeta {
-            created_ms: current.meta.created_ms,
-            ..delta.meta.clone()
-        };
         let inserted = upsert_rows(&tx, delta.run_id, delta.rows)?;
         append_events(&tx, delta.run_id, current.event_count, delta.events)?;
-        let row_count = current
-            .row_count
-            .checked_add(inserted)
-            .ok_or_else(|| StoreError::Corrupt("row count overflow".to_owned()))?;
-        write_run(
-            &tx,
-            &meta,
-            new_version,
-            (new_count, row_count),
-            delta.header,
-        )?;
+        let next = MetaRecord {
+            meta: RunMeta {
+                created_ms: current.meta.created_ms,
+                ..delta.meta.clone()
+            },
+            version: new_version,
+            event_count: new_count,
+            row_count: current
+                .row_count
+                .checked_add(inserted)
+                .ok_or_else(|| StoreError::Corrupt("row count overflow".to_owned()))?,
+            checkpoint_count: current.checkpoint_count,
+            sum: None,
+        };
+        next.write(&tx)?;
+        write_header(&tx, delta.run_id, delta.header)?;
         tx.commit().map_err(map_err)?;
         to_u64(new_version, "version")
     }
@@ -644,13 +684,17 @@ impl RunStore for SqliteStore {
     }
 
     fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError> {
+        // NOT INDEXED: the listing comes from the checksummed table records, so
+        // a damaged secondary index cannot hide a run from it
         let sql = match status {
             Some(_) => format!(
-                "SELECT {META_COLUMNS} FROM runs WHERE status = ?1
+                "SELECT {META_COLUMNS} FROM runs NOT INDEXED WHERE status = ?1
                  ORDER BY created_ms DESC, run_id DESC"
             ),
             None => {
-                format!("SELECT {META_COLUMNS} FROM runs ORDER BY created_ms DESC, run_id DESC")
+                format!(
+                    "SELECT {META_COLUMNS} FROM runs NOT INDEXED ORDER BY created_ms DESC, run_id DESC"
+                )
             }
         };
         let mut stmt = self.conn.prepare_cached(&sql).map_err(map_err)?;
@@ -672,7 +716,7 @@ impl RunStore for SqliteStore {
 
     fn put_checkpoint(&mut self, run_id: &str, label: &str, blob: &[u8]) -> Result<(), StoreError> {
         let tx = self.write_tx()?;
-        Self::require_run(&tx, run_id)?;
+        let mut record = read_meta(&tx, run_id)?;
         let position: i64 = {
             let mut stmt = tx
                 .prepare_cached(
@@ -697,6 +741,10 @@ impl RunStore for SqliteStore {
             stmt.execute(params![run_id, label, position, blob, &s[..]])
                 .map_err(map_err)?;
         }
+        if position >= record.checkpoint_count {
+            record.checkpoint_count = position + 1;
+            record.write(&tx)?;
+        }
         tx.commit().map_err(map_err)
     }
 
@@ -715,6 +763,13 @@ impl RunStore for SqliteStore {
         };
         tx.finish().map_err(map_err)?;
         let Some((position, blob, stored)) = found else {
+            // a damaged label or index reads as absent: the run's checkpoints,
+            // each verified, must agree that `label` is not one of them
+            if self.checkpoint_labels(run_id)?.iter().any(|l| l == label) {
+                return Err(StoreError::Corrupt(format!(
+                    "checkpoint `{label}` of run `{run_id}` is listed but cannot be looked up (a damaged index)"
+                )));
+            }
             return Ok(None);
         };
         let computed = sum::checkpoint(run_id, label, position, &blob);
@@ -726,7 +781,7 @@ impl RunStore for SqliteStore {
 
     fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let tx = self.conn.unchecked_transaction().map_err(map_err)?;
-        Self::require_run(&tx, run_id)?;
+        let record = read_meta(&tx, run_id)?;
         let labels = {
             let mut stmt = tx
                 .prepare_cached(
@@ -751,11 +806,24 @@ impl RunStore for SqliteStore {
                 sum::verify(stored.as_deref(), &computed, || {
                     format!("checkpoint `{label}` of run `{run_id}`")
                 })?;
+                if position != labels.len() as i64 {
+                    return Err(StoreError::Corrupt(format!(
+                        "checkpoint {} of run `{run_id}` is missing (the next stored one is `{label}`)",
+                        labels.len()
+                    )));
+                }
                 labels.push(label);
             }
             labels
         };
         tx.finish().map_err(map_err)?;
+        if labels.len() as i64 != record.checkpoint_count {
+            return Err(StoreError::Corrupt(format!(
+                "run `{run_id}` has {} checkpoints, but {} are stored",
+                record.checkpoint_count,
+                labels.len()
+            )));
+        }
         Ok(labels)
     }
 }

@@ -264,7 +264,7 @@ impl Scan<'_> {
     fn runs(&mut self) -> BTreeMap<String, i64> {
         let mut counts = BTreeMap::new();
         let sql = "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms, version,
-                          event_count, meta_sum, header, header_sum, row_count
+                          event_count, meta_sum, header, header_sum, row_count, checkpoint_count
                    FROM runs";
         let mut headers = Vec::new();
         self.each("runs", true, sql, |r| {
@@ -289,7 +289,7 @@ impl Scan<'_> {
                 run: Some(meta.run_id.clone()),
                 place: Place::Listing,
                 stored: r.get(8)?,
-                computed: sum::run_meta(&meta, version, event_count, r.get(11)?),
+                computed: sum::run_meta(&meta, version, [event_count, r.get(11)?, r.get(12)?]),
             })
         });
         for s in headers {

@@ -6,7 +6,8 @@
 //! - v2: a blake3 checksum with every record (`runs.meta_sum`,
 //!   `runs.header_sum`, and `sum` in `plans`, `run_rows`, `events`,
 //!   `checkpoints`; see `store::sum`) and each run's number of rows
-//!   (`runs.row_count`, under `meta_sum`). Migrating from v1 computes the
+//!   and checkpoints (`runs.row_count`, `runs.checkpoint_count`, under
+//!   `meta_sum`). Migrating from v1 computes the
 //!   checksums of the existing records once, in the migration's transaction:
 //!   what v1 wrote is accepted as written, and from then on a record without
 //!   a checksum is damage.
@@ -80,7 +81,10 @@ const V2: &str = "ALTER TABLE plans ADD COLUMN sum BLOB;
      ALTER TABLE runs ADD COLUMN meta_sum BLOB;
      ALTER TABLE runs ADD COLUMN header_sum BLOB;
      ALTER TABLE runs ADD COLUMN row_count INTEGER NOT NULL DEFAULT 0;
-     UPDATE runs SET row_count = (SELECT COUNT(*) FROM run_rows WHERE run_rows.run_id = runs.run_id);
+     ALTER TABLE runs ADD COLUMN checkpoint_count INTEGER NOT NULL DEFAULT 0;
+     UPDATE runs SET row_count = (SELECT COUNT(*) FROM run_rows WHERE run_rows.run_id = runs.run_id),
+                     checkpoint_count =
+                         (SELECT COUNT(*) FROM checkpoints WHERE checkpoints.run_id = runs.run_id);
      ALTER TABLE run_rows ADD COLUMN sum BLOB;
      ALTER TABLE events ADD COLUMN sum BLOB;
      ALTER TABLE checkpoints ADD COLUMN sum BLOB;";
@@ -101,7 +105,7 @@ fn v2_checksums(conn: &Connection) -> Result<(), StoreError> {
     backfill(
         conn,
         "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms, version, event_count, header,
-                row_count
+                row_count, checkpoint_count
          FROM runs",
         "UPDATE runs SET meta_sum = ?2, header_sum = ?3 WHERE run_id = ?1",
         |r| {
@@ -114,7 +118,7 @@ fn v2_checksums(conn: &Connection) -> Result<(), StoreError> {
                 updated_ms: r.get(5)?,
             };
             let header: Vec<u8> = r.get(8)?;
-            let meta_sum = sum::run_meta(&meta, r.get(6)?, r.get(7)?, r.get(9)?);
+            let meta_sum = sum::run_meta(&meta, r.get(6)?, [r.get(7)?, r.get(9)?, r.get(10)?]);
             let header_sum = sum::header(&meta.run_id, &header);
             Ok((
                 vec![meta.run_id.into(), meta_sum.to_vec().into()],
