@@ -967,13 +967,11 @@ fn an_existing_empty_store_file_is_an_error_not_a_new_store() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
-/// Runs `sql` on a copy of the fixture and returns the views.
-fn tampered(
-    sql: &str,
-) -> (
-    Vec<Result<String, StoreError>>,
-    Vec<Result<String, StoreError>>,
-) {
+/// What [`views`] returns.
+type Views = Vec<Result<String, StoreError>>;
+
+/// Runs `sql` on a copy of the fixture; returns the views before and after.
+fn tampered(sql: &str) -> (Views, Views) {
     let dir = tmpdir();
     let path = dir.path().join("stratum.db");
     damaged_fixture(&path);
