@@ -71,6 +71,8 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Decide a waiting gate as a human: approve, reject (= kill) or revise (exit 0: recorded; 1: the gate is not waiting, the run is over, or the token is stale; 2: unknown run, step or not a gate).
     Gate(commands::gate::GateArgs),
+    /// Check the run store for damage: `store check` (exit 0: healthy; 1: damage found; 2: cannot open).
+    Store(commands::store::StoreArgs),
     /// Operate on runs: `flow cancel RUN`.
     Flow(commands::flow::FlowArgs),
     /// Follow a run live until it ends (exit 0: completed; 1: ended otherwise; 2: unknown run).
@@ -130,6 +132,7 @@ fn main() -> ExitCode {
         Command::Query(args) => commands::query::run(args),
         Command::Gate(args) => commands::gate::run(args),
         Command::Flow(args) => commands::flow::run(args),
+        Command::Store(args) => commands::store::run(args),
         Command::Watch(args) => commands::watch::run(args),
         Command::CompileSpeckit(args) => commands::speckit::run(args),
         Command::Schema => commands::schema::run(),

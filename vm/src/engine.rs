@@ -169,23 +169,12 @@ impl Engine {
             return Ok((c, plan));
         }
         let snap = self.store.load(run_id)?;
-        let header: Header = serde_json::from_slice(&snap.header)
-            .map_err(|e| EngineError::Corrupt(e.to_string()))?;
-        let mut steps: Vec<Vec<StepState>> = header
-            .frames
-            .iter()
-            .map(|f| vec![StepState::default(); f.len as usize])
-            .collect();
-        for (key, blob) in &snap.rows {
-            let at = step_row(*key)?;
-            let slot = steps
-                .get_mut(at.frame.ix())
-                .and_then(|fr| fr.get_mut(at.ix()))
-                .ok_or_else(|| EngineError::Corrupt(format!("row {key} outside the run")))?;
-            *slot =
-                serde_json::from_slice(blob).map_err(|e| EngineError::Corrupt(e.to_string()))?;
-        }
+        let header: Header = serde_json::from_slice(&snap.header).map_err(|e| {
+            EngineError::Corrupt(format!("the header of run `{run_id}` does not decode: {e}"))
+        })?;
+        let steps = steps_from_rows(run_id, &header, &snap.rows)?;
         let plan = self.plan(&header.plan_hash)?;
+        frames_match_plan(run_id, &header, &plan.plan)?;
         Ok((
             Run {
                 header,
@@ -535,6 +524,81 @@ pub struct Committed {
     pub label: String,
     /// Every checkpoint label of the run.
     pub checkpoints: Vec<String>,
+}
+
+/// The steps of a loaded run: exactly one stored row for every step of every
+/// frame the header lists. Every step's row is written when its frame is
+/// created, so a missing row, an extra one or a second one for a step is
+/// damage, never a step still pending.
+fn steps_from_rows(
+    run_id: &str,
+    header: &Header,
+    rows: &[(u64, Vec<u8>)],
+) -> Result<Vec<Vec<StepState>>, EngineError> {
+    let corrupt = |what: String| EngineError::Corrupt(format!("run `{run_id}`: {what}"));
+    if header.frames.is_empty() {
+        return Err(corrupt("the header lists no frame".into()));
+    }
+    let expected: u64 = header.frames.iter().map(|f| u64::from(f.len)).sum();
+    if expected != rows.len() as u64 {
+        // checked before anything is allocated from the header's lengths
+        return Err(corrupt(format!(
+            "the header lists {expected} steps in {} frames, but {} step rows are stored; the store lost or gained rows",
+            header.frames.len(),
+            rows.len()
+        )));
+    }
+    let mut steps: Vec<Vec<Option<StepState>>> = header
+        .frames
+        .iter()
+        .map(|f| vec![None; f.len as usize])
+        .collect();
+    for (key, blob) in rows {
+        let at = step_row(*key)?;
+        let slot = steps
+            .get_mut(at.frame.ix())
+            .and_then(|fr| fr.get_mut(at.ix()))
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "row {key} (frame {}, step {}) is outside the run",
+                    at.frame.0, at.step
+                ))
+            })?;
+        if slot.is_some() {
+            return Err(corrupt(format!("row {key} is stored twice")));
+        }
+        let state = serde_json::from_slice(blob)
+            .map_err(|e| corrupt(format!("row {key} does not decode: {e}")))?;
+        *slot = Some(state);
+    }
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(f, frame)| {
+            frame
+                .into_iter()
+                .enumerate()
+                .map(|(s, st)| {
+                    st.ok_or_else(|| corrupt(format!("the row of frame {f}, step {s} is missing")))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every frame of a loaded header names a flow of the plan and has as many
+/// steps as that flow.
+fn frames_match_plan(run_id: &str, header: &Header, plan: &Plan) -> Result<(), EngineError> {
+    for (f, frame) in header.frames.iter().enumerate() {
+        let steps = plan.flows.get(frame.flow as usize).map(|fd| fd.steps.len());
+        if steps != Some(frame.len as usize) {
+            return Err(EngineError::Corrupt(format!(
+                "run `{run_id}`: frame {f} lists flow {} with {} steps, which plan {} does not have",
+                frame.flow, frame.len, header.plan_hash
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A checkpoint as stored: the header and the rows as JSON text.

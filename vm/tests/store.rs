@@ -770,3 +770,338 @@ fn meta_reads_one_runs_listing_record() {
         ));
     });
 }
+
+// --- damaged files: the right view or an error, never a wrong view ---------
+
+/// A store with three runs (rows rewritten by commits, events, checkpoints)
+/// and a plan; returns the file's bytes once every connection is closed (so
+/// the write-ahead log is folded into the file).
+fn damaged_fixture(path: &Path) -> Vec<u8> {
+    let mut s = SqliteStore::open(path).unwrap();
+    s.put_plan("p", &vec![7u8; 3000]).unwrap();
+    for (n, run) in ["r1", "r2", "r3"].iter().enumerate() {
+        let rows: Vec<(u64, Vec<u8>)> = (0..60u64)
+            .map(|k| (k, format!(r#"{{"status":"pending","k":{k}}}"#).into_bytes()))
+            .collect();
+        s.create(
+            &meta(run, n as i64, "running"),
+            b"header-0",
+            &rows,
+            &[ev("start")],
+        )
+        .unwrap();
+        for v in 1..30u64 {
+            let done: Vec<(u64, Vec<u8>)> = (0..2)
+                .map(|i| {
+                    let k = (v * 2 + i) % 60;
+                    (
+                        k,
+                        format!(r#"{{"status":"succeeded","k":{k},"v":{v}}}"#).into_bytes(),
+                    )
+                })
+                .collect();
+            let status = if v == 29 { "completed" } else { "running" };
+            let header = format!("header-{v}").into_bytes();
+            s.commit(&Delta {
+                run_id: run,
+                expected_version: v,
+                meta: &meta(run, n as i64, status),
+                header: &header,
+                rows: &done,
+                events: &[ev(&format!("step-{v}"))],
+            })
+            .unwrap();
+        }
+        s.put_checkpoint(run, "cp", format!("checkpoint of {run}").as_bytes())
+            .unwrap();
+        s.put_checkpoint(run, "cp2", b"second").unwrap();
+    }
+    drop(s);
+    assert!(
+        !path.with_extension("db-wal").exists()
+            || std::fs::metadata(path.with_extension("db-wal"))
+                .unwrap()
+                .len()
+                == 0
+    );
+    std::fs::read(path).unwrap()
+}
+
+/// Every read an operator view makes, each as its Debug text or its error.
+fn views(s: &SqliteStore) -> Vec<Result<String, StoreError>> {
+    let mut out = vec![
+        s.list(None).map(|v| format!("{v:?}")),
+        s.list(Some("completed")).map(|v| format!("{v:?}")),
+        s.get_plan("p").map(|v| format!("{v:?}")),
+    ];
+    for run in ["r1", "r2", "r3"] {
+        out.push(s.load(run).map(|v| format!("{v:?}")));
+        out.push(s.events(run, 0, u64::MAX).map(|v| format!("{v:?}")));
+        out.push(s.events(run, 5, 10).map(|v| format!("{v:?}")));
+        out.push(s.meta(run).map(|v| format!("{v:?}")));
+        out.push(s.version(run).map(|v| format!("{v:?}")));
+        out.push(s.checkpoint_labels(run).map(|v| format!("{v:?}")));
+        out.push(s.get_checkpoint(run, "cp").map(|v| format!("{v:?}")));
+    }
+    out
+}
+
+/// Opens the damaged `bytes` and checks every view against `good`: equal,
+/// or an error. Returns how many views were errors (`None`: the open failed).
+fn check_damaged(
+    dir: &Path,
+    bytes: &[u8],
+    good: &[Result<String, StoreError>],
+    what: &str,
+) -> Option<usize> {
+    let path = dir.join(format!("damaged-{}.db", what.replace(' ', "-")));
+    std::fs::write(&path, bytes).unwrap();
+    let store = match SqliteStore::open(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            return None;
+        }
+    };
+    let got = views(&store);
+    let mut errors = 0;
+    for (i, (g, want)) in got.iter().zip(good).enumerate() {
+        match g {
+            Ok(v) => assert_eq!(
+                Some(v),
+                want.as_ref().ok(),
+                "{what}: view {i} differs from the undamaged store without an error"
+            ),
+            Err(_) => errors += 1,
+        }
+    }
+    drop(store);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(path.with_extension("db-wal"));
+    let _ = std::fs::remove_file(path.with_extension("db-shm"));
+    Some(errors)
+}
+
+#[test]
+fn damaged_stores_give_the_right_view_or_an_error() {
+    let dir = tmpdir();
+    let bytes = damaged_fixture(&dir.path().join("stratum.db"));
+    let good = views(&SqliteStore::open(dir.path().join("stratum.db")).unwrap());
+    assert!(good.iter().all(Result::is_ok), "{good:?}");
+    // truncations
+    let mut cut = 0;
+    for k in 1..24 {
+        let len = bytes.len() * k / 24;
+        if check_damaged(
+            dir.path(),
+            &bytes[..len],
+            &good,
+            &format!("truncated to {len}"),
+        ) != Some(0)
+        {
+            cut += 1;
+        }
+    }
+    assert!(cut > 0, "some truncation must be noticed");
+    // random bit flips (xorshift; the seed is printed to replay a failure)
+    let seed = std::env::var("STORE_FLIP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("flip seed: STORE_FLIP_SEED={seed}");
+    let mut x: u64 = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut noticed, mut opened) = (0, 0);
+    for trial in 0..150 {
+        let mut damaged = bytes.clone();
+        for _ in 0..(1 + next() % 3) {
+            let at = (next() % damaged.len() as u64) as usize;
+            damaged[at] ^= 1 << (next() % 8);
+        }
+        match check_damaged(dir.path(), &damaged, &good, &format!("flip {trial}")) {
+            None => noticed += 1,
+            Some(errors) => {
+                opened += 1;
+                noticed += usize::from(errors > 0);
+            }
+        }
+    }
+    eprintln!("bit flips: {noticed} of 150 noticed, {opened} opened");
+}
+
+#[test]
+fn an_existing_empty_store_file_is_an_error_not_a_new_store() {
+    let dir = tmpdir();
+    let path = dir.path().join("stratum.db");
+    std::fs::write(&path, b"").unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("is empty (0 bytes)")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        0,
+        "the file is left as it was"
+    );
+    // a missing file is a new store, created complete (never seen empty)
+    std::fs::remove_file(&path).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    assert!(std::fs::metadata(&path).unwrap().len() > 0);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".new-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// What [`views`] returns.
+type Views = Vec<Result<String, StoreError>>;
+
+/// Runs `sql` on a copy of the fixture; returns the views before and after.
+fn tampered(sql: &str) -> (Views, Views) {
+    let dir = tmpdir();
+    let path = dir.path().join("stratum.db");
+    damaged_fixture(&path);
+    let good = views(&SqliteStore::open(&path).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(sql).unwrap();
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    (good, views(&s))
+}
+
+/// The index of `load(r1)` in [`views`].
+const LOAD_R1: usize = 3;
+
+#[test]
+fn a_deleted_row_is_an_error() {
+    let (good, got) = tampered("DELETE FROM run_rows WHERE run_id = 'r1' AND key = 30");
+    let err = got[LOAD_R1].as_ref().unwrap_err();
+    assert!(
+        matches!(err, StoreError::Corrupt(m) if m.contains("run `r1` has 60 rows, but 59 are stored")),
+        "{err}"
+    );
+    for (i, (g, w)) in got.iter().zip(&good).enumerate() {
+        if i != LOAD_R1 {
+            assert_eq!(g, w, "view {i}");
+        }
+    }
+}
+
+#[test]
+fn swapped_rows_are_an_error() {
+    // blobs swapped, checksums kept: neither matches its key any more
+    let (_, got) = tampered(
+        "UPDATE run_rows SET blob = CASE key WHEN 4 THEN (SELECT blob FROM run_rows WHERE run_id = 'r2' AND key = 5)
+                                           ELSE (SELECT blob FROM run_rows WHERE run_id = 'r2' AND key = 4) END
+         WHERE run_id = 'r2' AND key IN (4, 5)",
+    );
+    let err = got[LOAD_R1 + 7].as_ref().unwrap_err();
+    assert!(
+        matches!(err, StoreError::Corrupt(m) if m.contains("row 4 of run `r2` does not match its checksum")),
+        "{err}"
+    );
+    // blobs and checksums swapped together: the checksum binds the key
+    let (_, got) = tampered(
+        "UPDATE run_rows SET (blob, sum) = (SELECT blob, sum FROM run_rows AS o WHERE o.run_id = 'r2' AND o.key = 9 - run_rows.key)
+         WHERE run_id = 'r2' AND key IN (4, 5)",
+    );
+    assert!(got[LOAD_R1 + 7].is_err(), "{:?}", got[LOAD_R1 + 7]);
+    // a row moved to another run
+    let (_, got) =
+        tampered("UPDATE run_rows SET run_id = 'r3', key = 60 WHERE run_id = 'r2' AND key = 59");
+    assert!(got[LOAD_R1 + 7].is_err());
+    assert!(got[LOAD_R1 + 14].is_err());
+}
+
+#[test]
+fn a_schema_1_store_opens_with_checksums_computed_once() {
+    let dir = tmpdir();
+    let path = dir.path().join("stratum.db");
+    {
+        // what stratumc with schema 1 wrote
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta (schema_version INTEGER NOT NULL);
+             INSERT INTO meta VALUES (1);
+             CREATE TABLE plans (hash TEXT PRIMARY KEY NOT NULL, bytes BLOB NOT NULL);
+             CREATE TABLE runs (run_id TEXT PRIMARY KEY NOT NULL, plan_hash TEXT NOT NULL,
+                 flow TEXT NOT NULL, status TEXT NOT NULL, created_ms INTEGER NOT NULL,
+                 updated_ms INTEGER NOT NULL, version INTEGER NOT NULL, header BLOB NOT NULL,
+                 event_count INTEGER NOT NULL);
+             CREATE INDEX runs_by_created ON runs (created_ms DESC, run_id DESC);
+             CREATE INDEX runs_by_status ON runs (status, created_ms DESC, run_id DESC);
+             CREATE TABLE run_rows (run_id TEXT NOT NULL, key INTEGER NOT NULL, blob BLOB NOT NULL,
+                 PRIMARY KEY (run_id, key)) WITHOUT ROWID;
+             CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL,
+                 PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+             CREATE TABLE checkpoints (run_id TEXT NOT NULL, label TEXT NOT NULL,
+                 position INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY (run_id, label));
+             CREATE INDEX checkpoints_by_position ON checkpoints (run_id, position);
+             INSERT INTO plans VALUES ('p', x'0102');
+             INSERT INTO runs VALUES ('old', 'p', 'main', 'running', 5, 6, 3, x'68', 1);
+             INSERT INTO run_rows VALUES ('old', 0, x'61'), ('old', 1, x'62');
+             INSERT INTO events VALUES ('old', 0, '{\"type\":\"start\"}');
+             INSERT INTO checkpoints VALUES ('old', 'cp', 0, x'63');",
+        )
+        .unwrap();
+    }
+    let mut s = SqliteStore::open(&path).unwrap();
+    let snap = s.load("old").unwrap();
+    assert_eq!(snap.version, 3);
+    assert_eq!(snap.rows, vec![(0, b"a".to_vec()), (1, b"b".to_vec())]);
+    assert_eq!(s.events("old", 0, 10).unwrap(), vec![ev("start")]);
+    assert_eq!(s.get_plan("p").unwrap().unwrap(), vec![1, 2]);
+    assert_eq!(s.get_checkpoint("old", "cp").unwrap().unwrap(), b"c");
+    let report = s.check().unwrap();
+    assert!(report.healthy(), "{report:?}");
+    // it keeps working as a schema 2 store
+    s.commit(&Delta {
+        run_id: "old",
+        expected_version: 3,
+        meta: &meta("old", 5, "completed"),
+        header: b"h2",
+        rows: &[(2, b"c".to_vec())],
+        events: &[ev("done")],
+    })
+    .unwrap();
+    assert_eq!(s.load("old").unwrap().rows.len(), 3);
+    drop(s);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = conn
+        .query_row("SELECT schema_version FROM meta", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    // from now on a record without a checksum is damage
+    conn.execute("UPDATE run_rows SET sum = NULL WHERE key = 0", [])
+        .unwrap();
+    drop(conn);
+    let s = SqliteStore::open(&path).unwrap();
+    let err = s.load("old").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("row 0 of run `old` has no checksum"),
+        "{err}"
+    );
+    let report = s.check().unwrap();
+    assert!(!report.healthy());
+    assert_eq!(report.damage.len(), 1, "{report:?}");
+    assert_eq!(
+        report.damage[0].to_string(),
+        "run `old`: row 0 has no checksum (every record of schema 2 carries one)"
+    );
+}

@@ -16,6 +16,7 @@ pub mod query;
 pub mod run;
 pub mod schema;
 pub mod speckit;
+pub mod store;
 pub mod watch;
 
 /// Writes to stdout, ignoring a closed pipe (`stratumc inspect x | head`).

@@ -18,15 +18,24 @@
 //! [`StoreError::Conflict`] with nothing changed. That is how concurrent
 //! reports on one run resolve to one winner across processes.
 //!
+//! The SQLite store checksums every record it writes and verifies it on
+//! every read (`sum`), so damage on disk is a [`StoreError::Corrupt`] naming
+//! the record, never a silently different blob.
+//!
 //! Must never: interpret the blobs or the event lines, panic on a damaged or
-//! hostile database file, or acknowledge a write before it is durable
-//! (the SQLite store runs with `synchronous=FULL`).
+//! hostile database file, hand out a record that fails its checksum, or
+//! acknowledge a write before it is durable (the SQLite store runs with
+//! `synchronous=FULL`).
 
 mod memory;
 mod sqlite;
+mod sum;
 
 pub use memory::MemoryStore;
-pub use sqlite::{Durability, SCHEMA_VERSION, SqliteStore, default_home};
+pub use sqlite::{
+    Damage, Durability, Place, Problem, SCHEMA_VERSION, SqliteStore, StoreCheck, default_home,
+};
+pub use sum::SumProblem;
 
 /// The listing record of a run. `run_id` is the key; `created_ms` is fixed
 /// when the run is created (a commit does not change it).
@@ -87,7 +96,9 @@ pub enum StoreError {
     #[error("invalid store request: {0}")]
     Invalid(String),
     /// The stored data is damaged or not a stratum store.
-    #[error("the run store is corrupt: {0}")]
+    #[error(
+        "the run store is corrupt: {0} (`stratumc store check` lists all damage; restore stratum.db from a backup)"
+    )]
     Corrupt(String),
     /// The database could not be opened, read or written.
     #[error("run store i/o error: {0}")]
