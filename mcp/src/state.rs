@@ -25,6 +25,8 @@ pub struct State {
     /// The engine (and through it the one store connection).
     pub engine: Engine,
     runs: HashMap<String, RunCtx>,
+    /// The runs whose engine entries a worker is running (crate::driver).
+    pub dispatches: crate::driver::Dispatches,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -107,6 +109,7 @@ impl State {
         State {
             engine,
             runs: HashMap::new(),
+            dispatches: crate::driver::Dispatches::default(),
         }
     }
 
