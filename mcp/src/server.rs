@@ -236,6 +236,8 @@ mod tests {
                 "stratum_validate"
             ]
         );
+        let table: Vec<&str> = tools::ALL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, table, "tools::ALL lists every routed tool");
         for t in &tools {
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
             assert!(t.description.as_deref().is_some_and(|d| d.len() > 80));

@@ -57,6 +57,29 @@ pub const FLOW: Field = Field::opt(
 /// A tool body.
 pub type Call = fn(&mut State, &Args) -> Reply;
 
+/// Every tool's name and request fields (the router in `server.rs` lists the
+/// same names; a test holds the two equal). The fuzz target decodes
+/// arguments through it.
+pub const ALL: &[(&str, &[Field])] = &[
+    (audit::NAME, audit::FIELDS),
+    (commit::NAME, commit::FIELDS),
+    (compile_speckit::NAME, compile_speckit::FIELDS),
+    (cost::NAME, cost::FIELDS),
+    (flow_cancel::NAME, flow_cancel::FIELDS),
+    (gate_resolve::NAME, gate_resolve::FIELDS),
+    (plan::NAME, plan::FIELDS),
+    (resume::NAME, resume::FIELDS),
+    (revert::NAME, revert::FIELDS),
+    (step_done::NAME, step_done::FIELDS),
+    (usage_report::NAME, usage_report::FIELDS),
+    (validate::NAME, validate::FIELDS),
+];
+
+/// The request fields of the tool called `name`.
+pub fn fields_of(name: &str) -> Option<&'static [Field]> {
+    ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
 /// The engine response envelope (`status`, `runId`, `planHash`, `ready`, `gates`, `ledger`, `output`, `failure`).
 ///
 /// Engine-dispatched entries whose agent has a command are the server's
