@@ -121,9 +121,11 @@ flows:
                 lines,
                 _home: home,
             };
-            s.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            s.send(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"}}}));
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+            );
             assert!(s.answer().get("result").is_some());
             s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
             s
@@ -204,7 +206,12 @@ flows:
         let mut s = Server::start(dir.path());
         // over 16 MiB in one line: an error, and the next request is served
         let pad = "x".repeat(17 * 1024 * 1024);
-        s.write(format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"_meta":{{"p":"{pad}"}}}}}}"#).as_bytes());
+        s.write(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"_meta":{{"p":"{pad}"}}}}}}"#
+            )
+            .as_bytes(),
+        );
         s.write(b"\n");
         let a = s.answer();
         assert_eq!(error_of(&a), (-32600, Value::Null), "{a}");
@@ -229,7 +236,10 @@ flows:
         s.ping(8);
         let v = s.call(9, "stratum_validate", json!({"spec": ENGINE_FANOUT}));
         assert_eq!(v["status"], "valid", "{v}");
-        assert!(s.close_and_wait(ANSWER), "the server exits when stdin closes");
+        assert!(
+            s.close_and_wait(ANSWER),
+            "the server exits when stdin closes"
+        );
     }
 
     /// A workspace whose `[agents.claude]` command is `command`.
@@ -260,7 +270,10 @@ flows:
         let mut s = Server::start(ws.path());
         let asked = Instant::now();
         let env = plan(&mut s, ws.path(), &["a"]);
-        assert!(asked.elapsed() < Duration::from_secs(10), "plan waited for the command");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "plan waited for the command"
+        );
         assert_eq!(env["ready"], json!([]), "{env}");
         assert_eq!(env["running"][0]["id"], "fan/0", "{env}");
         assert!(env["running"][0].get("dispatchToken").is_none());
@@ -272,13 +285,22 @@ flows:
         assert_eq!(v["status"], "valid", "{v}");
         let audit = s.call(5, "stratum_audit", json!({"runId": env["runId"]}));
         assert_eq!(audit["running"][0]["id"], "fan/0", "{audit}");
-        assert!(s.close_and_wait(ANSWER), "the server exits when stdin closes");
+        assert!(
+            s.close_and_wait(ANSWER),
+            "the server exits when stdin closes"
+        );
     }
 
     fn alive(pid: &str) -> bool {
         // a zombie is dead (it only waits to be reaped)
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
     }
 
     fn wait_for_file(path: &PathBuf, limit: Duration) -> String {

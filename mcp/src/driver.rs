@@ -121,9 +121,10 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
             return;
         };
         let entries = batch.entries;
-        let watched = agent::run_batch_watched(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
-            watch(shared, run_id, &stop)
-        });
+        let watched =
+            agent::run_batch_watched(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
+                watch(shared, run_id, &stop)
+            });
         let mut state = lock(shared);
         match watched {
             Ok(results) => {

@@ -420,10 +420,8 @@ fn scan(text: &str) -> Shape {
                 }
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
-            b':' if depth == 1 => {
-                if last_key.take().is_some_and(|(s, e)| &bytes[s..e] == b"id") {
-                    id_start = Some(i + 1);
-                }
+            b':' if depth == 1 && last_key.take().is_some_and(|(s, e)| &bytes[s..e] == b"id") => {
+                id_start = Some(i + 1);
             }
             _ => {}
         }
@@ -472,10 +470,20 @@ mod tests {
         );
         let a = answer(one(deep.as_bytes()));
         assert_eq!((a.error.code, &a.id), (-32600, &Some(Id::Number(7))));
-        assert!(a.error.message.contains("10002 levels"), "{}", a.error.message);
+        assert!(
+            a.error.message.contains("10002 levels"),
+            "{}",
+            a.error.message
+        );
         // the id after the deep part is found too; unbalanced text is still bounded
-        let after = format!(r#"{{"x":{},"id":"r1"}}"#, "[".repeat(200) + &"]".repeat(200));
-        assert_eq!(answer(one(after.as_bytes())).id, Some(Id::Text("r1".into())));
+        let after = format!(
+            r#"{{"x":{},"id":"r1"}}"#,
+            "[".repeat(200) + &"]".repeat(200)
+        );
+        assert_eq!(
+            answer(one(after.as_bytes())).id,
+            Some(Id::Text("r1".into()))
+        );
         assert_eq!(answer(one("[".repeat(300).as_bytes())).error.code, -32600);
         // 100 levels is within the bound (and within serde_json's)
         let ok = format!(
@@ -492,12 +500,18 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"stratum_validate","arguments":"x"}}"#,
         ));
         assert_eq!((a.error.code, &a.id), (-32602, &Some(Id::Number(6))));
-        assert!(a.error.message.contains("tools/call"), "{}", a.error.message);
+        assert!(
+            a.error.message.contains("tools/call"),
+            "{}",
+            a.error.message
+        );
         let a = answer(one(
             br#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":5}}"#,
         ));
         assert_eq!((a.error.code, &a.id), (-32602, &Some(Id::Text("s".into()))));
-        let a = answer(one(br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":5}"#));
+        let a = answer(one(
+            br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":5}"#,
+        ));
         assert_eq!((a.error.code, &a.id), (-32602, &Some(Id::Number(9))));
         // an unknown method is rmcp's to answer (-32601)
         assert!(matches!(
@@ -512,7 +526,10 @@ mod tests {
         assert_eq!(answer(one(b"5")).error.code, -32600);
         let a = answer(one(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#));
         assert_eq!((a.error.code, a.id), (-32600, Some(Id::Number(3))));
-        assert_eq!(answer(one(br#"{"jsonrpc":"2.0","id":3}"#)).error.code, -32600);
+        assert_eq!(
+            answer(one(br#"{"jsonrpc":"2.0","id":3}"#)).error.code,
+            -32600
+        );
         // responses (even our own errors echoed back) and notifications are
         // never answered; blank lines are skipped
         for response in [
@@ -544,11 +561,18 @@ mod tests {
         }
         assert!(out.is_empty(), "nothing is answered before the line ends");
         assert_eq!(f.buffered(), 0, "the dropped line is not kept");
-        f.feed(b"tail\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n", &mut out);
+        f.feed(
+            b"tail\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n",
+            &mut out,
+        );
         assert_eq!(out.len(), 2);
         let a = answer(out.pop_front().unwrap());
         assert_eq!(a.error.code, -32600);
-        assert!(a.error.message.contains("17825796 bytes"), "{}", a.error.message);
+        assert!(
+            a.error.message.contains("17825796 bytes"),
+            "{}",
+            a.error.message
+        );
         assert!(matches!(out.pop_front(), Some(Decoded::Message(_))));
         // a line of exactly MAX_LINE bytes is read (and is not JSON)
         f.feed(&vec![b' '; MAX_LINE - 1], &mut out);

@@ -53,7 +53,9 @@ where
 {
     use rmcp::ServiceExt;
     let session = server.clone();
-    let running = server.serve(transport::LineTransport::new(io.0, io.1)).await;
+    let running = server
+        .serve(transport::LineTransport::new(io.0, io.1))
+        .await;
     let ended = match running {
         Ok(running) => running.waiting().await.map(drop).map_err(Into::into),
         Err(e) => Err(e.into()),

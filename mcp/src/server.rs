@@ -96,7 +96,8 @@ impl StratumServer {
     /// Called when the client has gone away.
     pub fn shutdown(&self) {
         self.lock().dispatches.stop();
-        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
+        let workers =
+            std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
         for w in workers {
             let _ = w.join();
         }

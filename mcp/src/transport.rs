@@ -142,7 +142,7 @@ mod tests {
             .unwrap();
         let m = t.receive().await.expect("the ping is passed on");
         assert!(matches!(m, rmcp::model::JsonRpcMessage::Request(_)));
-        drop(client.shutdown().await);
+        client.shutdown().await.unwrap();
         let mut got = Vec::new();
         t.drain().await;
         t.close().await.unwrap();
@@ -150,7 +150,10 @@ mod tests {
         let text = String::from_utf8(got).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines.iter().all(|l| l.contains("\"code\":-32700")), "{text}");
+        assert!(
+            lines.iter().all(|l| l.contains("\"code\":-32700")),
+            "{text}"
+        );
         assert!(t.receive().await.is_none(), "EOF ends the transport");
     }
 }
