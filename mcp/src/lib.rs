@@ -5,7 +5,8 @@
 //! request fields in both name styles, the validation of every request, the
 //! shape of every reply), the one engine + run store a server process
 //! keeps for its whole life, and the stdio transport (FIFOs, Unix sockets,
-//! or blocking stdio, whichever the client gave the process).
+//! or blocking stdio, whichever the client gave the process) behind our own
+//! framing (`framing`, `transport`: every bad line gets a JSON-RPC error).
 //! Must never: apply a rule of the language or of execution itself (every
 //! check comes from `stratum-compiler`, every transition from
 //! `stratum_vm::engine`), or write anything to stdout — stdout is the
@@ -15,14 +16,17 @@
 
 pub mod args;
 pub mod driver;
+pub mod framing;
 pub mod reply;
 pub mod server;
 pub mod state;
 pub mod tools;
+pub mod transport;
 
 pub use server::StratumServer;
 
-/// Serves MCP over stdin/stdout until the client closes stdin.
+/// Serves MCP over stdin/stdout until the client closes stdin, then stops
+/// the engine workers (killing the agent commands they run) and returns.
 ///
 /// Opens the run store (`$STRATUM_HOME/stratum.db`) once for the whole
 /// process; every tool call uses that one connection.
@@ -59,9 +63,17 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     use rmcp::ServiceExt;
-    let running = server.serve(io).await?;
-    running.waiting().await?;
-    Ok(())
+    let session = server.clone();
+    let running = server
+        .serve(transport::LineTransport::new(io.0, io.1))
+        .await;
+    let ended = match running {
+        Ok(running) => running.waiting().await.map(drop).map_err(Into::into),
+        Err(e) => Err(e.into()),
+    };
+    // the client is gone (stdin closed): kill what this session started
+    session.shutdown();
+    ended
 }
 
 /// Stdin and stdout as non-blocking Unix stream sockets, when the client

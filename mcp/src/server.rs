@@ -9,13 +9,16 @@
 //!
 //! Owns: the tool router, the server identity (`stratumc` and its version,
 //! passed to `#[tool_handler]`), the instructions sent at `initialize`, the
-//! lock around the synchronous engine, and turning a panic inside a tool
-//! into an error result instead of a lost request.
-//! Must never: print (stdout is the protocol), or hold the state lock across
-//! an `.await`.
+//! lock around the synchronous engine, turning a panic inside a tool
+//! into an error result instead of a lost request, and the threads of the
+//! engine workers a call asked for ([`crate::driver`]): started after the
+//! call, stopped and joined by [`StratumServer::shutdown`].
+//! Must never: print (stdout is the protocol), hold the state lock across
+//! an `.await`, or run an agent command on the request path.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, JsonObject};
@@ -33,6 +36,8 @@ pub struct StratumServer {
     state: Arc<Mutex<State>>,
     /// Built once (see the module doc); routes `tools/call` and answers `tools/list`.
     router: Arc<ToolRouter<StratumServer>>,
+    /// The engine workers started so far (finished ones are pruned).
+    workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl StratumServer {
@@ -46,24 +51,66 @@ impl StratumServer {
         StratumServer {
             state: Arc::new(Mutex::new(state)),
             router: Arc::new(Self::tool_router()),
+            workers: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
-    /// Validates `raw` and runs `call` under the lock (without awaiting).
+    /// Validates `raw` and runs `call` under the lock (without awaiting),
+    /// then starts the engine workers the call asked for.
     pub fn dispatch(&self, tool: &str, fields: &[Field], raw: JsonObject, call: Call) -> Reply {
         let parsed = match args::parse(tool, fields, &raw) {
             Ok(a) => a,
             Err(m) => return Reply::bad_request(m),
         };
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        catch_unwind(AssertUnwindSafe(|| call(&mut state, &parsed))).unwrap_or_else(|_| {
+        let mut state = self.lock();
+        let reply = catch_unwind(AssertUnwindSafe(|| call(&mut state, &parsed))).unwrap_or_else(|_| {
             Reply::error(
                 "internal_error",
                 format!(
                     "{tool} failed inside the server (a bug); the run was not changed by this call"
                 ),
             )
-        })
+        });
+        let starts = state.dispatches.take_starts();
+        drop(state);
+        self.start_workers(starts);
+        reply
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn start_workers(&self, runs: Vec<String>) {
+        if runs.is_empty() {
+            return;
+        }
+        let mut workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.retain(|w| !w.is_finished());
+        for run in runs {
+            match crate::driver::start(&self.state, run.clone()) {
+                Ok(w) => workers.push(w),
+                // no thread: the run keeps its entries outstanding; a later call asks again
+                Err(_) => self.lock().dispatches.finish_failed(&run),
+            }
+        }
+    }
+
+    /// Stops the engine workers (their commands are killed with their
+    /// process groups, nothing is reported for them) and waits for them.
+    /// Called when the client has gone away.
+    pub fn shutdown(&self) {
+        self.lock().dispatches.stop();
+        let workers =
+            std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
+        for w in workers {
+            let _ = w.join();
+        }
+    }
+
+    /// Whether a worker is running the engine entries of `run_id`.
+    pub fn is_dispatching(&self, run_id: &str) -> bool {
+        self.lock().dispatches.is_live(run_id)
     }
 
     fn run(&self, tool: &str, fields: &[Field], raw: JsonObject, call: Call) -> CallToolResult {
@@ -154,7 +201,8 @@ impl StratumServer {
 stratum_plan it (returns runId, ready entries and gates); for every ready entry, do its `do` task yourself and return JSON matching its \
 `contract` and `ensure` with stratum_step_done (echo `id` and `dispatchToken`); on a retry read previousFailure.violations and fix them; \
 for every waiting gate ask the human and call stratum_gate_resolve with its gateToken; stop at completed, failed, killed, budget_exhausted \
-or cancelled. After a restart, stratum_resume the runId."
+or cancelled. Entries listed under `running` are run by the server itself (engine dispatch): do not do them; call stratum_audit or \
+stratum_resume later to see their results. After a restart, stratum_resume the runId."
 )]
 impl ServerHandler for StratumServer {}
 
@@ -194,6 +242,8 @@ mod tests {
                 "stratum_validate"
             ]
         );
+        let table: Vec<&str> = tools::ALL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, table, "tools::ALL lists every routed tool");
         for t in &tools {
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
             assert!(t.description.as_deref().is_some_and(|d| d.len() > 80));

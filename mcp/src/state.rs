@@ -31,6 +31,8 @@ pub struct State {
     /// The operator's configuration file (`--config FILE`; `None`:
     /// `$STRATUM_HOME/stratum.toml` when it exists).
     operator: Option<PathBuf>,
+    /// The runs whose engine entries a worker is running (crate::driver).
+    pub dispatches: crate::driver::Dispatches,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -134,6 +136,7 @@ impl State {
             engine,
             runs: HashMap::new(),
             operator,
+            dispatches: crate::driver::Dispatches::default(),
         }
     }
 

@@ -512,6 +512,12 @@ async def engine_fanout_runs_configured_commands_or_falls_back():
     async with server() as c:
         env = await c.ok("stratum_plan", {"spec": spec, "input": {"items": ["a", "b", "c"]},
                                           "workspaceRoot": str(ws)})
+        # the server runs them off the request path: poll until they are done
+        deadline = time.monotonic() + TIMEOUT
+        while env.get("running") and time.monotonic() < deadline:
+            assert ready_ids(env) == [], env
+            await asyncio.sleep(0.1)
+            env = await c.ok("stratum_audit", {"runId": env["runId"]})
         assert ready_ids(env) == ["sum"], env
         assert sorted(p.name for p in ws.glob("*.done")) == ["fan-0.done", "fan-1.done", "fan-2.done"]
         assert (ws / "fan-2.done").read_text() == "inspect c"

@@ -42,7 +42,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         .store()
         .checkpoint_labels(run)
         .unwrap_or_default();
-    let mut v = envelope(&outcome, run, &access.plan_hash);
+    let mut v = envelope(&outcome, run, &access.plan_hash, access.agents);
+    if crate::driver::has_work(&outcome, access.agents) {
+        state.dispatches.want(run);
+    }
     if let Some(m) = v.as_object_mut() {
         m.insert("events".into(), Value::Array(events));
         m.insert("checkpoints".into(), checkpoints.into());

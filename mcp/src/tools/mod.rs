@@ -19,13 +19,14 @@ pub mod step_done;
 pub mod usage_report;
 pub mod validate;
 
+use serde::Serialize;
 use serde_json::Value;
 use stratum_vm::engine::EngineError;
-use stratum_vm::interp::{Dispatch, Outcome};
+use stratum_vm::interp::{Dispatch, Outcome, ReadyEntry};
 
 use crate::args::{Args, Field, Kind};
 use crate::reply::{Reply, engine_error};
-use crate::state::State;
+use crate::state::{Agents, State};
 
 /// `runId` (or `flow_id`).
 pub const RUN_ID: Field =
@@ -56,24 +57,82 @@ pub const FLOW: Field = Field::opt(
 /// A tool body.
 pub type Call = fn(&mut State, &Args) -> Reply;
 
-/// The engine response envelope (`status`, `runId`, `planHash`, `ready`, `gates`, `ledger`, `output`, `failure`).
-///
-/// Engine-dispatched entries still in the outcome have no command to run
-/// them (the [`crate::driver`] ran the others): they go to the client as
-/// `"dispatch": "engine-fallback"` (LANGUAGE.md E8).
-pub fn envelope(outcome: &Outcome, run_id: &str, plan_hash: &str) -> Value {
-    let mut outcome = outcome.clone();
-    for e in outcome
-        .ready
-        .iter_mut()
-        .filter(|e| e.dispatch == Dispatch::Engine)
-    {
-        e.dispatch = Dispatch::EngineFallback;
-    }
-    outcome.to_json(run_id, plan_hash)
+/// Every tool's name and request fields (the router in `server.rs` lists the
+/// same names; a test holds the two equal). The fuzz target decodes
+/// arguments through it.
+pub const ALL: &[(&str, &[Field])] = &[
+    (audit::NAME, audit::FIELDS),
+    (commit::NAME, commit::FIELDS),
+    (compile_speckit::NAME, compile_speckit::FIELDS),
+    (cost::NAME, cost::FIELDS),
+    (flow_cancel::NAME, flow_cancel::FIELDS),
+    (gate_resolve::NAME, gate_resolve::FIELDS),
+    (plan::NAME, plan::FIELDS),
+    (resume::NAME, resume::FIELDS),
+    (revert::NAME, revert::FIELDS),
+    (step_done::NAME, step_done::FIELDS),
+    (usage_report::NAME, usage_report::FIELDS),
+    (validate::NAME, validate::FIELDS),
+];
+
+/// The request fields of the tool called `name`.
+pub fn fields_of(name: &str) -> Option<&'static [Field]> {
+    ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
-/// An engine call on a stored run, answered with the envelope.
+/// The engine response envelope (`status`, `runId`, `planHash`, `ready`, `gates`, `ledger`, `output`, `failure`).
+///
+/// Engine-dispatched entries whose agent has a command are the server's
+/// ([`crate::driver`] runs them off the request path): they leave `ready`
+/// and are listed under `running` (`{id, agent, attempt, dispatch}`, no
+/// token), present only when non-empty. The other engine entries go to the
+/// client as `"dispatch": "engine-fallback"` (LANGUAGE.md E8).
+pub fn envelope(outcome: &Outcome, run_id: &str, plan_hash: &str, agents: &Agents) -> Value {
+    #[derive(Serialize)]
+    struct Running<'a> {
+        id: &'a str,
+        agent: &'static str,
+        attempt: u32,
+        dispatch: &'static str,
+    }
+    let (running, client): (Vec<&ReadyEntry>, Vec<&ReadyEntry>) = outcome
+        .ready
+        .iter()
+        .partition(|e| !outcome.status.is_terminal() && crate::driver::runs_itself(e, agents));
+    // the client's entries; engine entries among them have no command
+    let shown = Outcome {
+        ready: client
+            .into_iter()
+            .cloned()
+            .map(|mut e| {
+                if e.dispatch == Dispatch::Engine {
+                    e.dispatch = Dispatch::EngineFallback;
+                }
+                e
+            })
+            .collect(),
+        ..outcome.clone()
+    };
+    let mut v = shown.to_json(run_id, plan_hash);
+    if let (false, Some(m)) = (running.is_empty(), v.as_object_mut()) {
+        let running: Vec<Running> = running
+            .iter()
+            .map(|e| Running {
+                id: &e.id,
+                agent: e.agent.as_str(),
+                attempt: e.attempt,
+                dispatch: "engine",
+            })
+            .collect();
+        // Invariant: strings and integers only; they always serialize.
+        let running = serde_json::to_value(running).expect("invariant: running entries serialize");
+        m.insert("running".into(), running);
+    }
+    v
+}
+
+/// An engine call on a stored run, answered with the envelope; a worker is
+/// asked for when the outcome has entries the server runs itself.
 pub fn on_run(
     state: &mut State,
     run_id: &str,
@@ -86,10 +145,14 @@ pub fn on_run(
         Ok(a) => a,
         Err(r) => return r,
     };
-    let done = op(access.engine, access.host)
-        .and_then(|o| crate::driver::drive(access.engine, access.host, access.agents, run_id, o));
-    match done {
-        Ok(o) => Reply::Ok(envelope(&o, run_id, &access.plan_hash)),
+    match op(access.engine, access.host) {
+        Ok(o) => {
+            let v = envelope(&o, run_id, &access.plan_hash, access.agents);
+            if crate::driver::has_work(&o, access.agents) {
+                state.dispatches.want(run_id);
+            }
+            Reply::Ok(v)
+        }
         Err(e) => engine_error(&e),
     }
 }

@@ -110,13 +110,13 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         &frozen,
     ) {
         Ok((run_id, outcome)) => {
-            let driven =
-                crate::driver::drive(&mut state.engine, &mut host, &agents, &run_id, outcome);
+            let v = envelope(&outcome, &run_id, &loaded.hash, &agents);
+            let work = crate::driver::has_work(&outcome, &agents);
             state.remember(&run_id, host, &loaded.hash, agents);
-            match driven {
-                Ok(outcome) => Reply::Ok(envelope(&outcome, &run_id, &loaded.hash)),
-                Err(e) => engine_error(&e),
+            if work {
+                state.dispatches.want(&run_id);
             }
+            Reply::Ok(v)
         }
         Err(e) => engine_error(&e),
     }

@@ -28,15 +28,14 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let done = access
-        .engine
-        .resume(run, None, access.host)
-        .and_then(|(o, plan)| {
-            let o = crate::driver::drive(access.engine, access.host, access.agents, run, o)?;
-            Ok((o, plan))
-        });
-    match done {
-        Ok((o, plan)) => Reply::Ok(envelope(&o, run, &plan.hash)),
+    match access.engine.resume(run, None, access.host) {
+        Ok((o, plan)) => {
+            let v = envelope(&o, run, &plan.hash, access.agents);
+            if crate::driver::has_work(&o, access.agents) {
+                state.dispatches.want(run);
+            }
+            Reply::Ok(v)
+        }
         Err(e) => engine_error(&e),
     }
 }
