@@ -1015,26 +1015,6 @@ fn uninterrupted_run_records_no_resumed_event() {
 // ---------------------------------------------------------------------------
 // Crash safety
 
-/// A linear chain: `s0` increments `input.start`, each `s<i>` increments
-/// `${s<i-1>.output.x}`; the flow output is the last step's.
-fn chain_spec(n: usize) -> String {
-    let mut s = format!(
-        "version: 1\ncontracts:\n  V:\n    x: integer\nflows:\n  entry: chain\n  chain:\n    input:\n      start: integer\n    output:\n      from: \"${{s{}.output}}\"\n      contract: V\n    steps:\n",
-        n - 1
-    );
-    for i in 0..n {
-        let prev = if i == 0 {
-            "${input.start}".to_string()
-        } else {
-            format!("${{s{}.output.x}}", i - 1)
-        };
-        s.push_str(&format!(
-            "      - id: s{i}\n        do: \"step {i}: increment {prev}\"\n        out: V\n"
-        ));
-    }
-    s
-}
-
 /// xorshift64*, seeded from the clock or `STRATUM_CRASH_SEED`.
 struct Rng(u64);
 
@@ -1092,7 +1072,7 @@ fn crash_safety_sigkill_and_resume() {
     let mut rng = Rng(seed);
 
     let s = Scratch::new("crash");
-    let spec = s.write("chain.stratum.yaml", &chain_spec(STEPS));
+    let spec = s.write("chain.stratum.yaml", &support::chain_spec(STEPS));
     // The agent reads the number after "increment" in the task text, sleeps
     // 25 ms and answers x = n + 1. 200 × 25 ms of agent time alone is more
     // than 15 × 300 ms, so the run cannot finish before the 15th kill.

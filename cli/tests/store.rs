@@ -9,30 +9,13 @@ use serde_json::Value;
 mod support;
 
 /// A 30-step chain (each step increments the previous output).
-fn chain_spec(n: usize) -> String {
-    let mut s = format!(
-        "version: 1\ncontracts:\n  V:\n    x: integer\nflows:\n  entry: chain\n  chain:\n    input:\n      start: integer\n    output:\n      from: \"${{s{}.output}}\"\n      contract: V\n    steps:\n",
-        n - 1
-    );
-    for i in 0..n {
-        let prev = if i == 0 {
-            "${input.start}".to_string()
-        } else {
-            format!("${{s{}.output.x}}", i - 1)
-        };
-        s.push_str(&format!(
-            "      - id: s{i}\n        do: \"step {i}: increment {prev}\"\n        out: V\n"
-        ));
-    }
-    s
-}
 
 const AGENT: &str = r#"n=$(sed -n 's/.*increment \([0-9][0-9]*\).*/\1/p'); printf '{"output": {"x": %d}}' $((n + 1))"#;
 
 /// A completed 30-step run in a fresh `STRATUM_HOME`; returns (dir, run id).
 fn completed_run(tag: &str) -> (PathBuf, String) {
     let dir = support::scratch("store", tag);
-    std::fs::write(dir.join("chain.stratum.yaml"), chain_spec(30)).unwrap();
+    std::fs::write(dir.join("chain.stratum.yaml"), support::chain_spec(30)).unwrap();
     let home = dir.join("home");
     let (code, out, err) = support::stratumc_in(
         &dir,

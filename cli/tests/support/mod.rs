@@ -138,3 +138,23 @@ impl Ran {
         );
     }
 }
+
+/// A linear chain: `s0` increments `input.start`, each `s<i>` increments
+/// `${s<i-1>.output.x}`; the flow output is the last step's.
+pub fn chain_spec(n: usize) -> String {
+    let mut s = format!(
+        "version: 1\ncontracts:\n  V:\n    x: integer\nflows:\n  entry: chain\n  chain:\n    input:\n      start: integer\n    output:\n      from: \"${{s{}.output}}\"\n      contract: V\n    steps:\n",
+        n - 1
+    );
+    for i in 0..n {
+        let prev = if i == 0 {
+            "${input.start}".to_string()
+        } else {
+            format!("${{s{}.output.x}}", i - 1)
+        };
+        s.push_str(&format!(
+            "      - id: s{i}\n        do: \"step {i}: increment {prev}\"\n        out: V\n"
+        ));
+    }
+    s
+}

@@ -298,14 +298,7 @@ impl MetaRecord {
     /// Reads the [`META_COLUMNS`] starting at column 0.
     fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MetaRecord> {
         Ok(MetaRecord {
-            meta: RunMeta {
-                run_id: r.get(0)?,
-                plan_hash: r.get(1)?,
-                flow: r.get(2)?,
-                status: r.get(3)?,
-                created_ms: r.get(4)?,
-                updated_ms: r.get(5)?,
-            },
+            meta: meta_columns(r)?,
             version: r.get(6)?,
             event_count: r.get(7)?,
             sum: r.get(8)?,
@@ -826,4 +819,17 @@ impl RunStore for SqliteStore {
         }
         Ok(labels)
     }
+}
+
+/// The listing record in columns 0–5 of a row (`run_id, plan_hash, flow,
+/// status, created_ms, updated_ms`: every query of `runs` starts so).
+fn meta_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunMeta> {
+    Ok(RunMeta {
+        run_id: r.get(0)?,
+        plan_hash: r.get(1)?,
+        flow: r.get(2)?,
+        status: r.get(3)?,
+        created_ms: r.get(4)?,
+        updated_ms: r.get(5)?,
+    })
 }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
+use super::super::StoreError;
 use super::super::sum::{self, SumProblem};
-use super::super::{RunMeta, StoreError};
 use super::{SCHEMA_VERSION, SqliteStore, map_err};
 
 /// Most messages `PRAGMA integrity_check` is asked for.
@@ -268,14 +268,7 @@ impl Scan<'_> {
                    FROM runs";
         let mut headers = Vec::new();
         self.each("runs", true, sql, |r| {
-            let meta = RunMeta {
-                run_id: r.get(0)?,
-                plan_hash: r.get(1)?,
-                flow: r.get(2)?,
-                status: r.get(3)?,
-                created_ms: r.get(4)?,
-                updated_ms: r.get(5)?,
-            };
+            let meta = super::meta_columns(r)?;
             let (version, event_count): (i64, i64) = (r.get(6)?, r.get(7)?);
             counts.insert(meta.run_id.clone(), event_count);
             let header: Vec<u8> = r.get(9)?;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::super::{RunMeta, StoreError, sum};
+use super::super::{StoreError, sum};
 use super::map_err;
 
 /// The schema version this binary writes and understands.
@@ -109,14 +109,7 @@ fn v2_checksums(conn: &Connection) -> Result<(), StoreError> {
          FROM runs",
         "UPDATE runs SET meta_sum = ?2, header_sum = ?3 WHERE run_id = ?1",
         |r| {
-            let meta = RunMeta {
-                run_id: r.get(0)?,
-                plan_hash: r.get(1)?,
-                flow: r.get(2)?,
-                status: r.get(3)?,
-                created_ms: r.get(4)?,
-                updated_ms: r.get(5)?,
-            };
+            let meta = super::meta_columns(r)?;
             let header: Vec<u8> = r.get(8)?;
             let meta_sum = sum::run_meta(&meta, r.get(6)?, [r.get(7)?, r.get(9)?, r.get(10)?]);
             let header_sum = sum::header(&meta.run_id, &header);
