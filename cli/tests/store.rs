@@ -8,8 +8,6 @@ use serde_json::Value;
 
 mod support;
 
-/// A 30-step chain (each step increments the previous output).
-
 const AGENT: &str = r#"n=$(sed -n 's/.*increment \([0-9][0-9]*\).*/\1/p'); printf '{"output": {"x": %d}}' $((n + 1))"#;
 
 /// A completed 30-step run in a fresh `STRATUM_HOME`; returns (dir, run id).
