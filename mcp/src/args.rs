@@ -23,6 +23,8 @@ pub enum Kind {
     Obj,
     /// A string or an object (a spec: YAML text or the parsed object).
     StrOrObj,
+    /// A boolean.
+    Bool,
     /// Anything.
     Any,
 }
@@ -33,6 +35,7 @@ impl Kind {
             Kind::Str => v.is_string(),
             Kind::Obj => v.is_object(),
             Kind::StrOrObj => v.is_string() || v.is_object(),
+            Kind::Bool => v.is_boolean(),
             Kind::Any => true,
         }
     }
@@ -42,6 +45,7 @@ impl Kind {
             Kind::Str => "a string",
             Kind::Obj => "an object",
             Kind::StrOrObj => "a string (YAML text) or an object",
+            Kind::Bool => "true or false",
             Kind::Any => "any JSON value",
         }
     }
@@ -51,6 +55,7 @@ impl Kind {
             Kind::Str => json!({"type": "string"}),
             Kind::Obj => json!({"type": "object"}),
             Kind::StrOrObj => json!({"type": ["string", "object"]}),
+            Kind::Bool => json!({"type": "boolean"}),
             Kind::Any => json!({}),
         }
     }
@@ -123,6 +128,11 @@ impl Args {
     /// A string field.
     pub fn str(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(Value::as_str)
+    }
+
+    /// A boolean field (`false` when absent).
+    pub fn flag(&self, name: &str) -> bool {
+        self.get(name).and_then(Value::as_bool).unwrap_or(false)
     }
 
     /// A required string field (validation already made sure it is there).

@@ -374,6 +374,13 @@ async def spec_as_object_and_older_field_names():
     async with server() as c:
         v = await c.ok("stratum_validate", {"spec": spec})
         assert v["status"] == "valid", v
+        # `portable` adds one warning per language 1.1 addition (here a cost hint); still valid
+        hinted = json.loads(json.dumps(spec))
+        hinted["flows"]["main"]["steps"][0]["cost"] = {"tokens": 100}
+        p = await c.ok("stratum_validate", {"spec": hinted, "portable": True})
+        assert p["status"] == "valid" and [d["code"] for d in p["diagnostics"]] == ["S0906"], p
+        p = await c.ok("stratum_validate", {"spec": hinted})
+        assert p["diagnostics"] == [], p
         env = await c.ok("stratum_plan", {"spec": spec, "inputs": {"who": "Ada"}})
         e = ready_entry(env, "a")
         assert e["do"] == "greet Ada"

@@ -1,4 +1,5 @@
-//! `stratum_validate {spec}`: the front end's diagnostics for a spec.
+//! `stratum_validate {spec, portable?}`: the front end's diagnostics for a
+//! spec (with `portable`, also those of `stratumc check --portable`).
 //!
 //! Owns: running `analyze_bytes` on the spec text and rendering each
 //! diagnostic with `render::json_diagnostic`, exactly as
@@ -11,7 +12,7 @@ use stratum_compiler::analysis::analyze_bytes;
 use stratum_compiler::diagnostics::render;
 
 use super::SPEC;
-use crate::args::{Args, Field};
+use crate::args::{Args, Field, Kind};
 use crate::reply::Reply;
 use crate::state::{State, spec_text};
 
@@ -21,15 +22,25 @@ pub const NAME: &str = "stratum_validate";
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Check a Stratum v1 spec (.stratum.yaml text or the same document as an object) without running it. \
 Returns {status: \"valid\"|\"invalid\", errors, warnings, diagnostics: [{code, severity, message, line, column, end_line, end_column, labels, notes, help}]} \
-— the same diagnostics as `stratumc check --format json`. Fix every error (read `help`) before calling stratum_plan; warnings are allowed.";
+— the same diagnostics as `stratumc check --format json`. Fix every error (read `help`) before calling stratum_plan; warnings are allowed. With `portable: true`, also one warning per use of a stratumc addition (language 1.1), as `stratumc check --portable`.";
 
 /// Request fields.
-pub const FIELDS: &[Field] = &[SPEC];
+pub const FIELDS: &[Field] = &[
+    SPEC,
+    Field::opt(
+        "portable",
+        Kind::Bool,
+        "Also warn once per use of a stratumc addition (language 1.1), for specs that must run on the original engine (default false).",
+    ),
+];
 
 /// Runs the tool.
 pub fn call(_: &mut State, args: &Args) -> Reply {
     let text = spec_text(args.get("spec").unwrap_or(&serde_json::Value::Null));
-    let analysis = analyze_bytes(text.as_bytes());
+    let analysis = match args.flag("portable") {
+        true => analyze_bytes(text.as_bytes()).with_portability_warnings(),
+        false => analyze_bytes(text.as_bytes()),
+    };
     let diagnostics: Vec<_> = analysis
         .diagnostics
         .iter()
