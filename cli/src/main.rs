@@ -50,6 +50,7 @@ pub enum Color {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Check specs and report every problem (exit 0: no errors, 1: errors, 2: usage or I/O error).
+    #[command(alias = "validate")]
     Check(commands::check::CheckArgs),
     /// Compile a spec to a plan file (default: next to the spec, `.stratumc`); prints the plan hash.
     Build(commands::build::BuildArgs),

@@ -235,3 +235,20 @@ fn portable_warns_once_per_addition_and_changes_nothing_else() {
     assert_eq!(code, 0);
     assert!(!stdout.contains("S09"), "{stdout}");
 }
+
+#[test]
+fn an_unreadable_file_is_never_summed_up_as_ok_and_validate_is_check() {
+    let (code, _, stderr) = run(&["check", "missing.stratum.yaml"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("cannot read missing.stratum.yaml"),
+        "{stderr}"
+    );
+    let summary = stderr.lines().last().unwrap_or("");
+    assert!(summary.starts_with("failed: 0 files checked"), "{stderr}");
+    // `validate` is the manual's name for `check`
+    let spec = root().join("examples/minimal-classifier.stratum.yaml");
+    let (code, _, stderr) = run(&["validate", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("ok: 1 file checked"), "{stderr}");
+}

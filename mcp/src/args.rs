@@ -198,20 +198,21 @@ pub fn parse(tool: &str, fields: &[Field], raw: &JsonObject) -> Result<Args, Str
     Ok(Args(out))
 }
 
-/// The JSON schema of a field list (aliases are listed as properties too).
+/// The JSON schema of a field list: the current (camelCase) names, with
+/// every required one listed; the older snake_case aliases stay accepted by
+/// [`parse`] but are not advertised, so a client that validates against the
+/// schema is told exactly what to send.
 pub fn schema(fields: &[Field]) -> Arc<JsonObject> {
     let mut props = serde_json::Map::new();
     let mut required = Vec::new();
     for f in fields {
         let mut s = f.kind.schema();
-        s["description"] = Value::from(f.doc);
-        props.insert(f.name.into(), s.clone());
-        if let Some(a) = f.alias {
-            let mut s = f.kind.schema();
-            s["description"] = Value::from(format!("Same as `{}` (older name).", f.name));
-            props.insert(a.into(), s);
-        }
-        if f.required && f.alias.is_none() {
+        s["description"] = Value::from(match f.alias {
+            Some(a) => format!("{} (older name, still accepted: `{a}`)", f.doc),
+            None => f.doc.to_string(),
+        });
+        props.insert(f.name.into(), s);
+        if f.required {
             required.push(Value::from(f.name));
         }
     }

@@ -9,6 +9,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use stratum_vm::engine::EngineError;
+use stratum_vm::interp::{CheckpointError, VmError};
 use stratum_vm::store::StoreError;
 
 /// What a tool hands back before it becomes a [`CallToolResult`].
@@ -70,5 +71,9 @@ pub fn engine_error(e: &EngineError) -> Reply {
         }
         other => other.to_string(),
     };
+    // the labels a missing checkpoint could have been, as a field (reference §2.3)
+    if let EngineError::Vm(VmError::Checkpoint(CheckpointError::NotFound { available, .. })) = e {
+        return Reply::error_with(e.code(), message, json!({"available": available}));
+    }
     Reply::error(e.code(), message)
 }

@@ -247,6 +247,20 @@ mod tests {
         for t in &tools {
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
             assert!(t.description.as_deref().is_some_and(|d| d.len() > 80));
+            // some clients refuse combinators at the top of an input schema
+            for k in ["anyOf", "oneOf", "allOf"] {
+                assert!(!t.input_schema.contains_key(k), "{}: {k}", t.name);
+            }
+            // the older aliases are accepted but not advertised, and every
+            // tool on a run requires its run id
+            let props = t.input_schema["properties"].as_object().unwrap();
+            for alias in ["flow_id", "step_id", "user_id", "outcome"] {
+                assert!(!props.contains_key(alias), "{}: {alias}", t.name);
+            }
+            if props.contains_key("runId") {
+                let required = t.input_schema["required"].as_array().unwrap();
+                assert!(required.iter().any(|r| r == "runId"), "{}", t.name);
+            }
         }
     }
 }

@@ -341,8 +341,15 @@ async def tools_are_listed_and_teach_the_protocol():
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
         assert "gateToken" in tools["stratum_gate_resolve"].description
-        props = tools["stratum_step_done"].input_schema["properties"]
-        assert {"runId", "flow_id", "stepId", "step_id", "dispatchToken", "result"} <= set(props)
+        schema = tools["stratum_step_done"].input_schema
+        props = schema["properties"]
+        # current names are listed and required; the older aliases are accepted (see
+        # spec_as_object_and_older_field_names) but not advertised
+        assert {"runId", "stepId", "dispatchToken", "result"} <= set(props), props
+        assert not {"flow_id", "step_id"} & set(props), props
+        assert {"runId", "stepId"} <= set(schema["required"]), schema
+        for name in ["stratum_audit", "stratum_resume", "stratum_flow_cancel"]:
+            assert "runId" in tools[name].input_schema["required"], name
 
 
 @test
@@ -564,6 +571,7 @@ async def commit_and_revert():
                                           "result": {"value": "x"}}, "stale_token")
         d = await c.err("stratum_revert", {"runId": run, "label": "nope"}, "checkpoint_not_found")
         assert "after-first" in d["message"], d
+        assert "after-first" in d["available"], d
         await c.err("stratum_commit", {"runId": run, "label": "  "}, "invalid_label")
         env = await c.done(env, "second", {"value": "2b"})
         env = await c.done(env, "third", {"value": "3"})

@@ -184,7 +184,11 @@ pub fn run(args: &CheckArgs) -> Exit {
             let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
             eprintln!(
                 "{}: {} checked, {}, {}",
-                if any_errors { "failed" } else { "ok" },
+                if any_errors || !problems.is_empty() {
+                    "failed"
+                } else {
+                    "ok"
+                },
                 plural(checked, "file"),
                 plural(total_errors, "error"),
                 plural(total_warnings, "warning")
