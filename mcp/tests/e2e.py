@@ -834,6 +834,9 @@ async def validate_matches_check_on_the_conformance_corpus():
             v = await c.ok("stratum_validate", {"spec": text})
             assert v["diagnostics"] == f["diagnostics"], f"{f['path']}: diagnostics differ"
             assert v["status"] == ("invalid" if f["errors"] else "valid"), f["path"]
+            # the manual's shape: `valid`, and the errors as a list (the count as errorCount)
+            assert v["valid"] == (f["errors"] == 0) and v["errorCount"] == f["errors"], f["path"]
+            assert v["errors"] == [d for d in f["diagnostics"] if d["severity"] == "error"], f["path"]
         assert compared > 100, compared
         # and a few bad specs written here
         for name, text in BAD_SPECS.items():

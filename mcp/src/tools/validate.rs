@@ -21,7 +21,7 @@ pub const NAME: &str = "stratum_validate";
 
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Check a Stratum v1 spec (.stratum.yaml text or the same document as an object) without running it. \
-Returns {status: \"valid\"|\"invalid\", errors, warnings, diagnostics: [{code, severity, message, line, column, end_line, end_column, labels, notes, help}]} \
+Returns {status: \"valid\"|\"invalid\", valid, errors: [the error diagnostics], errorCount, warnings (a count), diagnostics: [{code, severity, message, line, column, end_line, end_column, labels, notes, help}]} \
 — the same diagnostics as `stratumc check --format json`. Fix every error (read `help`) before calling stratum_plan; warnings are allowed. With `portable: true`, also one warning per use of a stratumc addition (language 1.1), as `stratumc check --portable`.";
 
 /// Request fields.
@@ -46,10 +46,18 @@ pub fn call(_: &mut State, args: &Args) -> Reply {
         .iter()
         .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
         .collect();
-    let errors = analysis.error_count();
+    let errors: Vec<_> = analysis
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
+        .collect();
+    let count = errors.len();
     Reply::Ok(json!({
-        "status": if errors == 0 { "valid" } else { "invalid" },
+        "status": if count == 0 { "valid" } else { "invalid" },
+        "valid": count == 0,
         "errors": errors,
+        "errorCount": count,
         "warnings": analysis.warning_count(),
         "diagnostics": diagnostics,
     }))
