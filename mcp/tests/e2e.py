@@ -625,6 +625,10 @@ async def cancellation():
         run, e = env["runId"], ready_entry(env, "first")
         out = await c.ok("stratum_flow_cancel", {"runId": run})
         assert out["status"] == "cancelled", out
+        assert out["flowSettled"] and out["acknowledged"] and out["reason"] is None, out
+        again = await c.ok("stratum_flow_cancel", {"runId": run})
+        assert again["flowSettled"] and not again["acknowledged"], again
+        assert again["reason"] == "already_cancelled", again
         await c.err("stratum_step_done", {"runId": run, "stepId": "first",
                                           "dispatchToken": e["dispatchToken"],
                                           "result": {"value": "late"}}, "flow_cancelled")
@@ -637,6 +641,7 @@ async def cancellation():
         env = await c.done(env, "work", {"value": "ok"})
         out = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
         assert out["status"] == "completed", out
+        assert not out["flowSettled"] and out["reason"] == "already_completed", out
 
 
 @test
