@@ -252,3 +252,22 @@ fn an_unreadable_file_is_never_summed_up_as_ok_and_validate_is_check() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("ok: 1 file checked"), "{stderr}");
 }
+
+#[test]
+fn a_contract_cycle_names_the_field_it_goes_through() {
+    let dir = std::env::temp_dir().join(format!("stratumc-cycle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("cycle.stratum.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\ncontracts:\n  A: {b: B}\n  B: {a: \"A[]\"}\nflows:\n  entry: main\n  main:\n    input: {}\n    output: {from: \"${w.output}\", contract: A}\n    steps:\n      - {id: w, do: \"x\", out: A}\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&["check", "--color", "never", spec.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("contract `B` refers back to `A` through field `a`"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,6 +29,7 @@ impl Checker<'_> {
         for (i, c) in spec.contracts.iter().enumerate() {
             let mut fields = Vec::new();
             for f in &c.fields {
+                let first = named[i].len();
                 let ft = match &f.ty {
                     Some(t) => self.field_type(t, &mut named[i]),
                     None => FieldType {
@@ -36,6 +37,10 @@ impl Checker<'_> {
                         optional: true,
                     },
                 };
+                // the references this field's type made go through this field
+                for reference in &mut named[i][first..] {
+                    reference.1 = f.name.text.clone();
+                }
                 fields.push((f.name.text.clone(), ft));
             }
             self.types.records[i].fields = fields;
