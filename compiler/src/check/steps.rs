@@ -52,11 +52,17 @@ impl<'a> Checker<'a> {
                         continue;
                     }
                 },
-                PredicateKind::FileExists(p) => ir::PredicateIr::FileExists(p.text.clone()),
-                PredicateKind::FileContains { path, text } => ir::PredicateIr::FileContains {
-                    path: path.text.clone(),
-                    text: text.text.clone(),
-                },
+                PredicateKind::FileExists(p) => {
+                    self.literal_path(p);
+                    ir::PredicateIr::FileExists(p.text.clone())
+                }
+                PredicateKind::FileContains { path, text } => {
+                    self.literal_path(path);
+                    ir::PredicateIr::FileContains {
+                        path: path.text.clone(),
+                        text: text.text.clone(),
+                    }
+                }
                 PredicateKind::Judged { statement, stakes } => ir::PredicateIr::Judged {
                     statement: statement.text.clone(),
                     stakes: *stakes,
@@ -64,6 +70,26 @@ impl<'a> Checker<'a> {
             });
         }
         ok.then_some(out)
+    }
+
+    /// v1 file-predicate paths are literal text: a `${` in one is checked for
+    /// as written, never rendered (language 1.1 makes them templates, X3).
+    fn literal_path(&mut self, path: &crate::yaml::Str) {
+        if !path.text.contains("${") {
+            return;
+        }
+        self.sink.push(
+            Diagnostic::new(
+                Code::LiteralFilePath,
+                path.span,
+                format!(
+                    "the path `{}` is used as written: `${{...}}` is not filled in in file predicate paths",
+                    path.text
+                ),
+            )
+            .with_note("v1 file predicates check a literal path relative to the workspace (or the item's worktree)")
+            .with_help("write the literal path, or check the file from the agent's output with an `expr` ensure"),
+        );
     }
 
     /// Checks step `i` and builds its IR.

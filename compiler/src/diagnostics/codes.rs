@@ -107,6 +107,7 @@ codes! {
     TemplateInExpression = "S0408", Error, "`${...}` inside an expression field";
     ReferenceTypeMismatch = "S0409", Error, "a referenced value of a type that cannot fit";
     FlowOutputMismatch = "S0410", Error, "the flow output's source does not match `output.contract`";
+    LiteralFilePath = "S0411", Warning, "a file predicate path with `${...}`, which v1 does not fill in";
 
     // S05xx — carry variables.
     CarryRootOnly = "S0501", Error, "`carry` on a flow that is not the entry flow";
