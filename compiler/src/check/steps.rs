@@ -170,6 +170,7 @@ impl<'a> Checker<'a> {
             ensure: ensure?,
             budget: s.budget.clone(),
             cost: s.cost,
+            timeout_ms: s.timeout_ms.map(|t| t.value),
             on_fail,
         })
     }
@@ -355,6 +356,7 @@ impl<'a> Checker<'a> {
                         attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
                         when: w.flatten(),
                         cost: st.cost,
+                        timeout_ms: st.timeout_ms.map(|t| t.value),
                     })
                 }
                 _ => ok = false,

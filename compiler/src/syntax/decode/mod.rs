@@ -15,15 +15,32 @@ use crate::yaml::{Entry, Node, Str, Value};
 mod step;
 
 pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
-pub const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
+pub const FLOW_FIELDS: &[&str] = &[
+    "input",
+    "output",
+    "steps",
+    "budget",
+    "max_rounds",
+    "carry",
+    "dispatch_timeout_ms",
+];
 pub const STEP_FIELDS: &[&str] = &[
     "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
-    "ensure", "attempts", "iterate", "budget", "on_fail", "with", "cost",
+    "ensure", "attempts", "iterate", "budget", "on_fail", "with", "cost", "timeout_ms",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
-pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when", "cost"];
+pub const STAGE_FIELDS: &[&str] = &[
+    "do",
+    "agent",
+    "out",
+    "ensure",
+    "attempts",
+    "when",
+    "cost",
+    "timeout_ms",
+];
 /// Keys of `cost` hints (X6).
 pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
 pub const FANOUT_FIELDS: &[&str] = &[
@@ -75,6 +92,7 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
             "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail", "cost",
+            "timeout_ms",
         ],
         "set" => &["out", "ensure"],
         "gate" => &[],
@@ -567,6 +585,9 @@ impl Decoder<'_> {
         }
         if let Some(c) = obj.get("carry") {
             flow.carry = self.carry(c);
+        }
+        if let Some(t) = obj.get("dispatch_timeout_ms") {
+            flow.dispatch_timeout_ms = self.positive_int(&t.value, "`dispatch_timeout_ms`");
         }
         Some(flow)
     }
