@@ -25,8 +25,25 @@ pub const FLOW_FIELDS: &[&str] = &[
     "dispatch_timeout_ms",
 ];
 pub const STEP_FIELDS: &[&str] = &[
-    "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
-    "ensure", "attempts", "iterate", "budget", "on_fail", "with", "cost", "timeout_ms",
+    "id",
+    "after",
+    "when",
+    "do",
+    "set",
+    "gate",
+    "fanout",
+    "run",
+    "evaluate",
+    "agent",
+    "out",
+    "ensure",
+    "attempts",
+    "iterate",
+    "budget",
+    "on_fail",
+    "with",
+    "cost",
+    "timeout_ms",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
@@ -91,7 +108,14 @@ pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
-            "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail", "cost",
+            "agent",
+            "out",
+            "ensure",
+            "attempts",
+            "iterate",
+            "budget",
+            "on_fail",
+            "cost",
             "timeout_ms",
         ],
         "set" => &["out", "ensure"],
@@ -274,6 +298,17 @@ impl Decoder<'_> {
                 None
             }
         }
+    }
+
+    /// A dispatch lease (X7): a positive integer of milliseconds.
+    pub(super) fn lease(&mut self, node: &Node, what: &str) -> Option<Int> {
+        let ms = self.positive_int(node, what);
+        if ms.is_none() {
+            self.last().help = Some(
+                "a lease is a whole number of milliseconds, e.g. `600000` for ten minutes".into(),
+            );
+        }
+        ms
     }
 
     fn step_id(&mut self, node: &Node, what: &str) -> Option<Name> {
@@ -587,7 +622,7 @@ impl Decoder<'_> {
             flow.carry = self.carry(c);
         }
         if let Some(t) = obj.get("dispatch_timeout_ms") {
-            flow.dispatch_timeout_ms = self.positive_int(&t.value, "`dispatch_timeout_ms`");
+            flow.dispatch_timeout_ms = self.lease(&t.value, "`dispatch_timeout_ms`");
         }
         Some(flow)
     }

@@ -176,7 +176,7 @@ impl Decoder<'_> {
             step.cost = self.cost_hint(c);
         }
         if let Some(t) = obj.get("timeout_ms").filter(|_| allowed("timeout_ms")) {
-            step.timeout_ms = self.positive_int(&t.value, "`timeout_ms`");
+            step.timeout_ms = self.lease(&t.value, "`timeout_ms`");
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
@@ -435,7 +435,7 @@ impl Decoder<'_> {
             cost: obj.get("cost").and_then(|c| self.cost_hint(c)),
             timeout_ms: obj
                 .get("timeout_ms")
-                .and_then(|t| self.positive_int(&t.value, "`timeout_ms`")),
+                .and_then(|t| self.lease(&t.value, "`timeout_ms`")),
         })
     }
 }
