@@ -72,7 +72,9 @@ fn a_version_1_plan_loads_and_verifies_without_leases() {
 #[test]
 fn a_run_of_a_version_1_plan_completes() {
     let mut engine = Engine::new(Box::new(MemoryStore::new()));
-    let plan = engine.add_plan(V1_PLAN).expect("the engine stores a v1 plan");
+    let plan = engine
+        .add_plan(V1_PLAN)
+        .expect("the engine stores a v1 plan");
     let mut host = Clock(0);
     let (run, mut outcome) = engine
         .start(&plan, None, json!({"items": ["a", "b"]}), &mut host, None)
@@ -85,7 +87,13 @@ fn a_run_of_a_version_1_plan_completes() {
             ..Report::default()
         };
         outcome = engine
-            .report(&run, &entry.id, Some(&entry.dispatch_token), &report, &mut host)
+            .report(
+                &run,
+                &entry.id,
+                Some(&entry.dispatch_token),
+                &report,
+                &mut host,
+            )
             .unwrap();
         reported.push(entry.id);
     }
