@@ -458,6 +458,22 @@ impl Engine {
         Ok(self.load(run_id)?.0.header.config)
     }
 
+    /// The current outcome as a driver sees it: the dispatches whose lease
+    /// ran out are orphaned first (X7, [`interp::expire`]) and committed;
+    /// when there are none, nothing is written (the same as [`Engine::poll`]).
+    /// Drivers call it between rounds; read-only callers use `poll`.
+    pub fn touch(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
+        let (mut run, plan) = self.load(run_id)?;
+        let due = !interp::overdue(&plan.plan, &run, host.now_ms()).is_empty();
+        if !due {
+            let outcome = interp::view(&plan.plan, &plan.index, &mut run, host);
+            self.cached = Some(run);
+            return Ok(outcome);
+        }
+        self.cached = Some(run);
+        self.transition(run_id, host, |p, i, r, h| Ok(interp::view(p, i, r, h)))
+    }
+
     /// The current outcome without recording anything (polling).
     pub fn poll(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
         let (mut run, plan) = self.load(run_id)?;
