@@ -443,6 +443,26 @@ impl Ctx {
                     .map_err(coded)?
                     .0
             }
+            "advance" => {
+                // the scripted clock moves on; nothing touches the run
+                let ms = arg.as_i64().ok_or("harness: advance needs milliseconds")?;
+                self.host.clock += ms;
+                return Ok(Observed::default());
+            }
+            "view" => {
+                // read-only: the poll answer and the operator view's overdue dispatches
+                let outcome = self.engine.poll(&run, &mut self.host).map_err(coded)?;
+                let meta = self.engine.store().meta(&run).map_err(|e| e.to_string())?;
+                let (state, plan) = self.engine.load(&run).map_err(coded)?;
+                let now = self.host.clock;
+                let v = stratum_vm::view::of_run(meta, &state, &plan.plan, now);
+                let overdue: Vec<&str> = v.overdue.iter().map(|o| o.id.as_str()).collect();
+                self.remember(&outcome);
+                return Ok(Observed {
+                    outcome: Some(outcome),
+                    extra: json!({"overdue": overdue}),
+                });
+            }
             other => return Err(format!("harness: unknown action `{other}`")),
         };
         self.remember(&outcome);
@@ -688,8 +708,8 @@ impl Ctx {
     }
 }
 
-const ACTIONS: [&str; 7] = [
-    "report", "gate", "cancel", "commit", "revert", "resume", "receipt",
+const ACTIONS: [&str; 9] = [
+    "report", "gate", "cancel", "commit", "revert", "resume", "receipt", "advance", "view",
 ];
 
 /// Runs one scenario; the list of problems is empty when it passes.

@@ -97,6 +97,7 @@ use crate::ir::{
 };
 use crate::source::Span;
 use crate::syntax::ast::{Agent, Budget, CostHint, Require};
+use stratum_vm::interp::MAX_ORPHANS;
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -762,7 +763,8 @@ impl<'a> Ctx<'a> {
             } => {
                 let (agent, judge) = hinted(self.config.agent(*agent), judge, step.cost.as_ref());
                 let per = PerCall::dispatch(agent, judge, judged);
-                do_step(per, *attempts, iterate.as_ref())
+                let leased = step.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
+                do_step(per, *attempts, iterate.as_ref(), leased)
             }
             StepKindIr::Set { .. } => set_step(judge, judged),
             StepKindIr::Gate { .. } => StepCalc {
@@ -779,7 +781,9 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let items = resolve_items(flow, over, inputs, notes);
-                self.fanout_step(&items, stages, *concurrency, require)
+                let leased = |st: &StageIr| st.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
+                let leases: Vec<bool> = stages.iter().map(leased).collect();
+                self.fanout_step(&items, (stages, &leases), *concurrency, require)
             }
             StepKindIr::Run { flow: callee, .. } => {
                 let c = self.callee(*callee);
@@ -802,7 +806,7 @@ impl<'a> Ctx<'a> {
     fn fanout_step(
         &self,
         items: &Items,
-        stages: &[StageIr],
+        (stages, leases): (&[StageIr], &[bool]),
         concurrency: u64,
         require: &Require,
     ) -> StepCalc {
@@ -828,7 +832,7 @@ impl<'a> Ctx<'a> {
         let mut item_exp = Unit::default();
         let mut p_item = 1.0;
         let mut attempts = Vec::new();
-        for stage in stages {
+        for (stage, &leased) in stages.iter().zip(leases) {
             let (agent, judge) = hinted(
                 self.config.agent(stage.agent),
                 self.config.judge,
@@ -838,7 +842,8 @@ impl<'a> Ctx<'a> {
             let k = stage.attempts;
             attempts.push(k.to_string());
             let e = expected_tries(per.q, k);
-            item_worst.add(&Unit::of(Sym::num(k as f64), &Sym::num(k as f64), per));
+            let worst = k.saturating_mul(orphan_factor(leased)) as f64;
+            item_worst.add(&Unit::of(Sym::num(worst), &Sym::num(worst), per));
             item_min.add(&Unit::of(Sym::num(1.0), &Sym::num(1.0), per));
             item_exp.add(&Unit::of(Sym::num(e), &Sym::num(e), per));
             p_item *= pass_within(per.q, k);
@@ -870,20 +875,35 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A `do` step: `attempts` tries, times the iterations of `iterate`.
-fn do_step(per: PerCall, k: u64, iterate: Option<&IterateIr>) -> StepCalc {
+/// Dispatches per attempt in the worst case: a leased dispatch (X7) may be
+/// orphaned and handed out again until the [`MAX_ORPHANS`]th orphan in a
+/// row fails the attempt, so an attempt is dispatched up to that many times
+/// (each assumed to cost a whole dispatch: the agent may have worked until
+/// it was lost). Orphans are rare, so the expected case ignores them.
+fn orphan_factor(leased: bool) -> u64 {
+    if leased { u64::from(MAX_ORPHANS) } else { 1 }
+}
+
+/// A `do` step: `attempts` tries, times the iterations of `iterate`, times
+/// the re-dispatches a lease allows ([`orphan_factor`]) in the worst case.
+fn do_step(per: PerCall, k: u64, iterate: Option<&IterateIr>, leased: bool) -> StepCalc {
     let iters = iterate.map_or(1, |i| i.max);
-    let worst_n = k.saturating_mul(iters) as f64;
+    let worst_n = k
+        .saturating_mul(iters)
+        .saturating_mul(orphan_factor(leased)) as f64;
     let mut exp_n = expected_tries(per.q, k);
     let mut p_pass = pass_within(per.q, k);
     if iterate.is_some() {
         exp_n *= expected_tries(per.p_agent, iters);
         p_pass *= pass_within(per.p_agent, iters);
     }
-    let why = match iterate {
+    let mut why = match iterate {
         Some(_) => format!("{k} attempts × {iters} iterations"),
         None => format!("{k} attempts"),
     };
+    if leased {
+        why.push_str(&format!(" × {MAX_ORPHANS} dispatches (lease)"));
+    }
     StepCalc {
         worst: Unit::of(Sym::num(worst_n), &Sym::num(worst_n), per),
         min: Unit::of(Sym::num(1.0), &Sym::num(1.0), per),

@@ -63,6 +63,9 @@ pub struct FlowIr {
     pub budget: Option<Budget>,
     /// Flow-wide cap on gate revisions.
     pub max_rounds: Option<u64>,
+    /// `dispatch_timeout_ms` (X7): the lease of dispatches whose step or
+    /// stage has no `timeout_ms` (folded into each one at lowering).
+    pub dispatch_timeout_ms: Option<u64>,
     /// Carry variables (entry flow only).
     pub carry: Vec<CarryIr>,
     /// The region each back edge resets (every gate with an `on_revise`
@@ -247,6 +250,8 @@ pub struct StageIr {
     pub when: Option<ExprIr>,
     /// `cost` hints for `stratumc cost` (X6; the VM ignores them).
     pub cost: Option<CostHint>,
+    /// The stage's own `timeout_ms` (X7).
+    pub timeout_ms: Option<u64>,
 }
 
 /// A value given in `with`.
@@ -350,6 +355,8 @@ pub struct StepIr {
     pub budget: Option<Budget>,
     /// `cost` hints for `stratumc cost` (X6; the VM ignores them).
     pub cost: Option<CostHint>,
+    /// The step's own `timeout_ms` (X7; `do` steps only).
+    pub timeout_ms: Option<u64>,
     /// Failure route.
     pub on_fail: Option<StepId>,
 }

@@ -328,7 +328,7 @@ impl Lowerer<'_> {
                 .get(old)
                 .cloned()
                 .unwrap_or((1, CostBound::Finite(0)));
-            let step = self.step(&mut t, s, entries, &worst);
+            let step = self.step(&mut t, s, (entries, &worst), f.dispatch_timeout_ms);
             steps.push(step);
         }
         let mut edges: Vec<EdgeDef> = f
@@ -389,8 +389,8 @@ impl Lowerer<'_> {
         &mut self,
         t: &mut FlowTables,
         s: &ir::StepIr,
-        entries: u32,
-        worst: &CostBound,
+        (entries, worst): (u32, &CostBound),
+        default_timeout: Option<u64>,
     ) -> StepDef {
         let u = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
         let when = s.when.as_ref().map(|w| self.chunk(t, w, Context::Steps));
@@ -450,6 +450,7 @@ impl Lowerer<'_> {
                             .when
                             .as_ref()
                             .map(|w| self.chunk(t, w, Context::StageWhen)),
+                        timeout_ms: st.timeout_ms.or(default_timeout),
                     })
                     .collect();
                 StepKindDef::Fanout {
@@ -486,6 +487,10 @@ impl Lowerer<'_> {
             out: s.out.map(|o| o as u32),
             budget: s.budget.as_ref().map(Self::budget),
             on_fail: s.on_fail.map(|x| t.index[x]),
+            timeout_ms: match s.kind {
+                StepKindIr::Do { .. } => s.timeout_ms.or(default_timeout),
+                _ => None,
+            },
             entries,
             worst_dispatches,
         }

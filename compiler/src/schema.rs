@@ -49,6 +49,12 @@ fn doc(key: &str) -> Option<&'static str> {
         "budget" => "Limits: `usd`, `tokens`, `dispatches`, `ms` (at least one).",
         "max_rounds" => "Most gate revisions in this flow.",
         "carry" => "Variables carried across gate revisions (entry flow only).",
+        "dispatch_timeout_ms" => {
+            "The dispatch lease of every `do` step and fanout stage of this flow without its own `timeout_ms` (language 1.1)."
+        }
+        "timeout_ms" => {
+            "The dispatch lease in milliseconds (language 1.1): a dispatch not reported within it is an orphan, revoked and dispatched again (an attempt is not consumed; 3 orphans in a row fail the step with reason `orphaned`)."
+        }
         "id" => "The step id: lowercase letters, digits, `_` and `-`, starting with a letter.",
         "after" => "Steps that must finish before this one.",
         "when" => "Run the step only when this expression is true (otherwise it is skipped).",
@@ -196,7 +202,7 @@ fn value_of(key: &str) -> Json {
         ),
         "agent" => json!({"enum": names(AGENTS)}),
         "ensure" => json!({"type": "array", "items": {"$ref": "#/definitions/predicate"}}),
-        "attempts" => pos_int(),
+        "attempts" | "timeout_ms" => pos_int(),
         "iterate" => strict(ITERATE_FIELDS, ITERATE_FIELDS, |k| {
             if k == "max" { pos_int() } else { string() }
         }),
@@ -259,7 +265,7 @@ fn flow() -> Json {
         "output" => strict(OUTPUT_FIELDS, OUTPUT_FIELDS, |_| string()),
         "steps" => json!({"type": "array", "items": {"$ref": "#/definitions/step"}}),
         "budget" => json!({"$ref": "#/definitions/budget"}),
-        "max_rounds" => pos_int(),
+        "max_rounds" | "dispatch_timeout_ms" => pos_int(),
         _ => json!({
             "type": "object",
             "propertyNames": {"pattern": STEP_ID, "not": {"enum": RESERVED}},

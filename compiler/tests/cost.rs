@@ -807,3 +807,23 @@ fn cost_hints_replace_the_profile_for_their_step_only() {
     );
     assert_est(&c.usd, 1.35, 1.2 * 0.35 + 1.0, 2.0 * 0.35 + 1.0);
 }
+
+#[test]
+fn leased_dispatches_may_be_handed_out_three_times_per_attempt_in_the_worst_case() {
+    // X7: `a` has its own lease, `b` the flow default. An orphan is
+    // re-dispatched without consuming an attempt, and the third orphan in a
+    // row fails it: up to 3 dispatches per attempt. The expected case ignores
+    // orphans (q = 0.5, k = 2: E = 1.5 per step); worst 2 × 3 per step.
+    let spec = format!(
+        "{}    dispatch_timeout_ms: 60000\n{}",
+        ONE_DO.trim_end_matches("    steps:\n"),
+        "    steps:\n      - {id: a, do: \"A\", out: Out, attempts: 2, timeout_ms: 1000}\n      - {id: b, do: \"B\", out: Out, attempts: 2, after: [a]}\n"
+    );
+    let c = cost(&spec);
+    assert_est(&c.dispatches, 2.0, 3.0, 12.0);
+    // without any lease, the worst case is the attempts
+    let c = cost(&format!(
+        "{ONE_DO}      - {{id: a, do: \"A\", out: Out, attempts: 2}}\n"
+    ));
+    assert_est(&c.dispatches, 1.0, 1.5, 2.0);
+}

@@ -129,7 +129,9 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
         match watched {
             Ok(results) => {
                 let reports = entries.into_iter().zip(results);
-                let reports = reports.map(|((_, id, token), (_, r))| (id, token, r));
+                // an orphan (killed at its lease) reports nothing: the next touch orphans it
+                let reports = reports
+                    .filter_map(|((_, id, token), (_, a))| a.report().map(|r| (id, token, r)));
                 report_all(&mut state, run_id, reports.collect());
             }
             Err(Interrupted { killed, finished }) => {
@@ -159,7 +161,8 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
 /// the same lock, so a call that makes new work ready starts a new one).
 fn next_batch(state: &mut State, run_id: &str) -> Option<Batch> {
     let batch = state.run(run_id).ok().and_then(|access| {
-        let outcome = access.engine.poll(run_id, access.host).ok()?;
+        // the driver's loop touches the run: expired leases are orphaned (X7)
+        let outcome = access.engine.touch(run_id, access.host).ok()?;
         batch_of(&outcome, access.agents)
     });
     if batch.is_none() || state.dispatches.stopping().load(Ordering::SeqCst) {

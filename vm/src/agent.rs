@@ -16,7 +16,15 @@
 //! grandchild may hold them), then its process group is killed — always, so
 //! nothing a command started outlives it — and what was read is its result.
 //! A batch's watcher can stop every command (cancel: reported as stopped;
-//! interrupt: no report at all). Groups are signalled through `rustix`,
+//! interrupt: no report at all).
+//!
+//! Dispatch leases (language 1.1, X7): an entry with `timeoutMs` runs for
+//! at most that long (or the job's own timeout, if smaller); a command
+//! killed when its lease ran out is [`Answer::Orphaned`]: the driver reports
+//! nothing, the lease has expired, and the engine's next transition orphans
+//! the dispatch and hands it out again with a new token (no attempt is
+//! consumed). A command killed by the job's own, smaller timeout is a failed
+//! attempt as before (the operator's limit, not the spec's). Groups are signalled through `rustix`,
 //! and a command's pid is reaped only after its group's last kill, so a
 //! group id is never reused under us.
 //! Must never: touch run state (the caller reports the result through the
@@ -66,15 +74,45 @@ pub struct Job {
     /// How long the command may run before its process group is killed and
     /// the dispatch fails ([`DEFAULT_TIMEOUT`] unless the caller knows better).
     pub timeout: Duration,
+    /// The entry's dispatch lease (`timeoutMs`) when it is what bounds the
+    /// command (not longer than `timeout`): a kill at it is an orphan.
+    pub lease: Option<Duration>,
 }
 
 impl Job {
-    /// A job for `entry` run by `command`, stopped after `timeout`.
+    /// A job for `entry` run by `command`, stopped after `timeout`, or after
+    /// the entry's dispatch lease (`timeoutMs`, X7) when that is shorter.
     pub fn new(command: impl Into<String>, entry: Value, timeout: Duration) -> Job {
+        let lease = entry
+            .get("timeoutMs")
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+            .filter(|l| *l <= timeout);
         Job {
             command: command.into(),
             entry,
-            timeout,
+            timeout: lease.unwrap_or(timeout),
+            lease,
+        }
+    }
+}
+
+/// What running one job gives its driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The result to report (every failure of the command is one).
+    Report(Report),
+    /// The command was killed when the dispatch's lease ran out: nothing is
+    /// reported, the engine orphans the dispatch (X7).
+    Orphaned,
+}
+
+impl Answer {
+    /// The report, if there is one to send.
+    pub fn report(self) -> Option<Report> {
+        match self {
+            Answer::Report(r) => Some(r),
+            Answer::Orphaned => None,
         }
     }
 }
@@ -321,6 +359,14 @@ fn supervise(
     (end, take_all(out), take_all(err))
 }
 
+/// What a command that ended as `end` with these outputs answers.
+fn answer(job: &Job, end: End, out: Capture, err: Capture) -> Answer {
+    match (end, job.lease) {
+        (End::TimedOut, Some(_)) => Answer::Orphaned,
+        (end, _) => Answer::Report(report(job, end, out, err)),
+    }
+}
+
 /// The report for a command that ended as `end` with these outputs.
 fn report(job: &Job, end: End, out: Capture, err: Capture) -> Report {
     let status = match end {
@@ -358,26 +404,26 @@ fn report(job: &Job, end: End, out: Capture, err: Capture) -> Report {
 }
 
 /// Runs a started command to its end and reads its result.
-fn finish(child: Child, job: &Job, tx: Sender<Event>, rx: Receiver<Event>) -> Report {
+fn finish(child: Child, job: &Job, tx: Sender<Event>, rx: Receiver<Event>) -> Answer {
     let (end, out, err) = supervise(child, job, tx, rx);
-    report(job, end, out, err)
+    answer(job, end, out, err)
 }
 
 /// Runs one job and reads its result.
-pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Report {
+pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Answer {
     match spawn(&job.command, &job.entry, run_id, cwd) {
         Ok(child) => {
             let (tx, rx) = channel();
             finish(child, job, tx, rx)
         }
-        Err(e) => failure(format!("cannot start the agent command: {e}")),
+        Err(e) => Answer::Report(failure(format!("cannot start the agent command: {e}"))),
     }
 }
 
 /// Runs several jobs at once, one thread each; results in the order given.
 /// A command runs in its entry's `cwd` when it has one (the git worktree of
 /// an isolated fanout item), else in `cwd`.
-pub fn run_batch(jobs: Vec<Job>, run_id: &str, cwd: &Path) -> Vec<(Value, Report)> {
+pub fn run_batch(jobs: Vec<Job>, run_id: &str, cwd: &Path) -> Vec<(Value, Answer)> {
     run_batch_watched(jobs, run_id, cwd, Duration::from_secs(3600), || Watch::Go)
         .unwrap_or_else(|_| unreachable!("a watcher that always says Go never interrupts"))
 }
@@ -393,9 +439,9 @@ pub fn run_batch_watched(
     cwd: &Path,
     every: Duration,
     mut watch: impl FnMut() -> Watch,
-) -> Result<Vec<(Value, Report)>, Interrupted> {
+) -> Result<Vec<(Value, Answer)>, Interrupted> {
     let n = jobs.len();
-    let mut results: Vec<Option<Report>> = (0..n).map(|_| None).collect();
+    let mut results: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
     let mut entries = Vec::with_capacity(n);
     let mut running: Vec<Option<Sender<Event>>> = (0..n).map(|_| None).collect();
     let (tx, rx) = channel();
@@ -415,7 +461,8 @@ pub fn run_batch_watched(
                     });
                 }
                 Err(e) => {
-                    results[k] = Some(failure(format!("cannot start the agent command: {e}")))
+                    let r = failure(format!("cannot start the agent command: {e}"));
+                    results[k] = Some(Answer::Report(r));
                 }
             }
         }
@@ -447,7 +494,9 @@ pub fn run_batch_watched(
             .into_iter()
             .zip(results)
             .zip(&stopped)
-            .filter_map(|((e, r), &stop)| r.filter(|_| !stop).map(|r| (e, r)))
+            .filter_map(|((e, r), &stop)| {
+                r.filter(|_| !stop).and_then(Answer::report).map(|r| (e, r))
+            })
             .collect();
         let killed = stopped.iter().filter(|&&s| s).count();
         return Err(Interrupted { killed, finished });
@@ -456,7 +505,8 @@ pub fn run_batch_watched(
         .into_iter()
         .zip(results)
         .map(|(e, r)| {
-            let r = r.unwrap_or_else(|| failure("the agent command vanished".into()));
+            let r =
+                r.unwrap_or_else(|| Answer::Report(failure("the agent command vanished".into())));
             (e, r)
         })
         .collect())
@@ -472,18 +522,23 @@ mod tests {
         Job::new(cmd, entry, DEFAULT_TIMEOUT)
     }
 
+    /// The report of a job without a lease (it always has one).
+    fn rep(a: Answer) -> Report {
+        a.report().expect("a job without a lease always reports")
+    }
+
     #[test]
     fn a_command_gets_the_entry_and_its_result_is_read() {
         let dir = tempfile::tempdir().unwrap();
         let entry = json!({"id": "fan/2", "do": "x"});
-        let r = run_command(
+        let r = rep(run_command(
             &job(
                 r#"read line; printf '{"output": {"step": "%s", "run": "%s", "len": %d}}' "$STRATUM_STEP_ID" "$STRATUM_RUN_ID" ${#line}"#,
                 entry.clone(),
             ),
             "run-1",
             dir.path(),
-        );
+        ));
         let len = entry.to_string().len();
         assert_eq!(
             r.output,
@@ -501,11 +556,15 @@ mod tests {
             ("echo '{\"output\": 1, \"extra\": 2}'", "malformed"),
         ];
         for (cmd, want) in cases {
-            let r = run_command(&job(cmd, e.clone()), "r", dir.path());
+            let r = rep(run_command(&job(cmd, e.clone()), "r", dir.path()));
             let f = r.failure.unwrap_or_default();
             assert!(f.contains(want), "{cmd}: {f}");
         }
-        let r = run_command(&job("echo oops >&2; exit 3", e), "r", dir.path());
+        let r = rep(run_command(
+            &job("echo oops >&2; exit 3", e),
+            "r",
+            dir.path(),
+        ));
         assert!(r.failure.unwrap().contains("oops"));
     }
 
@@ -521,7 +580,10 @@ mod tests {
             })
             .collect();
         let out = run_batch(jobs, "r", dir.path());
-        let got: Vec<Value> = out.into_iter().map(|(_, r)| r.output.unwrap()).collect();
+        let got: Vec<Value> = out
+            .into_iter()
+            .map(|(_, r)| rep(r).output.unwrap())
+            .collect();
         assert_eq!(got, vec![json!(0), json!(1), json!(2), json!(3)]);
     }
 
@@ -536,7 +598,10 @@ mod tests {
             ),
             job(&cmd, json!({"id": "s"})),
         ];
-        let out = run_batch(jobs, "r", root.path());
+        let out: Vec<(Value, Report)> = run_batch(jobs, "r", root.path())
+            .into_iter()
+            .map(|(e, a)| (e, rep(a)))
+            .collect();
         let real = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
         assert_eq!(out[0].1.output, Some(json!(real(wt.path()))));
         assert_eq!(out[1].1.output, Some(json!(real(root.path()))));
@@ -558,6 +623,7 @@ mod tests {
             if polls >= 3 { Watch::Cancel } else { Watch::Go }
         })
         .unwrap();
+        let out: Vec<(Value, Report)> = out.into_iter().map(|(e, a)| (e, rep(a))).collect();
         assert_eq!(out[1].1.output, Some(json!(1)));
         let f = out[0].1.failure.clone().unwrap_or_default();
         assert!(f.contains("stopped"), "{f}");
@@ -599,6 +665,8 @@ mod hardening {
 
     fn run(cmd: String, entry: Value, timeout: Duration, dir: PathBuf) -> Report {
         within(move || run_command(&Job::new(cmd, entry, timeout), "r", &dir))
+            .report()
+            .expect("these jobs have no lease: they always report")
     }
 
     /// Whether `pid` names a running process. A zombie is not running (this
@@ -632,6 +700,27 @@ mod hardening {
             std::thread::sleep(Duration::from_millis(10));
         }
         true
+    }
+
+    #[test]
+    fn a_command_killed_at_its_dispatch_lease_is_an_orphan() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = dir.path().join("me");
+        let cmd = format!("echo $$ > {}; sleep 30", me.display());
+        // the lease (300 ms) is shorter than the agent timeout: it bounds the command
+        let leased = json!({"id": "a", "timeoutMs": 300});
+        let job = Job::new(cmd.clone(), leased.clone(), DEFAULT_TIMEOUT);
+        assert_eq!(job.timeout, Duration::from_millis(300));
+        let d = dir.path().to_path_buf();
+        let started = Instant::now();
+        let answer = within(move || run_command(&job, "r", &d));
+        assert_eq!(answer, Answer::Orphaned);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(gone(pid_in(&me)), "the orphaned command survived");
+        // a smaller agent timeout is the operator's limit: a failed attempt, as before
+        let r = run(cmd, leased, Duration::from_millis(200), dir.path().into());
+        let f = r.failure.unwrap_or_default();
+        assert!(f.starts_with("agent command timed out after 200 ms"), "{f}");
     }
 
     #[test]

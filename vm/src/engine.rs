@@ -292,7 +292,12 @@ impl Engine {
         Ok((id, outcome))
     }
 
-    /// Applies `op` to the stored run and commits it; retries on concurrent commits.
+    /// Applies `op` to the stored run and commits it; retries on concurrent
+    /// commits. Every mutating operation first orphans the dispatches whose
+    /// lease ran out ([`interp::expire`], X7); when `op` then refuses (it
+    /// writes nothing before refusing), the orphans are still committed and
+    /// the refusal returned, so a late report with a revoked token is told
+    /// its token is stale and the run has moved on.
     fn transition<T>(
         &mut self,
         run_id: &str,
@@ -302,7 +307,12 @@ impl Engine {
         let mut last = None;
         for _ in 0..MAX_RETRIES {
             let (mut run, plan) = self.load(run_id)?;
-            let out = op(&plan.plan, &plan.index, &mut run, host)?;
+            let orphaned = interp::expire(&plan.plan, &plan.index, &mut run, host);
+            let out = match op(&plan.plan, &plan.index, &mut run, host) {
+                Ok(out) => Ok(out),
+                Err(e) if orphaned == 0 => return Err(e.into()),
+                Err(e) => Err(e),
+            };
             let rows = dirty_rows(&run);
             let now = host.now_ms();
             let meta = Self::meta(&run, &plan.plan, now);
@@ -322,7 +332,7 @@ impl Engine {
                     run.dirty.clear();
                     run.events.clear();
                     self.cached = Some(run);
-                    return Ok(out);
+                    return out.map_err(EngineError::Vm);
                 }
                 Err(StoreError::Conflict { .. }) => {
                     last = Some(StoreError::Conflict {
@@ -446,6 +456,22 @@ impl Engine {
     /// `stratum.toml` text; `None` for a run started without one).
     pub fn frozen_config(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
         Ok(self.load(run_id)?.0.header.config)
+    }
+
+    /// The current outcome as a driver sees it: the dispatches whose lease
+    /// ran out are orphaned first (X7, [`interp::expire`]) and committed;
+    /// when there are none, nothing is written (the same as [`Engine::poll`]).
+    /// Drivers call it between rounds; read-only callers use `poll`.
+    pub fn touch(&mut self, run_id: &str, host: &mut dyn Host) -> Result<Outcome, EngineError> {
+        let (mut run, plan) = self.load(run_id)?;
+        let due = !interp::overdue(&plan.plan, &run, host.now_ms()).is_empty();
+        if !due {
+            let outcome = interp::view(&plan.plan, &plan.index, &mut run, host);
+            self.cached = Some(run);
+            return Ok(outcome);
+        }
+        self.cached = Some(run);
+        self.transition(run_id, host, |p, i, r, h| Ok(interp::view(p, i, r, h)))
     }
 
     /// The current outcome without recording anything (polling).

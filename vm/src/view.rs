@@ -41,6 +41,22 @@ pub struct RunView {
     pub output: Option<Value>,
     /// Why the run ended, if it did not complete.
     pub failure: Option<String>,
+    /// Dispatches past their lease (X7) when the view was read: the next
+    /// driver to touch the run orphans them; the view changes nothing.
+    pub overdue: Vec<OverdueView>,
+}
+
+/// A dispatch past its lease (X7), as of the view's time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverdueView {
+    /// The dispatch id: `step`, `parent/child`, `fanout/3`.
+    pub id: String,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// Its lease.
+    pub timeout_ms: u64,
+    /// How long past the lease it is.
+    pub late_ms: i64,
 }
 
 /// One step of a run.
@@ -127,11 +143,42 @@ impl RunView {
 }
 
 /// Reads a run: [`crate::store::StoreError::NotFound`] (inside
-/// [`EngineError::Store`]) when the run does not exist.
+/// [`EngineError::Store`]) when the run does not exist. Overdue dispatches
+/// are computed at the system clock's time.
 pub fn load(engine: &mut Engine, run_id: &str) -> Result<RunView, EngineError> {
     let meta = engine.store().meta(run_id)?;
     let (run, plan) = engine.load(run_id)?;
-    Ok(of_run(meta, &run, &plan.plan))
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Ok(of_run(meta, &run, &plan.plan, now))
+}
+
+/// The dispatches past their lease at `now` (computed; nothing is written).
+fn overdue_views(run: &Run, plan: &Plan, now: i64) -> Vec<OverdueView> {
+    crate::interp::overdue(plan, run, now)
+        .into_iter()
+        .map(|o| {
+            let f = o.slot.at.frame.0;
+            let own = run
+                .header
+                .frames
+                .get(f as usize)
+                .and_then(|fr| plan.flows.get(fr.flow as usize))
+                .and_then(|fl| fl.steps.get(o.slot.at.ix()))
+                .map_or("?", |d| plan.str(d.id));
+            let step = client_id(run, plan, f, own);
+            OverdueView {
+                id: match o.slot.item {
+                    Some(k) => format!("{step}/{k}"),
+                    None => step,
+                },
+                attempt: o.attempt,
+                timeout_ms: o.timeout_ms,
+                late_ms: o.late_ms(now),
+            }
+        })
+        .collect()
 }
 
 fn kind_name(kind: &StepKindDef) -> &'static str {
@@ -144,8 +191,9 @@ fn kind_name(kind: &StepKindDef) -> &'static str {
     }
 }
 
-/// The view of a decoded run and its plan.
-pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan) -> RunView {
+/// The view of a decoded run and its plan, at `now` (ms since the epoch:
+/// which dispatches are overdue).
+pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
     let h = &run.header;
     let flow_of = |f: usize| {
         h.frames
@@ -248,6 +296,7 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan) -> RunView {
         budget: entry.and_then(|f| f.budget.clone()),
         output: h.output.clone(),
         failure: h.failure.as_ref().map(|f| f.reason.clone()),
+        overdue: overdue_views(run, plan, now),
         meta,
     }
 }

@@ -271,7 +271,7 @@ pub fn ledger_json(v: &RunView) -> Value {
 /// The full state of a run (`query flow --format json`).
 pub fn run_json(v: &RunView) -> Value {
     let (done, total) = v.progress();
-    json!({
+    let mut run = json!({
         "runId": v.meta.run_id,
         "flow": v.meta.flow,
         "planHash": v.meta.plan_hash,
@@ -287,7 +287,16 @@ pub fn run_json(v: &RunView) -> Value {
         "ledger": ledger_json(v),
         "output": v.output,
         "failure": v.failure,
-    })
+    });
+    // dispatches past their lease (X7); the key is there only when some are
+    if !v.overdue.is_empty() {
+        run["overdue"] = v
+            .overdue
+            .iter()
+            .map(|o| json!({"id": o.id, "attempt": o.attempt, "timeoutMs": o.timeout_ms, "lateMs": o.late_ms}))
+            .collect();
+    }
+    run
 }
 
 // ----- human -----------------------------------------------------------------
@@ -495,6 +504,15 @@ pub fn summary(v: &RunView, with_times: bool) -> String {
                 g.token,
                 v.meta.run_id,
                 g.step_id
+            ));
+        }
+    }
+    if !v.overdue.is_empty() {
+        out.push_str("\noverdue dispatches (orphaned when a driver next touches the run):\n");
+        for o in &v.overdue {
+            out.push_str(&format!(
+                "  {}  attempt {}  lease {} ms, {} ms late\n",
+                o.id, o.attempt, o.timeout_ms, o.late_ms
             ));
         }
     }

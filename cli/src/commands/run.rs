@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use stratum_vm::agent::{self, Job, Watch};
+use stratum_vm::agent::{self, Answer, Job, Watch};
 use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
@@ -319,16 +319,31 @@ fn run_ready(
     );
     let (results, interrupted) = match watched {
         Ok(results) => (results, None),
-        Err(stop) => (stop.finished, Some(stop.killed)),
+        Err(stop) => {
+            let finished = stop.finished.into_iter();
+            let answers = finished.map(|(e, r)| (e, Answer::Report(r))).collect();
+            (answers, Some(stop.killed))
+        }
     };
     // results are the entries' in order; an interrupted batch gives back only
-    // those that had ended, each with its entry
+    // those that had ended, each with its entry; an agent killed at its
+    // dispatch lease reports nothing (the lease expires: an orphan, X7)
     let reports = results
         .into_iter()
-        .filter_map(|(entry, report)| {
+        .filter_map(|(entry, answer)| {
             let id = entry.get("id")?.as_str()?;
             let e = ready.iter().find(|e| e.id == id)?;
-            Some((e, report))
+            match answer {
+                Answer::Report(report) => Some((e, report)),
+                Answer::Orphaned => {
+                    eprintln!(
+                        "  {id} (attempt {}): no report within its lease of {} ms; killed (an orphan: dispatched again)",
+                        e.attempt,
+                        e.timeout_ms.unwrap_or_default()
+                    );
+                    None
+                }
+            }
         })
         .collect();
     Round {
@@ -361,7 +376,9 @@ fn report_all(
             Err(e) => eprintln!("  {id}: refused: {e}"),
         }
     }
-    if let Ok(o) = engine.poll(run_id, host) {
+    // a driver's touch: dispatches whose lease ran out (an agent killed at
+    // it reports nothing) are orphaned here and handed out again (X7)
+    if let Ok(o) = engine.touch(run_id, host) {
         last = Some(o);
     }
     last

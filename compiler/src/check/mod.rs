@@ -615,6 +615,7 @@ impl<'a> Checker<'a> {
             topo,
             budget: flow.budget.clone(),
             max_rounds: flow.max_rounds.map(|m| m.value),
+            dispatch_timeout_ms: flow.dispatch_timeout_ms.map(|t| t.value),
             carry: carry?,
             resets: fc.resets,
         })

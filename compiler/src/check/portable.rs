@@ -1,29 +1,34 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
-//! original engine. Codes S09NN, NN the addition's number (S0906: X6).
+//! original engine. Codes S09NN, NN the addition's number (S0906: X6,
+//! S0907: X7).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
 //! asked for).
 
 use crate::diagnostics::{Code, Diagnostic};
-use crate::syntax::ast::{CostHint, Spec, StepKind};
+use crate::syntax::ast::{CostHint, Int, Spec, StepKind};
 
 /// Every use of an addition in `spec`, in document order.
 pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for flow in &spec.flows {
+        if let Some(t) = &flow.dispatch_timeout_ms {
+            out.push(lease(t, "dispatch_timeout_ms"));
+        }
         for step in &flow.steps {
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
             }
+            if let Some(t) = &step.timeout_ms {
+                out.push(lease(t, "timeout_ms"));
+            }
             if let StepKind::Fanout(f) = &step.kind {
-                out.extend(
-                    f.stages
-                        .iter()
-                        .filter_map(|s| s.cost.as_ref())
-                        .map(cost_hint),
-                );
+                for s in &f.stages {
+                    out.extend(s.cost.as_ref().map(cost_hint));
+                    out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
+                }
             }
         }
     }
@@ -37,4 +42,45 @@ fn cost_hint(c: &CostHint) -> Diagnostic {
         "`cost` hints are a stratumc addition (language 1.1, X6); the original engine rejects the key",
     )
     .with_help("remove `cost` for the original engine; `stratumc cost` then uses the agent profiles")
+}
+
+fn lease(t: &Int, key: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableLease,
+        t.span,
+        format!(
+            "`{key}` (a dispatch lease) is a stratumc addition (language 1.1, X7); the original engine rejects the key"
+        ),
+    )
+    .with_help(format!(
+        "remove `{key}` for the original engine; its dispatches then never expire and a lost agent needs an operator"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::analyze;
+
+    fn codes(path: &str) -> Vec<&'static str> {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+        let text = std::fs::read_to_string(&file).expect("the conformance file exists");
+        let a = analyze(&text);
+        assert_eq!(a.error_count(), 0, "{:?}", a.diagnostics);
+        warnings(&a.spec).iter().map(|d| d.code.as_str()).collect()
+    }
+
+    #[test]
+    fn one_lease_warning_per_use() {
+        // the flow default, a fanout stage's and a step's; the plain step has none
+        assert_eq!(
+            codes("../tests/conformance/ext/lease-ok.stratum.yaml"),
+            ["S0907", "S0907", "S0907"]
+        );
+        assert_eq!(
+            codes("../tests/conformance/ext/cost-hint-ok.stratum.yaml"),
+            ["S0906", "S0906"]
+        );
+        assert!(codes("../examples/minimal-classifier.stratum.yaml").is_empty());
+    }
 }

@@ -196,6 +196,7 @@ impl<'a> Checker<'a> {
             ensure: ensure?,
             budget: s.budget.clone(),
             cost: s.cost,
+            timeout_ms: s.timeout_ms.map(|t| t.value),
             on_fail,
         })
     }
@@ -381,6 +382,7 @@ impl<'a> Checker<'a> {
                         attempts: st.attempts.or(s.attempts).map_or(2, |a| a.value),
                         when: w.flatten(),
                         cost: st.cost,
+                        timeout_ms: st.timeout_ms.map(|t| t.value),
                     })
                 }
                 _ => ok = false,

@@ -145,6 +145,7 @@ codes! {
 
     // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
+    PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }
 
 /// The whole catalogue as one Markdown document (`docs/diagnostics.md`).

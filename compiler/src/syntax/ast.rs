@@ -125,6 +125,9 @@ pub struct Flow {
     pub max_rounds: Option<Int>,
     /// `carry` block.
     pub carry: Option<Carry>,
+    /// `dispatch_timeout_ms`: the lease of every dispatch of the flow whose
+    /// step or stage gives none (X7).
+    pub dispatch_timeout_ms: Option<Int>,
     /// `steps` is missing or not a list (already reported).
     pub steps_broken: bool,
 }
@@ -140,6 +143,7 @@ impl Flow {
             budget: None,
             max_rounds: None,
             carry: None,
+            dispatch_timeout_ms: None,
             steps_broken: false,
         }
     }
@@ -294,6 +298,8 @@ pub struct Stage {
     pub when: Option<Str>,
     /// `cost` hints (X6).
     pub cost: Option<CostHint>,
+    /// `timeout_ms`: the dispatch lease of this stage's dispatches (X7).
+    pub timeout_ms: Option<Int>,
 }
 
 /// `fanout: {...}`.
@@ -391,6 +397,8 @@ pub struct Step {
     pub budget: Option<Budget>,
     /// `cost` hints (X6).
     pub cost: Option<CostHint>,
+    /// `timeout_ms`: the dispatch lease of a `do` step (X7).
+    pub timeout_ms: Option<Int>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
     /// `out` was given but is not a string (already reported).

@@ -46,6 +46,19 @@ pub enum EventKind {
     },
     /// A step was handed out.
     Ready { attempt: u32 },
+    /// A dispatch was not reported within its lease (X7 `timeout_ms`): its
+    /// token was revoked and, unless this was the third orphan in a row, the
+    /// same attempt was handed out again with a new token.
+    DispatchOrphaned {
+        attempt: u32,
+        #[serde(rename = "timeoutMs")]
+        timeout_ms: u64,
+        /// Consecutive orphans of this dispatch, this one included (3 fails it).
+        orphans: u32,
+        /// The fanout item, for an item's dispatch.
+        #[serde(rename = "itemIndex", default, skip_serializing_if = "Option::is_none")]
+        item_index: Option<u32>,
+    },
     /// An attempt of a step ended.
     Result(AttemptResult),
     /// A file predicate or file function read a file.
@@ -187,6 +200,7 @@ impl EventKind {
             EventKind::Planned { .. } => "planned",
             EventKind::ConfigFrozen { .. } => "config_frozen",
             EventKind::Ready { .. } => "ready",
+            EventKind::DispatchOrphaned { .. } => "dispatch_orphaned",
             EventKind::Result(_) => "result",
             EventKind::Evidence { .. } => "evidence",
             EventKind::Judged { .. } => "judged",
@@ -230,6 +244,7 @@ impl EventKind {
             | EventKind::DriverInterrupted { .. }
             | EventKind::CheckpointReverted { .. } => "—",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
+            EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
                 "the checked step or item; none inside `when`/`set` expressions"
             }
@@ -288,6 +303,12 @@ impl EventKind {
                 ],
             },
             EventKind::Ready { attempt: 1 },
+            EventKind::DispatchOrphaned {
+                attempt: 1,
+                timeout_ms: 600_000,
+                orphans: 1,
+                item_index: None,
+            },
             EventKind::Result(AttemptResult::Output {
                 attempt: 1,
                 output: serde_json::json!({"summary": "done"}),

@@ -28,8 +28,8 @@ pub use event::{Event, EventKind};
 pub use host::{FileEvidence, FileRoot, Host, HostError, NO_WORKTREES, Verdict};
 pub use index::PlanIndex;
 pub use machine::{
-    Saved, cancel, checkpoint_allowed, checkpoint_label, interrupted, report, resolve_gate, resume,
-    revert, start, usage_report, view,
+    MAX_ORPHANS, ORPHANED, Overdue, Saved, cancel, checkpoint_allowed, checkpoint_label, expire,
+    interrupted, overdue, report, resolve_gate, resume, revert, start, usage_report, view,
 };
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;

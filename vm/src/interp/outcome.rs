@@ -116,6 +116,10 @@ pub struct ReadyEntry {
     /// The directory the agent works in (an isolated item's worktree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The dispatch's lease in milliseconds (X7): unreported after it, the
+    /// dispatch is an orphan and its token is revoked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// The fanout part of a ready entry.

@@ -179,6 +179,12 @@ pub struct ItemState {
     pub last_output: Option<Value>,
     /// Live dispatch token.
     pub token: Option<String>,
+    /// When the live dispatch was issued, for dispatches with a lease (X7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_ms: Option<i64>,
+    /// Consecutive orphaned dispatches since the last report (X7).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub orphans: u32,
     /// Last failure.
     pub failure: Option<Failure>,
     /// The item's git worktree while it lives (`isolation: worktree`, engine dispatch).
@@ -188,6 +194,10 @@ pub struct ItemState {
     /// when its final stage succeeded and merged when the fanout settles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A step of a frame.
@@ -205,6 +215,13 @@ pub struct StepState {
     pub epoch: u32,
     /// Live dispatch or gate token.
     pub token: Option<String>,
+    /// When the live dispatch was issued, for dispatches with a lease (X7;
+    /// absent in rows written before leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_ms: Option<i64>,
+    /// Consecutive orphaned dispatches since the last report (X7).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub orphans: u32,
     /// Output when succeeded.
     pub output: Option<Value>,
     /// Output of the previous failed attempt (identical-evidence rule).

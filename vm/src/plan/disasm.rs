@@ -247,14 +247,17 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 for (j, stage) in stages.iter().enumerate() {
                     let _ = writeln!(
                         out,
-                        "      stage {j} do {} agent {:?} attempts {}{}{}",
+                        "      stage {j} do {} agent {:?} attempts {}{}{}{}",
                         template_text(plan, flow, stage.task),
                         stage.agent,
                         stage.attempts,
                         stage.out.map_or(String::new(), |o| format!(" out #{o}")),
                         stage
                             .when
-                            .map_or(String::new(), |c| format!(" when chunk {c}"))
+                            .map_or(String::new(), |c| format!(" when chunk {c}")),
+                        stage
+                            .timeout_ms
+                            .map_or(String::new(), |t| format!(" timeout_ms {t}"))
                     );
                     for p in &stage.ensure {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, p));
@@ -288,6 +291,9 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         }
         if let Some(f) = st.on_fail {
             let _ = writeln!(out, "    on_fail {}", step_name(plan, flow, f));
+        }
+        if let Some(t) = st.timeout_ms {
+            let _ = writeln!(out, "    timeout_ms {t}");
         }
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));

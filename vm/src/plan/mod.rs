@@ -13,6 +13,7 @@
 pub mod disasm;
 pub mod file;
 pub mod op;
+mod v1;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};
@@ -303,6 +304,10 @@ pub struct StepDef {
     pub budget: Option<BudgetDef>,
     /// `on_fail` target.
     pub on_fail: Option<u32>,
+    /// The dispatch lease of a `do` step in milliseconds (X7: its own
+    /// `timeout_ms`, else the flow's `dispatch_timeout_ms`); `None` for other
+    /// constructs and for steps without one.
+    pub timeout_ms: Option<u64>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -391,6 +396,9 @@ pub struct StageDef {
     pub attempts: u32,
     /// Condition chunk.
     pub when: Option<u32>,
+    /// The dispatch lease of this stage's dispatches in milliseconds (X7: the
+    /// stage's `timeout_ms`, else the flow's `dispatch_timeout_ms`).
+    pub timeout_ms: Option<u64>,
 }
 
 /// Judge stakes.

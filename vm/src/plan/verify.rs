@@ -69,6 +69,14 @@ impl V<'_> {
     }
 }
 
+/// A dispatch lease (X7) is at least one millisecond.
+fn lease(v: &V<'_>, timeout_ms: Option<u64>) -> R {
+    match timeout_ms {
+        Some(0) => v.fail("a dispatch lease (`timeout_ms`) of 0 ms"),
+        _ => Ok(()),
+    }
+}
+
 /// Checks every invariant of a plan.
 pub fn verify(plan: &Plan) -> R {
     let mut v = V {
@@ -193,6 +201,10 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         if let Some(f) = s.on_fail {
             v.idx(f, n, "on_fail target")?;
         }
+        lease(v, s.timeout_ms)?;
+        if s.timeout_ms.is_some() && !matches!(s.kind, StepKindDef::Do { .. }) {
+            return v.fail("only `do` steps have a dispatch lease (`timeout_ms`)");
+        }
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
         match &s.kind {
@@ -227,6 +239,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 template_ok(v, *over)?;
                 for st in stages {
                     template_ok(v, st.task)?;
+                    lease(v, st.timeout_ms)?;
                     if let Some(o) = st.out {
                         v.record(o)?;
                     }

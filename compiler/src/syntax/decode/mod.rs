@@ -15,15 +15,49 @@ use crate::yaml::{Entry, Node, Str, Value};
 mod step;
 
 pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
-pub const FLOW_FIELDS: &[&str] = &["input", "output", "steps", "budget", "max_rounds", "carry"];
+pub const FLOW_FIELDS: &[&str] = &[
+    "input",
+    "output",
+    "steps",
+    "budget",
+    "max_rounds",
+    "carry",
+    "dispatch_timeout_ms",
+];
 pub const STEP_FIELDS: &[&str] = &[
-    "id", "after", "when", "do", "set", "gate", "fanout", "run", "evaluate", "agent", "out",
-    "ensure", "attempts", "iterate", "budget", "on_fail", "with", "cost",
+    "id",
+    "after",
+    "when",
+    "do",
+    "set",
+    "gate",
+    "fanout",
+    "run",
+    "evaluate",
+    "agent",
+    "out",
+    "ensure",
+    "attempts",
+    "iterate",
+    "budget",
+    "on_fail",
+    "with",
+    "cost",
+    "timeout_ms",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
-pub const STAGE_FIELDS: &[&str] = &["do", "agent", "out", "ensure", "attempts", "when", "cost"];
+pub const STAGE_FIELDS: &[&str] = &[
+    "do",
+    "agent",
+    "out",
+    "ensure",
+    "attempts",
+    "when",
+    "cost",
+    "timeout_ms",
+];
 /// Keys of `cost` hints (X6).
 pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
 pub const FANOUT_FIELDS: &[&str] = &[
@@ -74,7 +108,15 @@ pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 pub fn allowed_for(construct: &str) -> &'static [&'static str] {
     match construct {
         "do" => &[
-            "agent", "out", "ensure", "attempts", "iterate", "budget", "on_fail", "cost",
+            "agent",
+            "out",
+            "ensure",
+            "attempts",
+            "iterate",
+            "budget",
+            "on_fail",
+            "cost",
+            "timeout_ms",
         ],
         "set" => &["out", "ensure"],
         "gate" => &[],
@@ -256,6 +298,17 @@ impl Decoder<'_> {
                 None
             }
         }
+    }
+
+    /// A dispatch lease (X7): a positive integer of milliseconds.
+    pub(super) fn lease(&mut self, node: &Node, what: &str) -> Option<Int> {
+        let ms = self.positive_int(node, what);
+        if ms.is_none() {
+            self.last().help = Some(
+                "a lease is a whole number of milliseconds, e.g. `600000` for ten minutes".into(),
+            );
+        }
+        ms
     }
 
     fn step_id(&mut self, node: &Node, what: &str) -> Option<Name> {
@@ -567,6 +620,9 @@ impl Decoder<'_> {
         }
         if let Some(c) = obj.get("carry") {
             flow.carry = self.carry(c);
+        }
+        if let Some(t) = obj.get("dispatch_timeout_ms") {
+            flow.dispatch_timeout_ms = self.lease(&t.value, "`dispatch_timeout_ms`");
         }
         Some(flow)
     }

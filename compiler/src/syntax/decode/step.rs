@@ -54,6 +54,7 @@ impl Decoder<'_> {
             iterate: None,
             budget: None,
             cost: None,
+            timeout_ms: None,
             on_fail: None,
             out_broken: false,
         };
@@ -173,6 +174,9 @@ impl Decoder<'_> {
         }
         if let Some(c) = obj.get("cost").filter(|_| allowed("cost")) {
             step.cost = self.cost_hint(c);
+        }
+        if let Some(t) = obj.get("timeout_ms").filter(|_| allowed("timeout_ms")) {
+            step.timeout_ms = self.lease(&t.value, "`timeout_ms`");
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
@@ -429,6 +433,9 @@ impl Decoder<'_> {
                 .get("when")
                 .and_then(|w| self.string(&w.value, "`when`")),
             cost: obj.get("cost").and_then(|c| self.cost_hint(c)),
+            timeout_ms: obj
+                .get("timeout_ms")
+                .and_then(|t| self.lease(&t.value, "`timeout_ms`")),
         })
     }
 }

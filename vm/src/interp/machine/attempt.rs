@@ -63,6 +63,7 @@ impl Transition<'_> {
 
     /// The dispatch leaves the ready set (decided below); its attempt number.
     fn take_dispatch(&mut self, slot: Slot) -> u32 {
+        self.end_lease(slot);
         match slot.item {
             None => {
                 self.set_status(slot.at, StepStatus::Pending);

@@ -152,6 +152,7 @@ impl<'a> Transition<'a> {
             it.token = Some(token);
             let attempt = it.attempts;
             self.set_item_status(at, k, StepStatus::Ready);
+            self.start_lease(Slot::item(at, k));
             let kind = EventKind::FanoutItemReady {
                 item_index: k,
                 stage: stage_i,

@@ -14,14 +14,16 @@
 //! (contracts and ensures of an output), `ledger` (budgets, receipts),
 //! `gates` (decisions, resets), `carry`, `fanout` (items, stages, worktree
 //! merges), `subflow` (frames), `values` (references, templates,
-//! expressions), `ops` (locating ids, tokens, cancel, checkpoints), `views`
-//! (the outcome handed back).
+//! expressions), `ops` (locating ids, tokens, cancel, checkpoints), `leases`
+//! (X7: overdue dispatches, orphans, re-dispatch), `views` (the outcome
+//! handed back).
 
 mod attempt;
 mod carry;
 mod checks;
 mod fanout;
 mod gates;
+mod leases;
 mod ledger;
 mod ops;
 mod schedule;
@@ -33,6 +35,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
+pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
 
 use super::event::{Event, EventKind};

@@ -348,6 +348,8 @@ impl Transition<'_> {
                     }
                 }
             }
+            // a replaced token is a new dispatch: its lease starts again
+            self.start_lease(slot);
         }
         let gates: Vec<StepAt> = self.run.header.gates.iter().copied().collect();
         for at in gates {

@@ -203,6 +203,7 @@ impl Transition<'_> {
         st.attempts = attempt;
         st.token = Some(token);
         self.set_status(at, StepStatus::Ready);
+        self.start_lease(Slot::step(at));
         let id = self.sid(at);
         self.event(EventKind::Ready { attempt }, Some(id));
     }

@@ -132,6 +132,7 @@ impl Transition<'_> {
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
                 item: None,
                 cwd: None,
+                timeout_ms: def.timeout_ms,
             });
         };
         let StepKindDef::Fanout {
@@ -169,6 +170,7 @@ impl Transition<'_> {
             }),
             // the item's agent works in its worktree
             cwd: it.worktree.clone(),
+            timeout_ms: stage.timeout_ms,
         })
     }
 
