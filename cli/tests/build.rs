@@ -136,3 +136,20 @@ fn bad_specs_and_corrupt_plans() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn inspect_says_the_format_a_plan_was_written_in() {
+    // a format-1 plan (built by the stratumc before leases) loads and is shown as format 1
+    let v1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vm/tests/fixtures/v1-plan.stratumc");
+    let out = stratumc().arg("inspect").arg(&v1).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().next().unwrap_or("").contains("format 1)"),
+        "{text}"
+    );
+}

@@ -116,10 +116,11 @@ pub fn inspect(args: &InspectArgs) -> Exit {
     };
     match file::load(&bytes) {
         Ok((plan, hash)) => {
+            // the version the file was written in (an older one was migrated on load)
+            let version = file::read_header(&bytes).map_or(file::FORMAT_VERSION, |h| h.0);
             super::emit(&format!(
-                "; plan {hash} ({} bytes, format {})\n",
-                bytes.len(),
-                file::FORMAT_VERSION
+                "; plan {hash} ({} bytes, format {version})\n",
+                bytes.len()
             ));
             super::emit(&disasm::listing(&plan));
             Exit::Ok
