@@ -653,15 +653,13 @@ impl Decoder<'_> {
             ("judge_tokens", &mut hint.judge_tokens),
         ] {
             let Some(v) = obj.get(key) else { continue };
-            let max = if key == "p" { 1.0 } else { f64::INFINITY };
+            let (max, want) = match key {
+                "p" => (1.0, "a probability from 0 to 1"),
+                _ => (f64::INFINITY, "a non-negative number"),
+            };
             match v.value.value {
                 Value::Number(n) if (0.0..=max).contains(&n) => *slot = Some(n),
                 Value::Number(n) => {
-                    let want = if key == "p" {
-                        "a probability from 0 to 1"
-                    } else {
-                        "a non-negative number"
-                    };
                     self.err(
                         Code::InvalidValue,
                         v.value.span,
@@ -671,14 +669,7 @@ impl Decoder<'_> {
                         ),
                     );
                 }
-                _ => {
-                    let want = if key == "p" {
-                        "a probability from 0 to 1"
-                    } else {
-                        "a non-negative number"
-                    };
-                    self.wrong_type(&v.value, want, &format!("`cost.{key}`"));
-                }
+                _ => self.wrong_type(&v.value, want, &format!("`cost.{key}`")),
             }
         }
         Some(hint)
