@@ -41,7 +41,7 @@ impl Host for Clock {
 fn the_fixture_is_a_version_1_file() {
     let (version, _, _) = file::read_header(V1_PLAN).unwrap();
     assert_eq!(version, 1);
-    assert_eq!(FORMAT_VERSION, 2, "this binary writes format 2");
+    assert_eq!(FORMAT_VERSION, 3, "this binary writes format 3");
 }
 
 #[test]
@@ -63,9 +63,9 @@ fn a_version_1_plan_loads_and_verifies_without_leases() {
     assert_eq!(stages[0].timeout_ms, None);
     assert_eq!(stages[0].attempts, 2);
     assert!(!listing(&plan).contains("timeout_ms"));
-    // re-encoded, it is a version-2 file of the same plan
+    // re-encoded, it is a current-version file of the same plan
     let (bytes, _) = file::encode(&plan);
-    assert_eq!(file::read_header(&bytes).unwrap().0, 2);
+    assert_eq!(file::read_header(&bytes).unwrap().0, FORMAT_VERSION);
     assert_eq!(file::load(&bytes).unwrap().0, plan);
 }
 

@@ -14,6 +14,7 @@ pub mod disasm;
 pub mod file;
 pub mod op;
 mod v1;
+mod v2;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};

@@ -1,24 +1,26 @@
 //! Plan format version 1, frozen: the types whose postcard layout changed
-//! in version 2, and their migration to the current ones.
+//! in version 2, and their migration to the version-2 types.
 //!
-//! Version 2 (language 1.1, X7) added `timeout_ms` to [`StepDef`] and
-//! [`StageDef`]; postcard is not self-describing, so every type that holds
-//! one of them (steps, their kinds, flows, the plan) is copied here as
-//! version 1 wrote it. Types whose layout did not change are the current
-//! ones. A migrated plan has no dispatch leases (`timeout_ms: None`).
+//! Version 2 (language 1.1, X7) added `timeout_ms` to steps and stages;
+//! postcard is not self-describing, so every type that holds one of them
+//! (steps, their kinds, flows, the plan) is copied here as version 1 wrote
+//! it. A version-1 body is migrated to [`super::v2`] (no dispatch leases,
+//! `timeout_ms: None`) and from there to the current types: each retired
+//! version migrates only to the next one.
 //!
-//! Owns: decoding version-1 bodies and migrating them.
+//! Owns: decoding version-1 bodies and migrating them to version 2.
 //! Must never: change: these structs are what version-1 files hold. A new
 //! format version freezes its own copies in its own module.
 
 use serde::Deserialize;
 
+use super::v2::{self, PredDef};
 use super::{
-    Agent, Bound, BudgetDef, CarryDef, Chunk, ClosureDef, EdgeDef, OutputDef, Pos, PredDef,
-    RecordDef, Require, StrId, TemplateDef, WithNode,
+    Agent, Bound, BudgetDef, CarryDef, Chunk, ClosureDef, EdgeDef, OutputDef, Pos, RecordDef,
+    Require, StrId, TemplateDef, WithNode,
 };
 
-/// [`super::Plan`] as version 1 wrote it.
+/// [`v2::Plan`] as version 1 wrote it.
 #[derive(Deserialize)]
 pub(super) struct Plan {
     strings: Vec<String>,
@@ -27,7 +29,7 @@ pub(super) struct Plan {
     entry: u32,
 }
 
-/// [`super::FlowDef`] as version 1 wrote it.
+/// [`v2::FlowDef`] as version 1 wrote it.
 #[derive(Deserialize)]
 struct FlowDef {
     name: StrId,
@@ -45,7 +47,7 @@ struct FlowDef {
     worst_dispatches: Bound,
 }
 
-/// [`super::StepDef`] as version 1 wrote it (no `timeout_ms`).
+/// [`v2::StepDef`] as version 1 wrote it (no `timeout_ms`).
 #[derive(Deserialize)]
 struct StepDef {
     id: StrId,
@@ -60,7 +62,7 @@ struct StepDef {
     worst_dispatches: Bound,
 }
 
-/// [`super::StepKindDef`] as version 1 wrote it (variants in the same order).
+/// [`v2::StepKindDef`] as version 1 wrote it (variants in the same order).
 #[derive(Deserialize)]
 enum StepKindDef {
     Do {
@@ -93,7 +95,7 @@ enum StepKindDef {
     },
 }
 
-/// [`super::StageDef`] as version 1 wrote it (no `timeout_ms`).
+/// [`v2::StageDef`] as version 1 wrote it (no `timeout_ms`).
 #[derive(Deserialize)]
 struct StageDef {
     task: u32,
@@ -105,9 +107,10 @@ struct StageDef {
 }
 
 impl Plan {
-    /// The current plan with the same meaning: no step has a lease.
-    pub(super) fn migrate(self) -> super::Plan {
-        super::Plan {
+    /// The version-2 plan with the same meaning: no step has a lease
+    /// ([`v2::Plan::migrate`] then brings it to the current types).
+    pub(super) fn migrate(self) -> v2::Plan {
+        v2::Plan {
             strings: self.strings,
             records: self.records,
             flows: self.flows.into_iter().map(FlowDef::migrate).collect(),
@@ -117,8 +120,8 @@ impl Plan {
 }
 
 impl FlowDef {
-    fn migrate(self) -> super::FlowDef {
-        super::FlowDef {
+    fn migrate(self) -> v2::FlowDef {
+        v2::FlowDef {
             name: self.name,
             input: self.input,
             output: self.output,
@@ -137,8 +140,8 @@ impl FlowDef {
 }
 
 impl StepDef {
-    fn migrate(self) -> super::StepDef {
-        super::StepDef {
+    fn migrate(self) -> v2::StepDef {
+        v2::StepDef {
             id: self.id,
             pos: self.pos,
             kind: self.kind.migrate(),
@@ -155,8 +158,8 @@ impl StepDef {
 }
 
 impl StepKindDef {
-    fn migrate(self) -> super::StepKindDef {
-        use super::StepKindDef as K;
+    fn migrate(self) -> v2::StepKindDef {
+        use v2::StepKindDef as K;
         match self {
             StepKindDef::Do {
                 task,
@@ -204,8 +207,8 @@ impl StepKindDef {
 }
 
 impl StageDef {
-    fn migrate(self) -> super::StageDef {
-        super::StageDef {
+    fn migrate(self) -> v2::StageDef {
+        v2::StageDef {
             task: self.task,
             agent: self.agent,
             out: self.out,

@@ -1,0 +1,312 @@
+//! Plan format version 2, frozen: the types whose postcard layout changed
+//! in version 3, and their migration to the current ones.
+//!
+//! Version 3 (language 1.1 part one: X1-X5, X8) changes steps, their kinds,
+//! fanout stages and ensure predicates; postcard is not self-describing, so
+//! every type that holds one of them (predicates, stages, step kinds, steps,
+//! flows, the plan) is copied here as version 2 wrote it. Types whose layout
+//! did not change are the current ones. Version 1 migrates to these types
+//! ([`super::v1`]) and from here to the current ones.
+//!
+//! Owns: decoding version-2 bodies and migrating them to the current types.
+//! Must never: change the structs (they are what version-2 files hold); only
+//! the migration functions learn the defaults of fields added later. A new
+//! format version freezes its own copies in its own module.
+
+use serde::Deserialize;
+
+use super::{
+    Agent, Bound, BudgetDef, CarryDef, Chunk, ClosureDef, EdgeDef, OutputDef, Pos, RecordDef,
+    Require, Stakes, StrId, TemplateDef, WithNode,
+};
+
+/// [`super::Plan`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) struct Plan {
+    /// Interned strings (ids, names, task text, field names).
+    pub(super) strings: Vec<String>,
+    /// Contracts and flow inputs.
+    pub(super) records: Vec<RecordDef>,
+    /// Flows in document order.
+    pub(super) flows: Vec<FlowDef>,
+    /// The entry flow.
+    pub(super) entry: u32,
+}
+
+/// [`super::FlowDef`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) struct FlowDef {
+    /// Name.
+    pub(super) name: StrId,
+    /// Input record.
+    pub(super) input: u32,
+    /// Output.
+    pub(super) output: OutputDef,
+    /// Steps in topological order (every edge goes from a lower to a higher index).
+    pub(super) steps: Vec<StepDef>,
+    /// Edges of the step graph.
+    pub(super) edges: Vec<EdgeDef>,
+    /// Flow budget.
+    pub(super) budget: Option<BudgetDef>,
+    /// Flow-wide revision cap.
+    pub(super) max_rounds: Option<u32>,
+    /// Carry variables.
+    pub(super) carry: Vec<CarryDef>,
+    /// Compiled expressions.
+    pub(super) chunks: Vec<Chunk>,
+    /// Compiled templates.
+    pub(super) templates: Vec<TemplateDef>,
+    /// `with` value nodes (children always have lower indices).
+    pub(super) with_nodes: Vec<WithNode>,
+    /// Reset closures of revising gates.
+    pub(super) closures: Vec<ClosureDef>,
+    /// Worst-case dispatches of one run of this flow.
+    pub(super) worst_dispatches: Bound,
+}
+
+/// [`super::StepDef`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) struct StepDef {
+    /// Id.
+    pub(super) id: StrId,
+    /// Where the step starts in the spec.
+    pub(super) pos: Pos,
+    /// The construct.
+    pub(super) kind: StepKindDef,
+    /// `when` chunk.
+    pub(super) when: Option<u32>,
+    /// Predicates.
+    pub(super) ensure: Vec<PredDef>,
+    /// Output contract.
+    pub(super) out: Option<u32>,
+    /// Step budget.
+    pub(super) budget: Option<BudgetDef>,
+    /// `on_fail` target.
+    pub(super) on_fail: Option<u32>,
+    /// The dispatch lease of a `do` step in milliseconds (X7: its own
+    /// `timeout_ms`, else the flow's `dispatch_timeout_ms`); `None` for other
+    /// constructs and for steps without one.
+    pub(super) timeout_ms: Option<u64>,
+    /// Most times the step can be entered in one run of its flow.
+    pub(super) entries: u32,
+    /// Worst-case dispatches of this step over the whole run of its flow.
+    pub(super) worst_dispatches: Bound,
+}
+
+/// [`super::StepKindDef`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) enum StepKindDef {
+    /// Agent task.
+    Do {
+        /// Task template.
+        task: u32,
+        /// Agent.
+        agent: Agent,
+        /// Total attempts.
+        attempts: u32,
+        /// `iterate`: (max, until chunk).
+        iterate: Option<(u32, u32)>,
+    },
+    /// Computed object: key → chunk.
+    Set {
+        /// Fields.
+        fields: Vec<(StrId, u32)>,
+    },
+    /// Gate.
+    Gate {
+        /// `on_approve`.
+        on_approve: Option<u32>,
+        /// `on_revise`.
+        on_revise: Option<u32>,
+        /// `on_kill`.
+        on_kill: Option<u32>,
+        /// Per-gate revision cap.
+        max_rounds: Option<u32>,
+    },
+    /// Fanout.
+    Fanout {
+        /// The `over` template (full value).
+        over: u32,
+        /// Stages.
+        stages: Vec<StageDef>,
+        /// Items in flight.
+        concurrency: u32,
+        /// Git worktree per item.
+        worktree: bool,
+        /// Success requirement.
+        require: Require,
+        /// Commands before merging.
+        pre_merge: Vec<StrId>,
+        /// The client runs the items.
+        consumer: bool,
+    },
+    /// Sub-flow call.
+    Run {
+        /// Callee flow.
+        flow: u32,
+        /// Input name → `with` node.
+        with: Vec<(StrId, u32)>,
+    },
+}
+
+/// [`super::StageDef`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) struct StageDef {
+    /// Task template.
+    pub(super) task: u32,
+    /// Agent.
+    pub(super) agent: Agent,
+    /// Output contract.
+    pub(super) out: Option<u32>,
+    /// Predicates.
+    pub(super) ensure: Vec<PredDef>,
+    /// Attempts.
+    pub(super) attempts: u32,
+    /// Condition chunk.
+    pub(super) when: Option<u32>,
+    /// The dispatch lease of this stage's dispatches in milliseconds (X7: the
+    /// stage's `timeout_ms`, else the flow's `dispatch_timeout_ms`).
+    pub(super) timeout_ms: Option<u64>,
+}
+
+/// [`super::PredDef`] as version 2 wrote it.
+#[derive(Deserialize)]
+pub(super) enum PredDef {
+    /// A chunk that must yield `true`.
+    Expr(u32),
+    /// `file_exists` (literal path).
+    FileExists(StrId),
+    /// `file_contains` (literal path, text).
+    FileContains(StrId, StrId),
+    /// `judged`.
+    Judged(StrId, Stakes),
+}
+
+impl Plan {
+    /// The current plan with the same meaning.
+    pub(super) fn migrate(self) -> super::Plan {
+        super::Plan {
+            strings: self.strings,
+            records: self.records,
+            flows: self.flows.into_iter().map(FlowDef::migrate).collect(),
+            entry: self.entry,
+        }
+    }
+}
+
+impl FlowDef {
+    fn migrate(self) -> super::FlowDef {
+        super::FlowDef {
+            name: self.name,
+            input: self.input,
+            output: self.output,
+            steps: self.steps.into_iter().map(StepDef::migrate).collect(),
+            edges: self.edges,
+            budget: self.budget,
+            max_rounds: self.max_rounds,
+            carry: self.carry,
+            chunks: self.chunks,
+            templates: self.templates,
+            with_nodes: self.with_nodes,
+            closures: self.closures,
+            worst_dispatches: self.worst_dispatches,
+        }
+    }
+}
+
+impl StepDef {
+    fn migrate(self) -> super::StepDef {
+        super::StepDef {
+            id: self.id,
+            pos: self.pos,
+            kind: self.kind.migrate(),
+            when: self.when,
+            ensure: migrate_preds(self.ensure),
+            out: self.out,
+            budget: self.budget,
+            on_fail: self.on_fail,
+            timeout_ms: self.timeout_ms,
+            entries: self.entries,
+            worst_dispatches: self.worst_dispatches,
+        }
+    }
+}
+
+impl StepKindDef {
+    fn migrate(self) -> super::StepKindDef {
+        use super::StepKindDef as K;
+        match self {
+            StepKindDef::Do {
+                task,
+                agent,
+                attempts,
+                iterate,
+            } => K::Do {
+                task,
+                agent,
+                attempts,
+                iterate,
+            },
+            StepKindDef::Set { fields } => K::Set { fields },
+            StepKindDef::Gate {
+                on_approve,
+                on_revise,
+                on_kill,
+                max_rounds,
+            } => K::Gate {
+                on_approve,
+                on_revise,
+                on_kill,
+                max_rounds,
+            },
+            StepKindDef::Fanout {
+                over,
+                stages,
+                concurrency,
+                worktree,
+                require,
+                pre_merge,
+                consumer,
+            } => K::Fanout {
+                over,
+                stages: stages.into_iter().map(StageDef::migrate).collect(),
+                concurrency,
+                worktree,
+                require,
+                pre_merge,
+                consumer,
+            },
+            StepKindDef::Run { flow, with } => K::Run { flow, with },
+        }
+    }
+}
+
+impl StageDef {
+    fn migrate(self) -> super::StageDef {
+        super::StageDef {
+            task: self.task,
+            agent: self.agent,
+            out: self.out,
+            ensure: migrate_preds(self.ensure),
+            attempts: self.attempts,
+            when: self.when,
+            timeout_ms: self.timeout_ms,
+        }
+    }
+}
+
+fn migrate_preds(preds: Vec<PredDef>) -> Vec<super::PredDef> {
+    preds.into_iter().map(PredDef::migrate).collect()
+}
+
+impl PredDef {
+    fn migrate(self) -> super::PredDef {
+        use super::PredDef as P;
+        match self {
+            PredDef::Expr(chunk) => P::Expr(chunk),
+            PredDef::FileExists(path) => P::FileExists(path),
+            PredDef::FileContains(path, text) => P::FileContains(path, text),
+            PredDef::Judged(statement, stakes) => P::Judged(statement, stakes),
+        }
+    }
+}
