@@ -19,4 +19,7 @@ pub use contract::{ContractError, Problem, check_record, check_type};
 pub use expr::{Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool};
 pub use regex::PatternError;
 pub use template::{RefValues, RenderError, render};
-pub use value::{Value, compact_json, equal, js_number, truthy, type_name};
+pub use value::{
+    Value, canonical_digest, canonical_json, compact_json, equal, js_number, sha256_hex, truthy,
+    type_name,
+};

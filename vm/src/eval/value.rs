@@ -223,6 +223,40 @@ pub fn compact_json(v: &Value) -> String {
 /// [`compact_json`], or `None` as soon as the text would pass `limit`
 /// bytes (it never holds much more than `limit` bytes on the way).
 pub fn compact_json_within(v: &Value, limit: usize) -> Option<String> {
+    json_text(v, limit, false)
+}
+
+/// The canonical JSON text of a value (RFC 8785, JCS): no whitespace,
+/// object keys sorted by their UTF-16 code units, numbers in their
+/// ECMAScript form, strings escaped as [`compact_json`] does. Two values
+/// that are equal as JSON have the same canonical text, whatever the key
+/// order they were built with; `digest()` (X3), artifact manifests (X4) and
+/// retry's input hashes (X8) hash this text.
+pub fn canonical_json(v: &Value) -> String {
+    // no text is longer than usize::MAX bytes
+    json_text(v, usize::MAX, true).unwrap_or_default()
+}
+
+/// The SHA-256 hex digest of `v`'s [`canonical_json`] text.
+pub fn canonical_digest(v: &Value) -> String {
+    sha256_hex(canonical_json(v).as_bytes())
+}
+
+/// The lowercase SHA-256 hex digest of `bytes` (what `sha256sum` prints).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+/// JSON text of `v`, keys in insertion order or (`sorted`) in canonical
+/// order; `None` as soon as it would pass `limit` bytes.
+fn json_text(v: &Value, limit: usize, sorted: bool) -> Option<String> {
     enum Work<'a> {
         Value(&'a Value),
         Key(&'a str),
@@ -261,7 +295,11 @@ pub fn compact_json_within(v: &Value, limit: usize) -> Option<String> {
                 Value::Object(o) => {
                     out.push('{');
                     stack.push(Work::Text("}"));
-                    for (i, (k, e)) in o.iter().enumerate().rev() {
+                    let mut entries: Vec<(&String, &Value)> = o.iter().collect();
+                    if sorted {
+                        entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+                    }
+                    for (i, (k, e)) in entries.into_iter().enumerate().rev() {
                         stack.push(Work::Value(e));
                         stack.push(Work::Key(k));
                         if i > 0 {
@@ -303,6 +341,23 @@ pub fn js_string(v: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_by_utf16_and_hashes_with_sha256() {
+        let a = serde_json::json!({"b": [1, 2.5, {"z": null, "a": true}], "a": "x\n", "\u{e9}": 1, "\u{1f600}": 2, "\u{ff61}": 3});
+        assert_eq!(
+            canonical_json(&a),
+            "{\"a\":\"x\\n\",\"b\":[1,2.5,{\"a\":true,\"z\":null}],\"\u{e9}\":1,\"\u{1f600}\":2,\"\u{ff61}\":3}"
+        );
+        let b = serde_json::json!({"\u{ff61}": 3, "\u{1f600}": 2, "\u{e9}": 1, "a": "x\n", "b": [1, 2.5, {"a": true, "z": null}]});
+        assert_eq!(canonical_digest(&a), canonical_digest(&b));
+        // sha256("abc"), FIPS 180-2 test vector
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(canonical_json(&serde_json::json!(1.0)), "1");
+    }
 
     #[test]
     fn js_numbers() {
