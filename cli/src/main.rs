@@ -78,6 +78,8 @@ enum Command {
     Flow(commands::flow::FlowArgs),
     /// Follow a run live until it ends (exit 0: completed; 1: ended otherwise; 2: unknown run).
     Watch(commands::watch::WatchArgs),
+    /// The evidence chain of a run as a document: steps, attempts, files and digests, verdicts, decisions, spend, timeline (`--format md|html|json`, `-o FILE`; exit 0: written; 2: unknown run or unwritable file).
+    Report(commands::report::ReportArgs),
     /// Compile a spec-kit tasks directory (`*.md` task files) into a v1 spec, written to stdout (exit 0: written; 1: the tasks do not compile; 2: usage or I/O error).
     CompileSpeckit(commands::speckit::CompileSpeckitArgs),
     /// Print the JSON Schema (draft-07) of v1 specs, for yaml-language-server: `stratumc schema > stratum.schema.json`.
@@ -135,6 +137,7 @@ fn main() -> ExitCode {
         Command::Flow(args) => commands::flow::run(args),
         Command::Store(args) => commands::store::run(args),
         Command::Watch(args) => commands::watch::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::CompileSpeckit(args) => commands::speckit::run(args),
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),

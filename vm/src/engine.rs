@@ -491,6 +491,19 @@ impl Engine {
             .collect())
     }
 
+    /// The run's audit events, typed (read-only). A stored line that is not
+    /// an event of this binary's kinds is a corrupt store.
+    pub fn events(&self, run_id: &str) -> Result<Vec<Event>, EngineError> {
+        let lines = self.store.events(run_id, 0, u64::MAX)?;
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .map_err(|e| EngineError::Corrupt(format!("audit event of run {run_id}: {e}")))
+            })
+            .collect()
+    }
+
     /// Saves the run state under `label` (state only; files are the caller's).
     pub fn commit_checkpoint(
         &mut self,

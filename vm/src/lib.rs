@@ -17,6 +17,7 @@ pub mod eval;
 pub mod host;
 pub mod interp;
 pub mod plan;
+pub mod report;
 pub mod store;
 pub mod suggest;
 pub mod view;

@@ -13,6 +13,7 @@ pub mod graph;
 pub mod lsp;
 pub mod migrate;
 pub mod query;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod speckit;

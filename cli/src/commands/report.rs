@@ -1,0 +1,482 @@
+//! `stratumc report RUN [--format html|md|json] [-o FILE]`: the evidence
+//! chain of a run as a document a reviewer reads — per step its status,
+//! attempts and failures, the files its checks read (size and digest), every
+//! verdict (rules, judge, human decisions with notes), spend against budget,
+//! and the timeline.
+//!
+//! Owns: laying the [`RunReport`] out as one document model ([`Block`]s),
+//! and writing it as Markdown, as one self-contained HTML file (inline
+//! style, no scripts, no network) or as the report's JSON.
+//! Must never: gather or interpret evidence itself (that is
+//! `stratum_vm::report`), or change a run.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde_json::json;
+use stratum_vm::report::{self, RunReport, SpendRecord, StepReport};
+
+use super::query::{is_unknown_run, open, time, unknown_run};
+use crate::Exit;
+
+/// Version of the JSON document.
+pub const JSON_VERSION: u32 = 1;
+
+/// Output formats of `stratumc report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained HTML file.
+    Html,
+    /// Markdown.
+    Md,
+    /// The report as one JSON document.
+    Json,
+}
+
+/// Arguments of `stratumc report`.
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The run id (`run-…`).
+    pub run: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    pub format: ReportFormat,
+    /// Write the report to this file instead of stdout.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs the command: exit 0 written, 2 unknown run or unwritable file.
+pub fn run(args: &ReportArgs) -> Exit {
+    let mut engine = match open() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let report = match report::load(&mut engine, &args.run) {
+        Ok(r) => r,
+        Err(e) if is_unknown_run(&e) => {
+            eprintln!("{}", unknown_run(&args.run));
+            return Exit::Usage;
+        }
+        Err(e) => return super::usage(format_args!("run `{}`: {e}", args.run)),
+    };
+    let text = match args.format {
+        ReportFormat::Json => format!("{}\n", json!({"version": JSON_VERSION, "report": report})),
+        ReportFormat::Md => markdown(&document(&report)),
+        ReportFormat::Html => html(&report.run_id, &document(&report)),
+    };
+    match &args.output {
+        None => {
+            super::emit(&text);
+            Exit::Ok
+        }
+        Some(path) => match std::fs::write(path, text) {
+            Ok(()) => {
+                eprintln!("wrote {}", path.display());
+                Exit::Ok
+            }
+            Err(e) => super::usage(format_args!("cannot write {}: {e}", path.display())),
+        },
+    }
+}
+
+/// One piece of the document.
+#[derive(Debug, Clone, PartialEq)]
+enum Block {
+    /// A heading of level 1 to 3.
+    Heading(u8, String),
+    /// A paragraph of plain text.
+    Para(String),
+    /// A table: header cells and rows.
+    Table(Vec<&'static str>, Vec<Vec<Cell>>),
+}
+
+/// A table cell: its text, and a status class that HTML colours.
+#[derive(Debug, Clone, PartialEq)]
+struct Cell {
+    text: String,
+    class: Option<&'static str>,
+    code: bool,
+}
+
+impl Cell {
+    fn text(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            class: None,
+            code: false,
+        }
+    }
+    fn code(text: impl Into<String>) -> Cell {
+        Cell {
+            code: true,
+            ..Cell::text(text)
+        }
+    }
+    fn status(text: &str) -> Cell {
+        Cell {
+            class: Some(status_class(text)),
+            ..Cell::text(text)
+        }
+    }
+}
+
+/// The colour class of a status or verdict word.
+fn status_class(word: &str) -> &'static str {
+    match word {
+        "succeeded" | "completed" | "passed" | "holds" | "approve" => "ok",
+        "failed" | "killed" | "budget_exhausted" | "cancelled" | "does not hold" | "kill" => "bad",
+        "skipped" | "pending" => "muted",
+        _ => "warn",
+    }
+}
+
+/// The document of a report: the run, then each step, then the timeline.
+fn document(r: &RunReport) -> Vec<Block> {
+    let mut doc = vec![Block::Heading(1, format!("Run {}", r.run_id))];
+    doc.push(Block::Table(
+        vec!["flow", "status", "plan", "started", "updated"],
+        vec![vec![
+            Cell::code(&r.flow),
+            Cell::status(&r.status),
+            Cell::code(&r.plan_hash),
+            Cell::text(time(r.created_ms)),
+            Cell::text(time(r.updated_ms)),
+        ]],
+    ));
+    if let Some(f) = &r.failure {
+        doc.push(Block::Para(format!("Failure: {f}")));
+    }
+    doc.push(Block::Heading(2, "Spend".into()));
+    doc.push(spend_table(r));
+    doc.push(Block::Heading(2, "Steps".into()));
+    doc.push(steps_table(&r.steps));
+    for step in &r.steps {
+        step_section(step, &mut doc);
+    }
+    doc.push(Block::Heading(2, "Timeline".into()));
+    doc.push(Block::Table(
+        vec!["at", "step", "event", "detail"],
+        r.timeline
+            .iter()
+            .map(|e| {
+                vec![
+                    Cell::text(time(e.at)),
+                    Cell::code(e.step.clone().unwrap_or_default()),
+                    Cell::code(&e.kind),
+                    Cell::text(&e.summary),
+                ]
+            })
+            .collect(),
+    ));
+    doc
+}
+
+fn spend_table(r: &RunReport) -> Block {
+    let limit = |x: Option<String>| Cell::text(x.unwrap_or_else(|| "—".into()));
+    let b = r.budget;
+    Block::Table(
+        vec!["", "dispatches", "tokens", "usd", "ms"],
+        vec![
+            spend_row("spent", &r.spent),
+            vec![
+                Cell::text("budget"),
+                limit(b.and_then(|b| b.dispatches).map(|x| x.to_string())),
+                limit(b.and_then(|b| b.tokens).map(|x| x.to_string())),
+                limit(b.and_then(|b| b.usd).map(|x| format!("{x:.2}"))),
+                limit(b.and_then(|b| b.ms).map(|x| x.to_string())),
+            ],
+        ],
+    )
+}
+
+fn spend_row(label: &str, s: &SpendRecord) -> Vec<Cell> {
+    vec![
+        Cell::text(label),
+        Cell::text(number(s.dispatches)),
+        Cell::text(number(s.tokens)),
+        Cell::text(format!("{:.2}", s.usd)),
+        Cell::text(number(s.ms)),
+    ]
+}
+
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn steps_table(steps: &[StepReport]) -> Block {
+    Block::Table(
+        vec![
+            "step",
+            "construct",
+            "status",
+            "attempts",
+            "files",
+            "verdicts",
+            "usd",
+        ],
+        steps
+            .iter()
+            .map(|s| {
+                vec![
+                    Cell::code(&s.id),
+                    Cell::text(&s.kind),
+                    Cell::status(&s.status),
+                    Cell::text(s.attempts.to_string()),
+                    Cell::text(s.evidence.len().to_string()),
+                    Cell::text((s.verdicts.len() + s.decisions.len()).to_string()),
+                    Cell::text(format!("{:.2}", s.spent.usd)),
+                ]
+            })
+            .collect(),
+    )
+}
+
+/// A step's own section: attempts, files, verdicts, decisions.
+fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
+    doc.push(Block::Heading(
+        3,
+        format!("{} ({}, {})", s.id, s.kind, s.status),
+    ));
+    if let Some(reason) = &s.skipped {
+        doc.push(Block::Para(format!("Skipped: {reason}")));
+    }
+    if s.orphans > 0 {
+        doc.push(Block::Para(format!(
+            "{} dispatch(es) ran out of their lease and were handed out again.",
+            s.orphans
+        )));
+    }
+    if !s.tries.is_empty() {
+        doc.push(Block::Table(
+            vec!["attempt", "at", "result", "reason"],
+            s.tries
+                .iter()
+                .map(|t| {
+                    vec![
+                        Cell::text(t.attempt.to_string()),
+                        Cell::text(time(t.at)),
+                        Cell::status(if t.passed { "passed" } else { "failed" }),
+                        Cell::text(t.reason.clone().unwrap_or_default()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if !s.evidence.is_empty() {
+        doc.push(Block::Table(
+            vec!["file", "exists", "size", "blake3"],
+            s.evidence
+                .iter()
+                .map(|f| {
+                    vec![
+                        Cell::code(&f.path),
+                        Cell::text(if f.exists { "yes" } else { "no" }),
+                        Cell::text(f.size.map(|n| n.to_string()).unwrap_or_default()),
+                        Cell::code(f.blake3.clone().unwrap_or_default()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    verdicts(s, doc);
+}
+
+fn verdicts(s: &StepReport, doc: &mut Vec<Block>) {
+    if !s.verdicts.is_empty() {
+        doc.push(Block::Table(
+            vec!["judged", "verdict", "reason", "model", "stakes"],
+            s.verdicts
+                .iter()
+                .map(|v| {
+                    vec![
+                        Cell::text(&v.statement),
+                        Cell::status(if v.holds { "holds" } else { "does not hold" }),
+                        Cell::text(&v.reason),
+                        Cell::code(&v.model),
+                        Cell::text(&v.stakes),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if !s.decisions.is_empty() {
+        doc.push(Block::Table(
+            vec!["decision", "at", "by", "note", "target"],
+            s.decisions
+                .iter()
+                .map(|d| {
+                    vec![
+                        Cell::status(&d.decision),
+                        Cell::text(time(d.at)),
+                        Cell::text(&d.resolved_by),
+                        Cell::text(d.note.clone().unwrap_or_default()),
+                        Cell::code(d.target.clone().unwrap_or_default()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+}
+
+/// The document as Markdown (GitHub tables; `|` and line breaks escaped).
+fn markdown(doc: &[Block]) -> String {
+    let mut out = String::new();
+    for block in doc {
+        match block {
+            Block::Heading(level, text) => {
+                let _ = writeln!(
+                    out,
+                    "{} {}\n",
+                    "#".repeat(usize::from(*level)),
+                    md_text(text)
+                );
+            }
+            Block::Para(text) => {
+                let _ = writeln!(out, "{}\n", md_text(text));
+            }
+            Block::Table(head, rows) => {
+                let _ = writeln!(out, "| {} |", head.join(" | "));
+                let _ = writeln!(out, "|{}", " --- |".repeat(head.len()));
+                for row in rows {
+                    let cells: Vec<String> = row.iter().map(md_cell).collect();
+                    let _ = writeln!(out, "| {} |", cells.join(" | "));
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Text for Markdown: one line, and no `<` that a renderer would take for HTML.
+fn md_text(text: &str) -> String {
+    text.replace('\n', " ")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+}
+
+fn md_cell(cell: &Cell) -> String {
+    let text = md_text(&cell.text).replace('|', "\\|");
+    if cell.code && !text.is_empty() && !text.contains('`') {
+        format!("`{text}`")
+    } else {
+        text
+    }
+}
+
+/// Inline style of the HTML report (no external resources).
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:70rem;\
+padding:0 1rem;color:#1b1f24}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de}\
+table{border-collapse:collapse;margin:.5rem 0 1rem;width:100%}th,td{border:1px solid #d0d7de;\
+padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f6f8fa}\
+code{font:12px ui-monospace,monospace}.ok{color:#1a7f37;font-weight:600}\
+.bad{color:#cf222e;font-weight:600}.warn{color:#9a6700;font-weight:600}.muted{color:#6e7781}";
+
+/// The document as one self-contained HTML file.
+fn html(run_id: &str, doc: &[Block]) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>stratumc report {}</title><style>{STYLE}</style></head><body>\n",
+        escape(run_id)
+    );
+    for block in doc {
+        match block {
+            Block::Heading(level, text) => {
+                let _ = writeln!(out, "<h{level}>{}</h{level}>", escape(text));
+            }
+            Block::Para(text) => {
+                let _ = writeln!(out, "<p>{}</p>", escape(text));
+            }
+            Block::Table(head, rows) => html_table(&mut out, head, rows),
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn html_table(out: &mut String, head: &[&str], rows: &[Vec<Cell>]) {
+    out.push_str("<table><thead><tr>");
+    for h in head {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    for row in rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let mut inner = escape(&cell.text);
+            if cell.code && !inner.is_empty() {
+                inner = format!("<code>{inner}</code>");
+            }
+            match cell.class {
+                Some(c) => {
+                    let _ = write!(out, "<td class=\"{c}\">{inner}</td>");
+                }
+                None => {
+                    let _ = write!(out, "<td>{inner}</td>");
+                }
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+/// Text as HTML character data or attribute value.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Block> {
+        vec![
+            Block::Heading(1, "Run <x>".into()),
+            Block::Para("a & b".into()),
+            Block::Table(
+                vec!["step", "status"],
+                vec![vec![Cell::code("a|b"), Cell::status("failed")]],
+            ),
+        ]
+    }
+
+    #[test]
+    fn markdown_escapes_table_pipes_and_marks_code() {
+        let md = markdown(&sample());
+        assert!(md.starts_with("# Run &lt;x>\n"));
+        assert!(
+            md.contains("| step | status |\n| --- | --- |\n| `a\\|b` | failed |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn html_escapes_text_and_colours_statuses() {
+        let page = html("run-<1>", &sample());
+        assert!(page.contains("<title>stratumc report run-&lt;1&gt;</title>"));
+        assert!(page.contains("<h1>Run &lt;x&gt;</h1>"));
+        assert!(page.contains("<p>a &amp; b</p>"));
+        assert!(page.contains("<td><code>a|b</code></td><td class=\"bad\">failed</td>"));
+        assert!(!page.contains("http"), "no external resources: {page}");
+    }
+}

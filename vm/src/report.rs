@@ -1,0 +1,358 @@
+//! The evidence chain of one run as plain data (`stratumc report`): per
+//! step its status and attempts, what its checks read (files with their
+//! digests), every verdict (rules that failed, the judge's answers, human
+//! decisions with their notes), what it spent, and the run's timeline.
+//!
+//! Owns: gathering a stored run's [`RunView`] and its typed audit events
+//! into a [`RunReport`]. Rendering (Markdown, HTML, JSON) is the CLI's.
+//! Must never: write to the store, change a run, or decide anything: it
+//! arranges what the interpreter already recorded, and interprets no
+//! execution rule (a step's status is its row's; a verdict is its event's).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::engine::{Engine, EngineError};
+use crate::interp::event::{AttemptResult, UsageDebit};
+use crate::interp::{Event, EventKind, FileEvidence, Spend};
+use crate::view::{self, RunView, StepView};
+
+/// The evidence chain of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    /// Run id.
+    pub run_id: String,
+    /// The flow it runs.
+    pub flow: String,
+    /// The blake3 hash of its plan.
+    pub plan_hash: String,
+    /// Its status (`completed`, `failed`, ...).
+    pub status: String,
+    /// When it was created and last changed (ms since the epoch).
+    pub created_ms: i64,
+    /// Last change.
+    pub updated_ms: i64,
+    /// Why it failed, when it did.
+    pub failure: Option<String>,
+    /// Its output, when it completed.
+    pub output: Option<Value>,
+    /// What the whole run spent.
+    pub spent: SpendRecord,
+    /// The flow's budget, when it has one.
+    pub budget: Option<BudgetRecord>,
+    /// Every step in plan order (children of `run` steps after their caller).
+    pub steps: Vec<StepReport>,
+    /// Every audit event, oldest first, as one line each.
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// One step's part of the chain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    /// Step id (`step`, `parent/child`).
+    pub id: String,
+    /// Nesting depth (0 for the entry flow's steps).
+    pub depth: u32,
+    /// Construct (`do`, `gate`, ...).
+    pub kind: String,
+    /// Status from its row (`succeeded`, `failed`, `skipped`, ...).
+    pub status: String,
+    /// Attempts used.
+    pub attempts: u32,
+    /// How each attempt ended, in order.
+    pub tries: Vec<TryRecord>,
+    /// Dispatches whose lease ran out (X7).
+    pub orphans: u32,
+    /// Files its checks read, the latest read of each path last.
+    pub evidence: Vec<FileEvidence>,
+    /// The judge's verdicts on its `judged` ensures.
+    pub verdicts: Vec<VerdictRecord>,
+    /// Gate decisions (for a gate).
+    pub decisions: Vec<DecisionRecord>,
+    /// Why it was skipped, when it was.
+    pub skipped: Option<String>,
+    /// What it spent.
+    pub spent: SpendRecord,
+    /// Its output (succeeded steps).
+    pub output: Option<Value>,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TryRecord {
+    /// Attempt number.
+    pub attempt: u32,
+    /// When the result was recorded.
+    pub at: i64,
+    /// Whether it passed every check.
+    pub passed: bool,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// The structured violations of a failure (contract errors, ensures).
+    pub violations: Vec<Value>,
+}
+
+/// A judge's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerdictRecord {
+    /// When it was given.
+    pub at: i64,
+    /// What the judge was asked.
+    pub statement: String,
+    /// Whether it holds.
+    pub holds: bool,
+    /// The judge's reason.
+    pub reason: String,
+    /// The stakes tier.
+    pub stakes: String,
+    /// The model that judged.
+    pub model: String,
+    /// Tokens the judge used.
+    pub tokens: f64,
+    /// Dollars it cost.
+    pub usd: f64,
+}
+
+/// A gate decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// When it was made.
+    pub at: i64,
+    /// `approve`, `revise` or `kill`.
+    pub decision: String,
+    /// The step it routed to.
+    pub target: Option<String>,
+    /// The decider's note.
+    pub note: Option<String>,
+    /// Who decided (`human`, `agent`, ...).
+    pub resolved_by: String,
+}
+
+/// Spend in every dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SpendRecord {
+    /// Dispatches.
+    pub dispatches: f64,
+    /// Tokens.
+    pub tokens: f64,
+    /// Dollars.
+    pub usd: f64,
+    /// Milliseconds (client-reported).
+    pub ms: f64,
+}
+
+impl From<Spend> for SpendRecord {
+    fn from(s: Spend) -> Self {
+        SpendRecord {
+            dispatches: s.dispatches,
+            tokens: s.tokens,
+            usd: s.usd,
+            ms: s.ms,
+        }
+    }
+}
+
+/// A declared budget (absent dimensions are unlimited).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetRecord {
+    /// Dispatches.
+    pub dispatches: Option<u64>,
+    /// Tokens.
+    pub tokens: Option<u64>,
+    /// Dollars.
+    pub usd: Option<f64>,
+    /// Milliseconds.
+    pub ms: Option<u64>,
+}
+
+/// One audit event on the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineEntry {
+    /// When.
+    pub at: i64,
+    /// The step it is about.
+    pub step: Option<String>,
+    /// Its kind (`ready`, `result`, ...; docs/events.md).
+    pub kind: String,
+    /// A one-line summary of its detail.
+    pub summary: String,
+}
+
+/// Longest detail summary on a timeline line, in characters.
+const SUMMARY_CHARS: usize = 160;
+
+/// The report of `run_id` as the store holds it now.
+pub fn load(engine: &mut Engine, run_id: &str) -> Result<RunReport, EngineError> {
+    let view = view::load(engine, run_id)?;
+    let events = engine.events(run_id)?;
+    Ok(build(&view, &events))
+}
+
+/// The report of a run from its view and its audit events.
+pub fn build(view: &RunView, events: &[Event]) -> RunReport {
+    let mut steps: Vec<StepReport> = view.steps.iter().map(step_of).collect();
+    for event in events {
+        let Some(id) = event.step.as_deref() else {
+            continue;
+        };
+        if let Some(step) = steps.iter_mut().find(|s| s.id == id) {
+            record(step, event);
+        }
+    }
+    RunReport {
+        run_id: view.meta.run_id.clone(),
+        flow: view.meta.flow.clone(),
+        plan_hash: view.meta.plan_hash.clone(),
+        status: view.status.as_str().to_owned(),
+        created_ms: view.meta.created_ms,
+        updated_ms: view.meta.updated_ms,
+        failure: view.failure.clone(),
+        output: view.output.clone(),
+        spent: view.spent.into(),
+        budget: view.budget.as_ref().map(|b| BudgetRecord {
+            dispatches: b.dispatches,
+            tokens: b.tokens,
+            usd: b.usd,
+            ms: b.ms,
+        }),
+        steps,
+        timeline: events.iter().map(timeline_entry).collect(),
+    }
+}
+
+fn step_of(s: &StepView) -> StepReport {
+    StepReport {
+        id: s.id.clone(),
+        depth: s.depth,
+        kind: s.kind.to_owned(),
+        status: s.status.as_str().to_owned(),
+        attempts: s.attempts,
+        tries: Vec::new(),
+        orphans: 0,
+        evidence: Vec::new(),
+        verdicts: Vec::new(),
+        decisions: Vec::new(),
+        skipped: None,
+        spent: s.spent.into(),
+        output: s.output.clone(),
+    }
+}
+
+/// Adds what one event of the step says to its report.
+fn record(step: &mut StepReport, event: &Event) {
+    match &event.kind {
+        EventKind::Result(AttemptResult::Output { attempt, .. }) => step.tries.push(TryRecord {
+            attempt: *attempt,
+            at: event.at,
+            passed: true,
+            reason: None,
+            violations: Vec::new(),
+        }),
+        EventKind::Result(AttemptResult::Failure {
+            attempt, failure, ..
+        }) => step.tries.push(TryRecord {
+            attempt: *attempt,
+            at: event.at,
+            passed: false,
+            reason: Some(failure.reason.clone()),
+            violations: failure.violations.clone(),
+        }),
+        EventKind::DispatchOrphaned { .. } => step.orphans += 1,
+        EventKind::Evidence { file, .. } => {
+            step.evidence.retain(|e| e.path != file.path);
+            step.evidence.push(file.clone());
+        }
+        EventKind::Judged {
+            statement,
+            holds,
+            reason,
+            stakes,
+            model,
+            usage,
+        } => step.verdicts.push(VerdictRecord {
+            at: event.at,
+            statement: statement.clone(),
+            holds: *holds,
+            reason: reason.clone(),
+            stakes: stakes.clone(),
+            model: model.clone(),
+            tokens: usage.tokens,
+            usd: usage.usd,
+        }),
+        EventKind::GateResolved {
+            decision,
+            target,
+            note,
+            resolved_by,
+        } => step.decisions.push(DecisionRecord {
+            at: event.at,
+            decision: decision.clone(),
+            target: target.clone(),
+            note: note.clone(),
+            resolved_by: resolved_by.clone(),
+        }),
+        EventKind::Skipped { reason } => step.skipped = Some(reason.clone()),
+        _ => {}
+    }
+}
+
+fn timeline_entry(event: &Event) -> TimelineEntry {
+    TimelineEntry {
+        at: event.at,
+        step: event.step.clone(),
+        kind: event.kind.name().to_owned(),
+        summary: summary(&event.kind),
+    }
+}
+
+/// A short line for the timeline: the detail's salient field, else its JSON.
+fn summary(kind: &EventKind) -> String {
+    match kind {
+        EventKind::Result(AttemptResult::Output { attempt, .. }) => {
+            format!("attempt {attempt} passed")
+        }
+        EventKind::Result(AttemptResult::Failure {
+            attempt, failure, ..
+        }) => clip(&format!("attempt {attempt} failed: {}", failure.reason)),
+        EventKind::Judged { holds, reason, .. } => clip(&format!(
+            "{}: {reason}",
+            if *holds { "holds" } else { "does not hold" }
+        )),
+        EventKind::GateResolved { decision, note, .. } => match note {
+            Some(n) => clip(&format!("{decision}: {n}")),
+            None => decision.clone(),
+        },
+        EventKind::UsageDebit(UsageDebit::Dispatch { amount, .. }) => {
+            view::summarize(amount, SUMMARY_CHARS)
+        }
+        other => {
+            // the detail of the event's own JSON form (`{type, detail?}`)
+            #[derive(serde::Deserialize)]
+            struct Detail {
+                detail: Option<Value>,
+            }
+            serde_json::to_value(other)
+                .and_then(serde_json::from_value::<Detail>)
+                .ok()
+                .and_then(|d| d.detail)
+                .map_or_else(String::new, |d| view::summarize(&d, SUMMARY_CHARS))
+        }
+    }
+}
+
+fn clip(text: &str) -> String {
+    if text.chars().count() <= SUMMARY_CHARS {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(SUMMARY_CHARS - 1).collect();
+    out.push('…');
+    out
+}
