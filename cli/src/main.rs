@@ -80,6 +80,8 @@ enum Command {
     Watch(commands::watch::WatchArgs),
     /// The evidence chain of a run as a document: steps, attempts, files and digests, verdicts, decisions, spend, timeline (`--format md|html|json`, `-o FILE`; exit 0: written; 2: unknown run or unwritable file).
     Report(commands::report::ReportArgs),
+    /// Write a working project: a starter spec, or a preset (`--preset research`: the staged research pipeline); never overwrites a file (exit 0: written; 2: a file exists or cannot be written).
+    Init(commands::init::InitArgs),
     /// Compile a spec-kit tasks directory (`*.md` task files) into a v1 spec, written to stdout (exit 0: written; 1: the tasks do not compile; 2: usage or I/O error).
     CompileSpeckit(commands::speckit::CompileSpeckitArgs),
     /// Print the JSON Schema (draft-07) of v1 specs, for yaml-language-server: `stratumc schema > stratum.schema.json`.
@@ -138,6 +140,7 @@ fn main() -> ExitCode {
         Command::Store(args) => commands::store::run(args),
         Command::Watch(args) => commands::watch::run(args),
         Command::Report(args) => commands::report::run(args),
+        Command::Init(args) => commands::init::run(args),
         Command::CompileSpeckit(args) => commands::speckit::run(args),
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),
