@@ -153,7 +153,9 @@ fn main() -> ExitCode {
                 .build();
             match runtime.map(|rt| rt.block_on(stratum_mcp::serve_stdio_with(args.config.clone())))
             {
-                Ok(Ok(())) => Exit::Ok,
+                Ok(Ok(stratum_mcp::Ended::ClientClosed)) => Exit::Ok,
+                Ok(Ok(stratum_mcp::Ended::Signal(2))) => Exit::Interrupted,
+                Ok(Ok(stratum_mcp::Ended::Signal(_))) => Exit::Terminated,
                 Ok(Err(e)) => {
                     eprintln!("error: mcp: {e}");
                     Exit::Usage

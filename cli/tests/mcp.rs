@@ -186,6 +186,27 @@ flows:
         }
     }
 
+    impl Server {
+        /// Sends `signal` (e.g. `TERM`) with stdin still open; the exit code
+        /// once the server has exited within `limit`.
+        fn signal_and_wait(&mut self, signal: &str, limit: Duration) -> Option<i32> {
+            let sent = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(self.child.id().to_string())
+                .status()
+                .expect("kill runs");
+            assert!(sent.success());
+            let until = Instant::now() + limit;
+            while Instant::now() < until {
+                if let Some(status) = self.child.try_wait().expect("wait") {
+                    return status.code();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            None
+        }
+    }
+
     impl Drop for Server {
         fn drop(&mut self) {
             let _ = self.child.kill();
@@ -332,5 +353,31 @@ flows:
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(!alive(&pid), "sleep 1006 (pid {pid}) outlived the server");
+    }
+
+    #[test]
+    fn sigterm_kills_the_running_command_and_the_server_exits_143() {
+        let ws = workspace("echo $$ > pid; exec sleep 1007");
+        let mut s = Server::start(ws.path());
+        plan(&mut s, ws.path(), &["a"]);
+        let pid = wait_for_file(&ws.path().join("pid"), ANSWER);
+        assert!(alive(&pid), "the command runs");
+        assert_eq!(
+            s.signal_and_wait("TERM", ANSWER),
+            Some(143),
+            "the server exits 143 on SIGTERM with stdin still open"
+        );
+        let until = Instant::now() + Duration::from_secs(5);
+        while alive(&pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive(&pid), "sleep 1007 (pid {pid}) outlived the server");
+    }
+
+    #[test]
+    fn sigint_stops_an_idle_server_with_130() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut s = Server::start(ws.path());
+        assert_eq!(s.signal_and_wait("INT", ANSWER), Some(130));
     }
 }

@@ -25,12 +25,23 @@ pub mod transport;
 
 pub use server::StratumServer;
 
-/// Serves MCP over stdin/stdout until the client closes stdin, then stops
-/// the engine workers (killing the agent commands they run) and returns.
+/// Why serving ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The client closed stdin.
+    ClientClosed,
+    /// SIGINT or SIGTERM (the signal number) asked the server to stop.
+    Signal(i32),
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or SIGINT /
+/// SIGTERM arrives, then stops the engine workers (killing the agent
+/// commands they run, reporting nothing for them: the runs stay resumable)
+/// and returns why it ended.
 ///
 /// Opens the run store (`$STRATUM_HOME/stratum.db`) once for the whole
 /// process; every tool call uses that one connection.
-pub async fn serve_stdio() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+pub async fn serve_stdio() -> Result<Ended, Box<dyn std::error::Error + Send + Sync>> {
     serve_stdio_with(None).await
 }
 
@@ -39,7 +50,7 @@ pub async fn serve_stdio() -> Result<(), Box<dyn std::error::Error + Send + Sync
 /// read and checked before serving and again for every run it plans.
 pub async fn serve_stdio_with(
     config: Option<std::path::PathBuf>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Ended, Box<dyn std::error::Error + Send + Sync>> {
     stratum_vm::config::load_operator(config.as_deref())?;
     let store = stratum_vm::store::SqliteStore::open_default()?;
     let engine = stratum_vm::engine::Engine::new(Box::new(store));
@@ -57,23 +68,49 @@ pub async fn serve_stdio_with(
 async fn serve<R, W>(
     server: StratumServer,
     io: (R, W),
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+) -> Result<Ended, Box<dyn std::error::Error + Send + Sync>>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     use rmcp::ServiceExt;
     let session = server.clone();
+    let stop = stop_signal()?;
     let running = server
         .serve(transport::LineTransport::new(io.0, io.1))
         .await;
     let ended = match running {
-        Ok(running) => running.waiting().await.map(drop).map_err(Into::into),
+        Ok(running) => {
+            tokio::select! {
+                done = running.waiting() => done.map(|_| Ended::ClientClosed).map_err(Into::into),
+                signal = stop => Ok(Ended::Signal(signal)),
+            }
+        }
         Err(e) => Err(e.into()),
     };
-    // the client is gone (stdin closed): kill what this session started
+    // the client is gone or a signal came: kill what this session started
     session.shutdown();
     ended
+}
+
+/// A future that yields the number of the first SIGINT or SIGTERM.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = i32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => 2,
+            _ = term.recv() => 15,
+        }
+    })
+}
+
+/// Elsewhere only the client closing stdin ends serving.
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = i32>> {
+    Ok(std::future::pending())
 }
 
 /// Stdin and stdout as non-blocking Unix stream sockets, when the client
