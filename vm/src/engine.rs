@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::interp::{
     self, CheckpointError, Event, EventKind, Header, Host, Outcome, PlanIndex, Report, RowKey, Run,
-    Saved, StepState, VmError,
+    RunStatus, Saved, StepState, VmError,
 };
 use crate::plan::Plan;
 use crate::plan::file::{self, LoadError};
@@ -410,6 +410,33 @@ impl Engine {
         self.transition(run_id, host, |p, i, r, h| Ok(interp::cancel(p, i, r, h)))
     }
 
+    /// Cancels a run as an operator asks it (`stratumc flow cancel`, MCP
+    /// `stratum_flow_cancel`): the one home of the rule that a run which
+    /// has already ended is never modified — it is read, not transitioned,
+    /// and the answer says how it had ended.
+    pub fn cancel_flow(
+        &mut self,
+        run_id: &str,
+        host: &mut dyn Host,
+    ) -> Result<Cancelled, EngineError> {
+        let before = self.poll(run_id, host)?;
+        if before.status.is_terminal() {
+            return Ok(Cancelled {
+                already: Some(before.status),
+                acknowledged: false,
+                outcome: before,
+            });
+        }
+        let outcome = self.cancel(run_id, host)?;
+        // a run that ended between the read and the commit was not cancelled by this call
+        let acknowledged = outcome.status == RunStatus::Cancelled;
+        Ok(Cancelled {
+            already: (!acknowledged).then_some(outcome.status),
+            acknowledged,
+            outcome,
+        })
+    }
+
     /// Continues a run in this process: records a `resumed` event and returns
     /// the current outcome (tokens unchanged). `plan_hash`, when given, must
     /// match the run's (E6). Cancelled runs are refused.
@@ -668,5 +695,28 @@ fn step_row(key: u64) -> Result<crate::interp::StepAt, EngineError> {
         Some(_) => Err(EngineError::Corrupt(format!(
             "row {key} is a fanout item's row, which this version does not write"
         ))),
+    }
+}
+
+/// What [`Engine::cancel_flow`] did.
+#[derive(Debug, Clone)]
+pub struct Cancelled {
+    /// The run after the call.
+    pub outcome: Outcome,
+    /// This call cancelled the run.
+    pub acknowledged: bool,
+    /// How the run had ended when it was not running any more.
+    pub already: Option<RunStatus>,
+}
+
+impl Cancelled {
+    /// The run is cancelled now (by this call or an earlier one).
+    pub fn settled(&self) -> bool {
+        self.outcome.status == RunStatus::Cancelled
+    }
+
+    /// `already_<status>` when the run had ended before this call.
+    pub fn reason(&self) -> Option<String> {
+        self.already.map(|s| format!("already_{}", s.as_str()))
     }
 }

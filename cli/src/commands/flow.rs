@@ -51,40 +51,26 @@ pub fn run(args: &FlowArgs) -> Exit {
         Ok(v) => v,
         Err(code) => return code,
     };
-    let (status, settled, reason, ledger) = if before.status.is_terminal() {
-        // read first: a finished run is never modified
-        (
-            before.status,
-            before.status == RunStatus::Cancelled,
-            Some(format!("already_{}", before.status.as_str())),
-            query::ledger_json(&before),
-        )
-    } else {
-        let mut host = StdHost {
-            workspace: None,
-            judge: None,
-        };
-        match engine.cancel(run, &mut host) {
-            Ok(o) => {
-                let reason = (o.status != RunStatus::Cancelled)
-                    .then(|| format!("already_{}", o.status.as_str()));
-                // a cancel spends nothing: the ledger read before is current
-                let ledger = query::ledger_json(&before);
-                (o.status, o.status == RunStatus::Cancelled, reason, ledger)
-            }
-            Err(e) => {
-                eprintln!("error: cancelling run `{run}` was not confirmed: {e}");
-                return emit(
-                    *format,
-                    run,
-                    RunStatus::Running,
-                    false,
-                    Some("store_refused".into()),
-                    Value::Null,
-                );
-            }
+    let mut host = StdHost {
+        workspace: None,
+        judge: None,
+    };
+    let (status, settled, reason) = match engine.cancel_flow(run, &mut host) {
+        Ok(c) => (c.outcome.status, c.settled(), c.reason()),
+        Err(e) => {
+            eprintln!("error: cancelling run `{run}` was not confirmed: {e}");
+            return emit(
+                *format,
+                run,
+                RunStatus::Running,
+                false,
+                Some("store_refused".into()),
+                Value::Null,
+            );
         }
     };
+    // a cancel spends nothing: the ledger read before is current
+    let ledger = query::ledger_json(&before);
     emit(*format, run, status, settled, reason, ledger)
 }
 

@@ -6,11 +6,10 @@
 //! resumes and checkpoints on it are refused by the engine.
 
 use serde_json::Value;
-use stratum_vm::interp::RunStatus;
 
 use super::{RUN_ID, on_run};
 use crate::args::{Args, Field};
-use crate::reply::{Reply, engine_error};
+use crate::reply::Reply;
 use crate::state::State;
 
 /// Tool name.
@@ -27,30 +26,20 @@ pub const FIELDS: &[Field] = &[RUN_ID];
 /// Runs the tool.
 pub fn call(state: &mut State, args: &Args) -> Reply {
     let run = args.req_str("runId");
-    // read first: a finished run is never modified, and the answer says so
-    let before = match state.run(run) {
-        Ok(a) => match a.engine.poll(run, a.host) {
-            Ok(o) => o.status,
-            Err(e) => return engine_error(&e),
-        },
-        Err(r) => return r,
-    };
-    let reply = on_run(state, run, |engine, host| engine.cancel(run, host));
-    let Reply::Ok(mut v) = reply else {
+    let mut cancelled = None;
+    let reply = on_run(state, run, |engine, host| {
+        let c = engine.cancel_flow(run, host)?;
+        let outcome = c.outcome.clone();
+        cancelled = Some(c);
+        Ok(outcome)
+    });
+    let (Reply::Ok(mut v), Some(c)) = (reply.clone(), cancelled) else {
         return reply;
     };
-    let (settled, acknowledged, reason) = match before {
-        RunStatus::Running => (true, true, None),
-        ended => (
-            ended == RunStatus::Cancelled,
-            false,
-            Some(format!("already_{}", ended.as_str())),
-        ),
-    };
     if let Some(m) = v.as_object_mut() {
-        m.insert("flowSettled".into(), Value::from(settled));
-        m.insert("acknowledged".into(), Value::from(acknowledged));
-        m.insert("reason".into(), reason.map_or(Value::Null, Value::from));
+        m.insert("flowSettled".into(), Value::from(c.settled()));
+        m.insert("acknowledged".into(), Value::from(c.acknowledged));
+        m.insert("reason".into(), c.reason().map_or(Value::Null, Value::from));
     }
     Reply::Ok(v)
 }
