@@ -344,6 +344,13 @@ pub fn load_near(root: Option<&Path>) -> Result<Config, ConfigError> {
     workspace_path(root).map_or(Ok(Config::default()), |p| load_file(&p))
 }
 
+/// The workspace's file as [`load_near`] finds it, or `None` when there is
+/// no `stratum.toml` there (the checker's environment input tells "no file"
+/// from "an empty file").
+pub fn near(root: Option<&Path>) -> Result<Option<Config>, ConfigError> {
+    workspace_path(root).map(|p| load_file(&p)).transpose()
+}
+
 // ---------------------------------------------------------------------------
 // The operator's file, the workspace's file, and the configuration frozen
 // into a run

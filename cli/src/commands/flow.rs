@@ -63,6 +63,7 @@ pub fn run(args: &FlowArgs) -> Exit {
         let mut host = StdHost {
             workspace: None,
             judge: None,
+            judges: Default::default(),
         };
         match engine.cancel(run, &mut host) {
             Ok(o) => {

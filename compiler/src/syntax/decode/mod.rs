@@ -847,7 +847,9 @@ impl Decoder<'_> {
                 if obj.get("rubric").is_some() || obj.get("statement").is_none() && obj.get("threshold").is_some() {
                     return self.scored(&obj, form.key.span);
                 }
-                self.statement_only(&obj)?;
+                if self.mixes_scored_keys(&obj) {
+                    return None;
+                }
                 let statement = self
                     .required(&obj, "statement", "`judged`")
                     .and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
@@ -863,10 +865,12 @@ impl Decoder<'_> {
     }
 
     /// A `judged` of the statement form that also has scored-form keys
-    /// (`threshold`, `judge`, `inputs`): S0323, once.
-    fn statement_only(&mut self, obj: &Obj<'_>) -> Option<()> {
+    /// (`threshold`, `judge`, `inputs`): S0323, once; whether it has them.
+    fn mixes_scored_keys(&mut self, obj: &Obj<'_>) -> bool {
         let extra: Vec<&Entry> = SCORED_FIELDS.iter().filter_map(|k| obj.get(k)).collect();
-        let first = extra.first()?;
+        let Some(first) = extra.first() else {
+            return false;
+        };
         let names: Vec<String> = extra.iter().map(|e| format!("`{}`", e.key.text)).collect();
         let d = Diagnostic::new(
             Code::JudgedFormMix,
@@ -879,7 +883,7 @@ impl Decoder<'_> {
         .with_note("`judged` is either `{statement, stakes}` (v1: holds or not) or `{rubric, threshold, judge?, inputs?}` (a score in [0, 1])")
         .with_help("write `rubric:` instead of `statement:` (and drop `stakes`), or remove the scored-form keys");
         self.sink.push(d);
-        None
+        true
     }
 
     /// `judged: {rubric, threshold, judge?, inputs?}` (X5).
