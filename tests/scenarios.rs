@@ -237,7 +237,11 @@ impl Host for ScriptHost {
         let score = v["score"].as_f64();
         let reasons: Vec<String> = v["reasons"]
             .as_array()
-            .map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
         let holds = match (req.ask, score) {
             (JudgeAsk::Rubric { threshold, .. }, Some(s)) => s >= threshold,
@@ -847,7 +851,11 @@ fn run_scenario(path: &Path) -> Vec<String> {
             judge_calls: Vec::new(),
             judges: sc["host"]["judges"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|j| j.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|j| j.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default(),
             pauses: Vec::new(),
             problems: Vec::new(),

@@ -800,8 +800,7 @@ impl<'a> Ctx<'a> {
                 iterate,
                 ..
             } => {
-                let (agent, judges) =
-                    hinted(self.config.agent(*agent), judges, step.cost.as_ref());
+                let (agent, judges) = hinted(self.config.agent(*agent), judges, step.cost.as_ref());
                 let per = PerCall::dispatch(agent, &judges);
                 let leased = step.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
                 do_step(per, *attempts, iterate.as_ref(), leased)

@@ -1756,4 +1756,79 @@ mod tests {
             .to_string();
         assert!(e.contains("the configuration frozen into run run-1"), "{e}");
     }
+
+    #[test]
+    fn named_judges_are_read_frozen_and_checked() {
+        let c = Config::from_toml(
+            "[judge]\nurl = \"http://d/v1\"\nmodel = \"m\"\n\
+             [judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntokens = 500\n\
+             [judges.cheap-one]\nusd = 0\n",
+        )
+        .unwrap();
+        let local = c.named_judge_runner("local").unwrap();
+        assert_eq!(
+            (local.url.as_str(), local.model.as_str(), local.timeout_ms),
+            (
+                "http://127.0.0.1:11434/v1",
+                "qwen",
+                DEFAULT_JUDGE_TIMEOUT_MS
+            )
+        );
+        // cost figures only: a known name without a runner
+        assert_eq!(c.named_judge_runner("cheap-one"), None);
+        assert_eq!(c.judge_section(Some("local")).unwrap().tokens, Some(500.0));
+        assert_eq!(c.judge_section(Some("nope")), c.judge.as_ref());
+        let runners: Vec<Option<String>> = c.judge_runners().into_keys().collect();
+        assert_eq!(runners, [None, Some("local".to_owned())]);
+        // frozen text reads back equal
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        for (text, needle) in [
+            (
+                "[judges.local]\nmodel = \"m\"\n",
+                "`[judges.local]` configures a judge runner but has no `url`",
+            ),
+            (
+                "[judges.local]\nurl = \"ftp://x\"\nmodel = \"m\"\n",
+                "`judges.local.url` must be a URL",
+            ),
+            ("[judges.\"9x\"]\nusd = 1\n", "a judge name"),
+            ("[judges.local]\nmodle = \"m\"\n", "did you mean `model`?"),
+        ] {
+            let e = Config::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_may_only_narrow_each_named_judge() {
+        let op = Config::from_toml(
+            "[judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntimeout_ms = 30000\n",
+        )
+        .unwrap();
+        // repeating the operator's judge and shortening its timeout narrows it
+        let ws = Config::from_toml(
+            "[judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntimeout_ms = 500\nusd = 0\n",
+        )
+        .unwrap();
+        let m = merge(&op, &ws).unwrap();
+        assert_eq!(m.named_judge_runner("local").unwrap().timeout_ms, 500);
+        assert_eq!(m.judges["local"].usd, Some(0.0));
+        // a URL the operator did not allow, and a judge the operator does not have
+        let ws = Config::from_toml(
+            "[judges.local]\nurl = \"http://evil/v1\"\nmodel = \"qwen\"\n\
+             [judges.extra]\nurl = \"http://x/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let w = merge(&op, &ws).unwrap_err();
+        let paths: Vec<&str> = w.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["judges.extra.url", "judges.extra.model", "judges.local.url"]
+        );
+        assert!(w[0].rule.contains("the operator configures no judge"));
+        // the default judge does not allow a named one
+        let op = Config::from_toml("[judge]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
+        let ws = Config::from_toml("[judges.x]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
+        assert!(merge(&op, &ws).is_err());
+    }
 }

@@ -8,8 +8,8 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use stratum_compiler::analysis::analyze_bytes_with;
-use stratum_compiler::env::CheckEnv;
 use stratum_compiler::diagnostics::render;
+use stratum_compiler::env::CheckEnv;
 
 use crate::{Color, Exit, Format};
 

@@ -10,8 +10,8 @@
 
 use serde_json::json;
 use stratum_compiler::analysis::analyze_bytes_with;
-use stratum_compiler::env::CheckEnv;
 use stratum_compiler::diagnostics::render;
+use stratum_compiler::env::CheckEnv;
 
 use super::SPEC;
 use crate::args::{Args, Field, Kind};

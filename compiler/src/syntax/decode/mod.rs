@@ -82,7 +82,14 @@ pub const CARRY_FIELDS: &[&str] = &["initial", "on_revise"];
 pub const FILE_CONTAINS_FIELDS: &[&str] = &["path", "text"];
 /// Fields of `judged` (both forms: `statement`/`stakes`, and the scored
 /// form's `rubric`/`threshold`/`judge`/`inputs` of X5).
-pub const JUDGED_FIELDS: &[&str] = &["statement", "stakes", "rubric", "threshold", "judge", "inputs"];
+pub const JUDGED_FIELDS: &[&str] = &[
+    "statement",
+    "stakes",
+    "rubric",
+    "threshold",
+    "judge",
+    "inputs",
+];
 /// Fields of the scored form of `judged` (X5).
 pub const SCORED_FIELDS: &[&str] = &["rubric", "threshold", "judge", "inputs"];
 /// The forms of an ensure predicate.
@@ -844,7 +851,9 @@ impl Decoder<'_> {
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
                 self.strict(&obj, JUDGED_FIELDS, "`judged`");
-                if obj.get("rubric").is_some() || obj.get("statement").is_none() && obj.get("threshold").is_some() {
+                if obj.get("rubric").is_some()
+                    || obj.get("statement").is_none() && obj.get("threshold").is_some()
+                {
                     return self.scored(&obj, form.key.span);
                 }
                 if self.mixes_scored_keys(&obj) {
@@ -939,7 +948,9 @@ impl Decoder<'_> {
                 crate::yaml::format_number(n)
             ),
         )
-        .with_note("the judge answers a score in [0, 1]; the predicate holds iff score >= threshold")
+        .with_note(
+            "the judge answers a score in [0, 1]; the predicate holds iff score >= threshold",
+        )
         .with_help("write a fraction, e.g. `threshold: 0.8` for 80%");
         self.sink.push(d);
         None
