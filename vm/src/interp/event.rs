@@ -352,22 +352,6 @@ impl EventKind {
             }),
             EventKind::Evidence { file, root: None },
             EventKind::Judged {
-                statement: "The summary is faithful.".into(),
-                holds: true,
-                reason: "it is".into(),
-                stakes: "cheap".into(),
-                model: "llama3".into(),
-                usage: JudgeUsage {
-                    tokens: 120.0,
-                    usd: 0.0,
-                },
-                judge: None,
-                score: None,
-                threshold: None,
-                reasons: Vec::new(),
-                inputs: Vec::new(),
-            },
-            EventKind::Judged {
                 statement: "Score how well the summary covers the sources.".into(),
                 holds: false,
                 reason: "misses source 3".into(),
