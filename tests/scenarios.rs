@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError, LoadedPlan};
 use stratum_vm::host::Workspace;
 use stratum_vm::interp::{
-    FileEvidence, FileRoot, Host, HostError, Outcome, Receipt, Report, Verdict,
+    FileEvidence, FileRoot, Host, HostError, JudgeAsk, JudgeRequest, Outcome, Receipt, Report,
+    Verdict,
 };
 use stratum_vm::store::SqliteStore;
 
@@ -126,6 +127,10 @@ struct ScriptHost {
     /// `None`: no judge configured.
     judge: Option<VecDeque<Value>>,
     judge_calls: Vec<Value>,
+    /// The judges `[judges.NAME]` configured (`host.judges`); the default is `judge`.
+    judges: Vec<String>,
+    /// Pauses the interpreter asked for between judge tries (never slept).
+    pauses: Vec<u64>,
     problems: Vec<String>,
     /// Scripted worktree facts (`host.worktree`); `None`: the host makes no worktrees.
     worktree: Option<Value>,
@@ -173,30 +178,92 @@ impl Host for ScriptHost {
         stakes: &str,
         context: &Value,
     ) -> Result<Verdict, HostError> {
-        self.judge_calls
-            .push(json!({"statement": statement, "stakes": stakes, "context": context}));
-        let Some(queue) = self.judge.as_mut() else {
-            return Err(HostError::Judge(
-                "judged predicate requires a configured judge runner ([judge] in stratum.toml)"
-                    .into(),
-            ));
+        let req = JudgeRequest {
+            judge: None,
+            ask: JudgeAsk::Statement { statement, stakes },
+            context,
+            inputs: &[],
+            root: FileRoot::Workspace,
         };
-        let Some(v) = queue.pop_front() else {
+        self.judge_request(&req)
+    }
+
+    // The scripted judge: `host.judge` is one queue of answers for every
+    // judge (`{holds, reason}`, `{score, reasons}` for a rubric, or
+    // `{error}`); `host.judges` names the configured `[judges.NAME]`.
+    fn judge_request(&mut self, req: &JudgeRequest<'_>) -> Result<Verdict, HostError> {
+        let mut call = match req.ask {
+            JudgeAsk::Statement { statement, stakes } => {
+                json!({"statement": statement, "stakes": stakes, "context": req.context})
+            }
+            JudgeAsk::Rubric { rubric, threshold } => json!({
+                "rubric": rubric, "threshold": threshold, "context": req.context,
+                "inputs": req.inputs,
+            }),
+        };
+        if let Some(j) = req.judge {
+            call["judge"] = json!(j);
+        }
+        self.judge_calls.push(call);
+        if let Some(name) = req.judge
+            && !self.judges.iter().any(|j| j == name)
+        {
+            return Err(HostError::NoJudge(format!(
+                "judged predicate names judge `{name}`, but no [judges.{name}] is configured"
+            )));
+        }
+        if self.judge.is_none() {
+            return Err(HostError::NoJudge(
+                stratum_vm::host::NO_JUDGE_REASON.to_owned(),
+            ));
+        }
+        let digests = match req.ask {
+            JudgeAsk::Rubric { .. } => {
+                let jail = self.jail(req.root)?;
+                stratum_vm::host::read_judge_inputs(&jail, req.inputs)?.1
+            }
+            JudgeAsk::Statement { .. } => Vec::new(),
+        };
+        let Some(v) = self.judge.as_mut().and_then(VecDeque::pop_front) else {
             self.problems.push(format!(
-                "the judge was called more often than scripted ({statement:?})"
+                "the judge was called more often than scripted ({:?})",
+                req.ask
             ));
             return Err(HostError::Judge("scripted judge queue is empty".into()));
         };
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(HostError::Judge(e.to_string()));
         }
+        let score = v["score"].as_f64();
+        let reasons: Vec<String> = v["reasons"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let holds = match (req.ask, score) {
+            (JudgeAsk::Rubric { threshold, .. }, Some(s)) => s >= threshold,
+            _ => v["holds"].as_bool().unwrap_or(false),
+        };
         Ok(Verdict {
-            holds: v["holds"].as_bool().unwrap_or(false),
-            reason: v["reason"].as_str().unwrap_or("").to_string(),
+            holds,
+            reason: match score {
+                Some(_) => reasons.join("; "),
+                None => v["reason"].as_str().unwrap_or("").to_string(),
+            },
             model: v["model"].as_str().unwrap_or("scripted").to_string(),
             tokens: v["tokens"].as_f64().unwrap_or(0.0),
             usd: v["usd"].as_f64().unwrap_or(0.0),
+            score,
+            reasons,
+            inputs: digests,
         })
+    }
+
+    fn pause_ms(&mut self, ms: u64) {
+        self.pauses.push(ms);
     }
 
     // A scripted fake of git worktrees: a worktree is a real directory holding
@@ -782,6 +849,15 @@ fn run_scenario(path: &Path) -> Vec<String> {
             workspace: Workspace::new(&ws_dir).ok(),
             judge,
             judge_calls: Vec::new(),
+            judges: sc["host"]["judges"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|j| j.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            pauses: Vec::new(),
             problems: Vec::new(),
             worktree: sc["host"].get("worktree").cloned(),
             worktree_root: dir.path().join("worktrees"),
@@ -864,6 +940,16 @@ fn run_scenario(path: &Path) -> Vec<String> {
                 "judge calls expected {}, got {}",
                 short(&Value::Array(want.clone())),
                 short(&Value::Array(got.clone()))
+            ));
+        }
+    }
+    if let Some(want) = sc.get("expect_judge_pauses") {
+        let got = json!(ctx.host.pauses);
+        if !matches(want, &got) {
+            problems.push(format!(
+                "judge pauses expected {}, got {}",
+                short(want),
+                short(&got)
             ));
         }
     }

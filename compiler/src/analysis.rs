@@ -2,7 +2,8 @@
 //!
 //! Owns: running the stages in order (bytes → text → YAML → AST → checked IR)
 //! and collecting their diagnostics. The CLI, the LSP and the MCP server call
-//! [`analyze`] / [`analyze_bytes`] and never re-implement a rule.
+//! [`analyze`] / [`analyze_with`] (with the environment input,
+//! [`crate::env::CheckEnv`]) / [`analyze_bytes`] and never re-implement a rule.
 //! Must never: print, read files, or keep state between calls.
 
 use crate::check;
@@ -67,6 +68,11 @@ pub fn too_large(len: usize) -> Diagnostic {
 
 /// Analyses raw file contents (checks UTF-8 and size first).
 pub fn analyze_bytes(bytes: &[u8]) -> Analysis {
+    analyze_bytes_with(bytes, &crate::env::CheckEnv::default())
+}
+
+/// [`analyze_bytes`] with the environment input.
+pub fn analyze_bytes_with(bytes: &[u8], env: &crate::env::CheckEnv) -> Analysis {
     if bytes.len() > MAX_FILE_SIZE {
         let text = String::new();
         let d = too_large(bytes.len());
@@ -79,7 +85,7 @@ pub fn analyze_bytes(bytes: &[u8]) -> Analysis {
         };
     }
     match std::str::from_utf8(bytes) {
-        Ok(text) => analyze(text),
+        Ok(text) => analyze_with(text, env),
         Err(e) => {
             let text = String::from_utf8_lossy(bytes).into_owned();
             // the lossy text keeps every valid prefix byte-for-byte
@@ -108,8 +114,15 @@ fn next_char_end(text: &str, at: u32) -> u32 {
         .map_or(at, |c| at + c.len_utf8() as u32)
 }
 
-/// Analyses a spec given as text.
+/// Analyses a spec given as text, without an environment (no
+/// `stratum.toml` known: [`crate::env::CheckEnv::default`]).
 pub fn analyze(text: &str) -> Analysis {
+    analyze_with(text, &crate::env::CheckEnv::default())
+}
+
+/// Analyses a spec given as text with the environment input (the
+/// `stratum.toml` near it): also the checks that need it ([`crate::env`]).
+pub fn analyze_with(text: &str, env: &crate::env::CheckEnv) -> Analysis {
     let mut sink = Sink::default();
     let loaded = yaml::load(text);
     let yaml_failed = loaded.root.is_none() && !loaded.diagnostics.is_empty();
@@ -122,6 +135,9 @@ pub fn analyze(text: &str) -> Analysis {
     if !yaml_failed {
         spec = decode::decode(loaded.root.as_ref(), text.len() as u32, &mut sink);
         ir = check::check(&spec, text, &mut sink);
+        crate::env::warnings(&spec, env)
+            .into_iter()
+            .for_each(|d| sink.push(d));
         if yaml_errors {
             ir = None;
         }

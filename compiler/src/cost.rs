@@ -31,7 +31,11 @@
 //! **Worst case per entry** (sound whatever the profiles say):
 //! - `do`: `attempts × iterate.max` dispatches (`attempts` without `iterate`);
 //!   every dispatch also pays one judge call per `judged` ensure (tokens, usd
-//!   and time, not a dispatch).
+//!   and time, not a dispatch), at the figures of the judge it names
+//!   (`[judges.NAME]`, X5; else `[judge]`). A judge that errs is asked up
+//!   to 3 times per predicate; erring calls are not in the figures (no
+//!   verdict, and transport errors and timeouts bill nothing), so the
+//!   worst case is one billed call per predicate and dispatch.
 //! - `set`: no dispatch; its judged ensures cost one judge call each.
 //! - `gate`: nothing (human waiting is not time); one human decision.
 //! - `fanout`: `items × Σ stage attempts` dispatches. `items` is the length of
@@ -52,7 +56,8 @@
 //! still dispatches every stage of every item, also under `require: any`.
 //!
 //! **Expected.** A dispatch passes (contract and every ensure) with
-//! probability `q = agent.p_success × judge.p_success^judged`. With `k`
+//! probability `q = agent.p_success × Π judge.p_success` (one factor per
+//! judged ensure, of the judge it names). With `k`
 //! attempts, `E[dispatches per pass] = (1 − (1−q)^k) / q` and the step passes
 //! with probability `1 − (1−q)^k`. `iterate` repeats passes until `until`
 //! holds, taken to hold with probability `agent.p_success` per pass:
@@ -171,8 +176,11 @@ impl Profile {
 pub struct CostConfig {
     /// Profile per agent.
     pub agents: BTreeMap<Agent, Profile>,
-    /// Profile of one judge call.
+    /// Profile of one call of the default judge (`[judge]`).
     pub judge: Profile,
+    /// Profile of one call of each named judge (`[judges.NAME]`, X5) that
+    /// `stratum.toml` gives figures for (over the default judge's profile).
+    pub judges: BTreeMap<String, Profile>,
 }
 
 impl Default for CostConfig {
@@ -183,6 +191,7 @@ impl Default for CostConfig {
                 .map(|a| (*a, Profile::built_in(*a)))
                 .collect(),
             judge: Profile::JUDGE,
+            judges: BTreeMap::new(),
         }
     }
 }
@@ -212,7 +221,31 @@ impl CostConfig {
         if let Some(judge) = &config.judge {
             out.judge = out.judge.overridden(judge.figures());
         }
+        for (name, table) in &config.judges {
+            out.judges
+                .insert(name.clone(), out.judge.overridden(table.figures()));
+        }
         out
+    }
+
+    /// The profile of one call of the judge a predicate names (`None`, or a
+    /// name without figures: the default judge's).
+    pub fn judge_named(&self, name: Option<&str>) -> Profile {
+        name.and_then(|n| self.judges.get(n))
+            .copied()
+            .unwrap_or(self.judge)
+    }
+
+    /// One judge call's profile per judged predicate of `ensure`.
+    fn judge_calls(&self, ensure: &[PredicateIr]) -> Vec<Profile> {
+        ensure
+            .iter()
+            .filter_map(|p| match p {
+                PredicateIr::Judged { .. } => Some(self.judge),
+                PredicateIr::Scored { judge, .. } => Some(self.judge_named(judge.as_deref())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// [`CostConfig::from_config`] of a `stratum.toml` text; the reader's
@@ -538,13 +571,13 @@ struct PerCall {
 }
 
 impl PerCall {
-    fn dispatch(agent: Profile, judge: Profile, judged: usize) -> PerCall {
-        let j = judged as f64;
+    /// One dispatch and one call of each judge in `judges`.
+    fn dispatch(agent: Profile, judges: &[Profile]) -> PerCall {
         PerCall {
-            tokens: agent.tokens + j * judge.tokens,
-            usd: agent.usd + j * judge.usd,
-            ms: agent.ms + j * judge.ms,
-            q: agent.p_success * judge.p_success.powi(judged as i32),
+            tokens: agent.tokens + judges.iter().map(|j| j.tokens).sum::<f64>(),
+            usd: agent.usd + judges.iter().map(|j| j.usd).sum::<f64>(),
+            ms: agent.ms + judges.iter().map(|j| j.ms).sum::<f64>(),
+            q: agent.p_success * judges.iter().map(|j| j.p_success).product::<f64>(),
             p_agent: agent.p_success,
         }
     }
@@ -552,9 +585,13 @@ impl PerCall {
 
 /// The agent and judge profiles of a step with `cost` hints (X6): each
 /// given figure replaces the profile's.
-fn hinted(agent: Profile, judge: Profile, hint: Option<&CostHint>) -> (Profile, Profile) {
+fn hinted(
+    agent: Profile,
+    judges: Vec<Profile>,
+    hint: Option<&CostHint>,
+) -> (Profile, Vec<Profile>) {
     let Some(h) = hint else {
-        return (agent, judge);
+        return (agent, judges);
     };
     let agent = Profile {
         p_success: h.p.unwrap_or(agent.p_success),
@@ -562,11 +599,14 @@ fn hinted(agent: Profile, judge: Profile, hint: Option<&CostHint>) -> (Profile, 
         usd: h.usd.unwrap_or(agent.usd),
         ms: h.ms.unwrap_or(agent.ms),
     };
-    let judge = Profile {
-        tokens: h.judge_tokens.unwrap_or(judge.tokens),
-        ..judge
-    };
-    (agent, judge)
+    let judges = judges
+        .into_iter()
+        .map(|judge| Profile {
+            tokens: h.judge_tokens.unwrap_or(judge.tokens),
+            ..judge
+        })
+        .collect();
+    (agent, judges)
 }
 
 /// `E[tries]` of up to `k` independent tries that each succeed with `q`.
@@ -752,8 +792,7 @@ impl<'a> Ctx<'a> {
         notes: &mut Vec<String>,
     ) -> StepCalc {
         let step = &flow.steps[s];
-        let judge = self.config.judge;
-        let judged = judged_count(&step.ensure);
+        let judges = self.config.judge_calls(&step.ensure);
         match &step.kind {
             StepKindIr::Do {
                 agent,
@@ -761,12 +800,12 @@ impl<'a> Ctx<'a> {
                 iterate,
                 ..
             } => {
-                let (agent, judge) = hinted(self.config.agent(*agent), judge, step.cost.as_ref());
-                let per = PerCall::dispatch(agent, judge, judged);
+                let (agent, judges) = hinted(self.config.agent(*agent), judges, step.cost.as_ref());
+                let per = PerCall::dispatch(agent, &judges);
                 let leased = step.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
                 do_step(per, *attempts, iterate.as_ref(), leased)
             }
-            StepKindIr::Set { .. } => set_step(judge, judged),
+            StepKindIr::Set { .. } => set_step(&judges),
             StepKindIr::Gate { .. } => StepCalc {
                 p_pass: 1.0,
                 decisions: 1,
@@ -833,12 +872,12 @@ impl<'a> Ctx<'a> {
         let mut p_item = 1.0;
         let mut attempts = Vec::new();
         for (stage, &leased) in stages.iter().zip(leases) {
-            let (agent, judge) = hinted(
+            let (agent, judges) = hinted(
                 self.config.agent(stage.agent),
-                self.config.judge,
+                self.config.judge_calls(&stage.ensure),
                 stage.cost.as_ref(),
             );
-            let per = PerCall::dispatch(agent, judge, judged_count(&stage.ensure));
+            let per = PerCall::dispatch(agent, &judges);
             let k = stage.attempts;
             attempts.push(k.to_string());
             let e = expected_tries(per.q, k);
@@ -915,7 +954,7 @@ fn do_step(per: PerCall, k: u64, iterate: Option<&IterateIr>, leased: bool) -> S
 }
 
 /// A `set` step: no dispatch, only its judged predicates cost.
-fn set_step(judge: Profile, judged: usize) -> StepCalc {
+fn set_step(judges: &[Profile]) -> StepCalc {
     let per = PerCall::dispatch(
         Profile {
             p_success: 1.0,
@@ -923,8 +962,7 @@ fn set_step(judge: Profile, judged: usize) -> StepCalc {
             usd: 0.0,
             ms: 0.0,
         },
-        judge,
-        judged,
+        judges,
     );
     let unit = Unit::of(Sym::default(), &Sym::num(1.0), per);
     StepCalc {
@@ -1012,13 +1050,6 @@ fn wall_clock(
         }
     }
     (ms, min, expected)
-}
-
-fn judged_count(ensure: &[PredicateIr]) -> usize {
-    ensure
-        .iter()
-        .filter(|p| matches!(p, PredicateIr::Judged { .. }))
-        .count()
 }
 
 /// Entries of each step (1 + the rounds of the revises that reset it,

@@ -636,6 +636,12 @@ impl Shift for ast::PredicateKind {
                 text.shift(d);
             }
             ast::PredicateKind::Judged { statement, .. } => statement.shift(d),
+            ast::PredicateKind::Scored(sc) => {
+                sc.rubric.shift(d);
+                sc.judge.shift(d);
+                sc.inputs.shift(d);
+                sc.key.shift(d);
+            }
         }
     }
 }

@@ -231,6 +231,17 @@ pub enum PredicateIr {
         /// Stakes.
         stakes: Stakes,
     },
+    /// The scored form of `judged` (X5).
+    Scored {
+        /// The rubric template.
+        rubric: TemplateIr,
+        /// The pass mark in [0, 1].
+        threshold: f64,
+        /// `[judges.NAME]`; `None`: the default judge.
+        judge: Option<String>,
+        /// Input path templates.
+        inputs: Vec<TemplateIr>,
+    },
 }
 
 /// A fanout stage.

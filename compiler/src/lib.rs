@@ -14,6 +14,7 @@ pub mod check;
 pub mod cost;
 pub mod db;
 pub mod diagnostics;
+pub mod env;
 pub mod ide;
 pub mod ir;
 pub mod lower;

@@ -285,6 +285,17 @@ impl Lowerer<'_> {
                 ir::PredicateIr::Judged { statement, stakes } => {
                     PredDef::Judged(self.s(statement), *stakes)
                 }
+                ir::PredicateIr::Scored {
+                    rubric,
+                    threshold,
+                    judge,
+                    inputs,
+                } => PredDef::Scored {
+                    rubric: self.template(t, rubric, true),
+                    threshold: *threshold,
+                    judge: judge.as_ref().map(|j| self.s(j)),
+                    inputs: inputs.iter().map(|p| self.template(t, p, true)).collect(),
+                },
             })
             .collect()
     }

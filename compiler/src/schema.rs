@@ -17,8 +17,8 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::syntax::decode::{
     AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, COST_FIELDS, DISPATCHES, FANOUT_FIELDS,
-    FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, JUDGED_FIELDS,
-    MERGES, OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS,
+    FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, MERGES,
+    OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, SCORED_FIELDS,
     SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
 };
 use crate::yaml::{self, Node, Value};
@@ -146,13 +146,22 @@ fn predicate() -> Json {
                 "file_contains" => strict(FILE_CONTAINS_FIELDS, FILE_CONTAINS_FIELDS, |k| {
                     if k == "path" { non_empty() } else { string() }
                 }),
-                _ => strict(JUDGED_FIELDS, JUDGED_FIELDS, |k| {
-                    if k == "stakes" {
-                        json!({"enum": names(STAKES)})
-                    } else {
-                        non_empty()
-                    }
-                }),
+                _ => json!({"oneOf": [
+                    strict(&["statement", "stakes"], &["statement", "stakes"], |k| {
+                        if k == "stakes" {
+                            json!({"enum": names(STAKES)})
+                        } else {
+                            non_empty()
+                        }
+                    }),
+                    // the scored form (language 1.1 X5)
+                    strict(SCORED_FIELDS, &["rubric", "threshold"], |k| match k {
+                        "threshold" => json!({"type": "number", "minimum": 0, "maximum": 1}),
+                        "inputs" => json!({"type": "array", "items": non_empty()}),
+                        "judge" => json!({"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]*$"}),
+                        _ => non_empty(),
+                    }),
+                ]}),
             };
             strict(&[*form], &[*form], |_| value.clone())
         })

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::analysis::analyze_bytes_with;
 
 /// One expected or actual diagnostic: (1-based line, severity, code).
 pub type Key = (u32, String, String);
@@ -96,10 +96,30 @@ impl Outcome {
 }
 
 /// Runs one file.
+/// The environment input a case declares with a header line
+/// `# env: judges=a,b` (the judge names of a `stratum.toml` near the spec;
+/// `# env: judges=` is a stratum.toml without `[judges.NAME]`); no such line
+/// is no environment.
+pub fn case_env(text: &str) -> stratum_compiler::env::CheckEnv {
+    let judges = text.lines().find_map(|l| {
+        let names = l.trim().strip_prefix("# env: judges=")?;
+        Some(
+            names
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    });
+    stratum_compiler::env::CheckEnv { judges }
+}
+
 pub fn run_file(path: &Path) -> Outcome {
     let bytes =
         std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let analysis = analyze_bytes(&bytes);
+    let env = case_env(&String::from_utf8_lossy(&bytes));
+    let analysis = analyze_bytes_with(&bytes, &env);
     let text = &analysis.text;
     let mut invariant_errors = Vec::new();
     for d in &analysis.diagnostics {

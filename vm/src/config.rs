@@ -53,9 +53,13 @@ pub struct Config {
     /// `[agents.NAME]`, one per agent of the language that is configured.
     #[serde(default, deserialize_with = "by_name")]
     pub agents: BTreeMap<Agent, AgentConfig>,
-    /// `[judge]`.
+    /// `[judge]`: the default judge.
     #[serde(default)]
     pub judge: Option<JudgeSection>,
+    /// `[judges.NAME]`: judges a `judged` predicate names with `judge: NAME`
+    /// (language 1.1 X5); the same keys as `[judge]`.
+    #[serde(default, deserialize_with = "judge_tables")]
+    pub judges: BTreeMap<String, JudgeSection>,
 }
 
 /// What a cost figure of `stratum.toml` overrides (any left out keeps the
@@ -155,6 +159,17 @@ impl JudgeSection {
         }
     }
 
+    /// The runner with its defaults applied, when the table configures one.
+    fn runner(&self) -> Option<JudgeConfig> {
+        Some(JudgeConfig {
+            url: self.url.clone()?,
+            model: self.model.clone()?,
+            api_key_env: self.api_key_env.clone(),
+            timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_JUDGE_TIMEOUT_MS),
+            per_stakes: self.stakes.clone(),
+        })
+    }
+
     /// Whether any key of the runner is present (then `url` and `model` are
     /// required).
     fn configures_runner(&self) -> bool {
@@ -204,14 +219,24 @@ impl Config {
         })?;
         let value = Spanned::new(doc.span(), DeValue::Table(doc.into_inner()));
         let config = Config::deserialize(ValueDe(&value)).map_err(|e| e.located(text))?;
-        if let Some(j) = &config.judge
-            && j.configures_runner()
+        let named = config
+            .judges
+            .iter()
+            .map(|(n, j)| (format!("judges.{n}"), j));
+        for (path, j) in config
+            .judge
+            .iter()
+            .map(|j| ("judge".to_owned(), j))
+            .chain(named)
         {
+            if !j.configures_runner() {
+                continue;
+            }
             for (key, present) in [("url", j.url.is_some()), ("model", j.model.is_some())] {
                 if !present {
                     return Err(ConfigError::Key {
                         file: FILE_NAME.to_owned(),
-                        path: "judge".to_owned(),
+                        path,
                         line: None,
                         problem: Problem::RunnerNeeds(key),
                     });
@@ -221,17 +246,39 @@ impl Config {
         Ok(config)
     }
 
-    /// The judge runner, when `[judge]` configures one (`None`: judged
-    /// predicates fail closed).
+    /// The default judge runner, when `[judge]` configures one (`None`:
+    /// judged predicates without `judge:` fail closed).
     pub fn judge_runner(&self) -> Option<JudgeConfig> {
-        let j = self.judge.as_ref()?;
-        Some(JudgeConfig {
-            url: j.url.clone()?,
-            model: j.model.clone()?,
-            api_key_env: j.api_key_env.clone(),
-            timeout_ms: j.timeout_ms.unwrap_or(DEFAULT_JUDGE_TIMEOUT_MS),
-            per_stakes: j.stakes.clone(),
-        })
+        self.judge.as_ref().and_then(JudgeSection::runner)
+    }
+
+    /// The runner of the judge named `name` (`[judges.NAME]`), when that
+    /// table configures one.
+    pub fn named_judge_runner(&self, name: &str) -> Option<JudgeConfig> {
+        self.judges.get(name).and_then(JudgeSection::runner)
+    }
+
+    /// Every judge runner: `None` is the default (`[judge]`), `Some(NAME)`
+    /// a `[judges.NAME]` table.
+    pub fn judge_runners(&self) -> BTreeMap<Option<String>, JudgeConfig> {
+        let named = self.judges.keys().map(|n| Some(n.clone()));
+        std::iter::once(None)
+            .chain(named)
+            .filter_map(|n| {
+                let r = match &n {
+                    None => self.judge_runner(),
+                    Some(name) => self.named_judge_runner(name),
+                };
+                Some((n, r?))
+            })
+            .collect()
+    }
+
+    /// The judge table a predicate's judge name reads its cost figures
+    /// from: `[judges.NAME]`, else (no name, or a name not configured) `[judge]`.
+    pub fn judge_section(&self, name: Option<&str>) -> Option<&JudgeSection> {
+        name.and_then(|n| self.judges.get(n))
+            .or(self.judge.as_ref())
     }
 
     /// The agent commands: agent → command line (`[agents.NAME] command`).
@@ -295,6 +342,13 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 /// (The workspace's file alone: a run's configuration is [`for_run`].)
 pub fn load_near(root: Option<&Path>) -> Result<Config, ConfigError> {
     workspace_path(root).map_or(Ok(Config::default()), |p| load_file(&p))
+}
+
+/// The workspace's file as [`load_near`] finds it, or `None` when there is
+/// no `stratum.toml` there (the checker's environment input tells "no file"
+/// from "an empty file").
+pub fn near(root: Option<&Path>) -> Result<Option<Config>, ConfigError> {
+    workspace_path(root).map(|p| load_file(&p)).transpose()
 }
 
 // ---------------------------------------------------------------------------
@@ -526,7 +580,12 @@ pub fn merge(operator: &Config, workspace: &Config) -> Result<Config, Vec<Wideni
     merge_agents(&mut out, operator, workspace, &mut widenings);
     if let Some(w) = &workspace.judge {
         let judge = out.judge.get_or_insert_with(JudgeSection::default);
-        merge_judge(judge, operator.judge.as_ref(), w, &mut widenings);
+        merge_judge("judge", judge, operator.judge.as_ref(), w, &mut widenings);
+    }
+    for (name, w) in &workspace.judges {
+        let judge = out.judges.entry(name.clone()).or_default();
+        let prefix = format!("judges.{name}");
+        merge_judge(&prefix, judge, operator.judges.get(name), w, &mut widenings);
     }
     if widenings.is_empty() {
         Ok(out)
@@ -585,7 +644,10 @@ fn fill_figures(o: &mut AgentConfig, w: &AgentConfig) {
     o.ms = o.ms.or(w.ms);
 }
 
+/// One judge table (`prefix`: `judge` or `judges.NAME`): the operator's
+/// runner stands, the workspace may repeat it or shorten its timeout.
 fn merge_judge(
+    prefix: &str,
     out: &mut JudgeSection,
     operator: Option<&JudgeSection>,
     w: &JudgeSection,
@@ -601,14 +663,20 @@ fn merge_judge(
         if let Some(v) = theirs
             && ours.as_ref() != Some(v)
         {
-            bad.push(judge_widening(key, quote(v), ours.as_deref().map(quote), o));
+            bad.push(judge_widening(
+                prefix,
+                key,
+                quote(v),
+                ours.as_deref().map(quote),
+                o,
+            ));
         }
     }
     if let Some(t) = w.timeout_ms {
         let limit = o.timeout_ms.unwrap_or(DEFAULT_JUDGE_TIMEOUT_MS);
         if !o.configures_runner() || t > limit {
             let ours = o.configures_runner().then(|| limit.to_string());
-            bad.push(judge_widening("timeout_ms", t.to_string(), ours, o));
+            bad.push(judge_widening(prefix, "timeout_ms", t.to_string(), ours, o));
         } else {
             out.timeout_ms = Some(t);
         }
@@ -622,13 +690,20 @@ fn merge_judge(
             && model.as_ref() != Some(m)
         {
             let ours = model.as_deref().map(quote);
-            bad.push(judge_widening(&format!("{key}.model"), quote(m), ours, o));
+            bad.push(judge_widening(
+                prefix,
+                &format!("{key}.model"),
+                quote(m),
+                ours,
+                o,
+            ));
         }
         if let Some(t) = ws.temperature
             && (!o.configures_runner() || t != temp)
         {
             let ours = o.configures_runner().then(|| format!("{temp:?}"));
             bad.push(judge_widening(
+                prefix,
                 &format!("{key}.temperature"),
                 format!("{t:?}"),
                 ours,
@@ -643,6 +718,7 @@ fn merge_judge(
 }
 
 fn judge_widening(
+    prefix: &str,
     key: &str,
     workspace: String,
     operator: Option<String>,
@@ -656,7 +732,7 @@ fn judge_widening(
         SAME
     };
     Widening {
-        path: format!("judge.{key}"),
+        path: format!("{prefix}.{key}"),
         workspace,
         operator,
         rule,
@@ -689,6 +765,26 @@ fn float(f: &f64) -> String {
     format!("{f:?}")
 }
 
+/// The tables of one judge (`table`: `judge` or `judges.NAME`).
+fn judge_tables_of(table: &str, j: &JudgeSection, out: &mut Tables) {
+    let mut k = Vec::new();
+    put(&mut k, "url", &j.url, |s| quote(s));
+    put(&mut k, "model", &j.model, |s| quote(s));
+    put(&mut k, "api_key_env", &j.api_key_env, |s| quote(s));
+    put(&mut k, "timeout_ms", &j.timeout_ms, u64::to_string);
+    put(&mut k, "p_success", &j.p_success, float);
+    put(&mut k, "tokens", &j.tokens, float);
+    put(&mut k, "usd", &j.usd, float);
+    put(&mut k, "ms", &j.ms, float);
+    out.push((table.to_owned(), k));
+    for (tier, s) in &j.stakes {
+        let mut k = Vec::new();
+        put(&mut k, "model", &s.model, |s| quote(s));
+        put(&mut k, "temperature", &s.temperature, float);
+        out.push((format!("{table}.stakes.{}", tier.as_str()), k));
+    }
+}
+
 impl Config {
     fn tables(&self) -> Tables {
         let mut out = Tables::new();
@@ -703,22 +799,10 @@ impl Config {
             out.push((format!("agents.{}", agent.as_str()), k));
         }
         if let Some(j) = &self.judge {
-            let mut k = Vec::new();
-            put(&mut k, "url", &j.url, |s| quote(s));
-            put(&mut k, "model", &j.model, |s| quote(s));
-            put(&mut k, "api_key_env", &j.api_key_env, |s| quote(s));
-            put(&mut k, "timeout_ms", &j.timeout_ms, u64::to_string);
-            put(&mut k, "p_success", &j.p_success, float);
-            put(&mut k, "tokens", &j.tokens, float);
-            put(&mut k, "usd", &j.usd, float);
-            put(&mut k, "ms", &j.ms, float);
-            out.push(("judge".to_owned(), k));
-            for (tier, s) in &j.stakes {
-                let mut k = Vec::new();
-                put(&mut k, "model", &s.model, |s| quote(s));
-                put(&mut k, "temperature", &s.temperature, float);
-                out.push((format!("judge.stakes.{}", tier.as_str()), k));
-            }
+            judge_tables_of("judge", j, &mut out);
+        }
+        for (name, j) in &self.judges {
+            judge_tables_of(&format!("judges.{name}"), j, &mut out);
         }
         out
     }
@@ -1014,6 +1098,41 @@ fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error>
         ));
     }
     Ok(Some(s))
+}
+
+/// Whether `name` can name a judge: a letter, then letters, digits, `_` or
+/// `-` (a bare TOML key, and a name a spec can write).
+pub fn is_judge_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// `[judges.NAME]`: a table of judge tables keyed by judge names.
+fn judge_tables<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, JudgeSection>, D::Error> {
+    struct Tables;
+    impl<'de> Visitor<'de> for Tables {
+        type Value = BTreeMap<String, JudgeSection>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a table of `[judges.NAME]` tables")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if !is_judge_name(&k) {
+                    return Err(de::Error::invalid_value(
+                        de::Unexpected::Str(&k),
+                        &"a judge name: a letter, then letters, digits, `_` or `-`",
+                    ));
+                }
+                out.insert(k, map.next_value()?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Tables)
 }
 
 /// The enums whose tables are keyed by name.
@@ -1636,5 +1755,80 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("the configuration frozen into run run-1"), "{e}");
+    }
+
+    #[test]
+    fn named_judges_are_read_frozen_and_checked() {
+        let c = Config::from_toml(
+            "[judge]\nurl = \"http://d/v1\"\nmodel = \"m\"\n\
+             [judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntokens = 500\n\
+             [judges.cheap-one]\nusd = 0\n",
+        )
+        .unwrap();
+        let local = c.named_judge_runner("local").unwrap();
+        assert_eq!(
+            (local.url.as_str(), local.model.as_str(), local.timeout_ms),
+            (
+                "http://127.0.0.1:11434/v1",
+                "qwen",
+                DEFAULT_JUDGE_TIMEOUT_MS
+            )
+        );
+        // cost figures only: a known name without a runner
+        assert_eq!(c.named_judge_runner("cheap-one"), None);
+        assert_eq!(c.judge_section(Some("local")).unwrap().tokens, Some(500.0));
+        assert_eq!(c.judge_section(Some("nope")), c.judge.as_ref());
+        let runners: Vec<Option<String>> = c.judge_runners().into_keys().collect();
+        assert_eq!(runners, [None, Some("local".to_owned())]);
+        // frozen text reads back equal
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        for (text, needle) in [
+            (
+                "[judges.local]\nmodel = \"m\"\n",
+                "`[judges.local]` configures a judge runner but has no `url`",
+            ),
+            (
+                "[judges.local]\nurl = \"ftp://x\"\nmodel = \"m\"\n",
+                "`judges.local.url` must be a URL",
+            ),
+            ("[judges.\"9x\"]\nusd = 1\n", "a judge name"),
+            ("[judges.local]\nmodle = \"m\"\n", "did you mean `model`?"),
+        ] {
+            let e = Config::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_may_only_narrow_each_named_judge() {
+        let op = Config::from_toml(
+            "[judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntimeout_ms = 30000\n",
+        )
+        .unwrap();
+        // repeating the operator's judge and shortening its timeout narrows it
+        let ws = Config::from_toml(
+            "[judges.local]\nurl = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\ntimeout_ms = 500\nusd = 0\n",
+        )
+        .unwrap();
+        let m = merge(&op, &ws).unwrap();
+        assert_eq!(m.named_judge_runner("local").unwrap().timeout_ms, 500);
+        assert_eq!(m.judges["local"].usd, Some(0.0));
+        // a URL the operator did not allow, and a judge the operator does not have
+        let ws = Config::from_toml(
+            "[judges.local]\nurl = \"http://evil/v1\"\nmodel = \"qwen\"\n\
+             [judges.extra]\nurl = \"http://x/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let w = merge(&op, &ws).unwrap_err();
+        let paths: Vec<&str> = w.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["judges.extra.url", "judges.extra.model", "judges.local.url"]
+        );
+        assert!(w[0].rule.contains("the operator configures no judge"));
+        // the default judge does not allow a named one
+        let op = Config::from_toml("[judge]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
+        let ws = Config::from_toml("[judges.x]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
+        assert!(merge(&op, &ws).is_err());
     }
 }

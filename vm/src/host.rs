@@ -15,9 +15,13 @@
 //!   `O_NONBLOCK` and its type checked on the descriptor, and the bytes
 //!   hashed are the bytes of that descriptor, so what the audit records
 //!   ([`FileEvidence`]: relative path, size, blake3) is what was read.
-//! - The judge: [`judge`] with the [`JudgeConfig`] that
-//!   [`crate::config::Config::judge_runner`] reads from `[judge]`, one blocking call to an OpenAI-compatible
-//!   `POST {url}/chat/completions` endpoint (a local ollama, say).
+//! - The judge: [`judge`] (a statement) and [`judge_scored`] (a rubric with
+//!   input files, X5) with a [`JudgeConfig`] that
+//!   [`crate::config::Config::judge_runners`] reads from `[judge]` and
+//!   `[judges.NAME]`, one blocking call to an OpenAI-compatible
+//!   `POST {url}/chat/completions` endpoint (a local ollama, say) in a fresh
+//!   context. Input files are read through the jail, at most
+//!   [`MAX_INPUT_BYTES`] each and [`MAX_INPUTS_TOTAL_BYTES`] in all.
 //! - Git worktrees of `isolation: worktree` fanout items ([`git`]).
 //! - The standard host ([`StdHost`]) that wires them to the interpreter.
 //!
@@ -58,8 +62,8 @@ mod workspace;
 pub use git::{
     GitError, MAX_PATCH_BYTES, merge_patches, worktree_create, worktree_patch, worktree_remove,
 };
-pub use std_host::{HostSetupError, StdHost};
-pub use workspace::{JailError, MAX_FILE_BYTES, Refusal, Workspace};
+pub use std_host::{HostSetupError, StdHost, read_judge_inputs};
+pub use workspace::{Capped, JailError, MAX_FILE_BYTES, Refusal, Workspace};
 
 /// The reason a judged predicate fails with when no judge is configured.
 pub const NO_JUDGE_REASON: &str = "judged predicate requires a configured judge runner (add a [judge] table with url and model to stratum.toml)";
@@ -112,6 +116,11 @@ pub enum JudgeError {
         "judge runner returned a malformed outcome (expected {{\"holds\": bool, \"reason\": string}}): {excerpt}"
     )]
     MalformedVerdict { excerpt: String },
+    /// The model's answer to a rubric is not `{"score": 0..1, "reasons": [string]}`.
+    #[error(
+        "judge returned a malformed score (expected {{\"score\": number in [0, 1], \"reasons\": [string]}}): {excerpt}"
+    )]
+    MalformedScore { excerpt: String },
 }
 
 /// The verdict of one judge call.
@@ -147,25 +156,124 @@ pub fn judge(
         .and_then(|t| t.model.clone())
         .unwrap_or_else(|| cfg.model.clone());
     let temperature = tier.and_then(|t| t.temperature).unwrap_or(0.0);
+    let context_text = context_text(context)?;
+    let user = format!("Statement: {statement}\nStakes: {stakes}\nContext:\n{context_text}");
+    let reply = chat(cfg, &model, temperature, SYSTEM_PROMPT, &user)?;
+    let (holds, reason) = parse_verdict(&reply.content)?;
+    Ok(JudgeOutcome {
+        holds,
+        reason,
+        model: reply.model,
+        tokens: reply.tokens,
+    })
+}
 
-    let mut context_text =
-        serde_json::to_string_pretty(context).map_err(|source| JudgeError::Encode {
-            what: "context",
-            source,
-        })?;
-    if context_text.len() > MAX_CONTEXT_CHARS {
+/// The largest input file sent to a scored judge: 256 KiB.
+pub const MAX_INPUT_BYTES: u64 = 256 * 1024;
+/// The largest total of input files sent in one scored judge call: 1 MiB.
+pub const MAX_INPUTS_TOTAL_BYTES: u64 = 1024 * 1024;
+
+const SCORED_PROMPT: &str = "You are a strict grader inside a workflow engine. \
+You are given a rubric, a context (the step's result and the flow's input, as JSON) and, when \
+listed, the contents of input files. Score how well the result meets the rubric, from 0 (not at \
+all) to 1 (fully), judging only from what you are given. \
+Answer with exactly one JSON object and nothing else: \
+{\"score\": a number from 0 to 1, \"reasons\": [\"short strings explaining the score\"]}";
+
+/// One input file of a scored judge call: its path and UTF-8 text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeInput {
+    /// The path relative to the root.
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// The answer of a scored judge call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoredOutcome {
+    /// The score in [0, 1].
+    pub score: f64,
+    /// The reasons.
+    pub reasons: Vec<String>,
+    /// The model that answered.
+    pub model: String,
+    /// `usage.total_tokens` of the reply, when reported.
+    pub tokens: Option<u64>,
+}
+
+/// The user message of a scored call: what to score, the context, each
+/// input file fenced with its path.
+pub fn scored_prompt(rubric: &str, context_text: &str, inputs: &[JudgeInput]) -> String {
+    let mut user = format!("Rubric: {rubric}\nContext:\n{context_text}\n");
+    for i in inputs {
+        user.push_str(&format!(
+            "\nInput file {}:\n<<<FILE {}\n{}\nFILE>>>\n",
+            i.path, i.path, i.text
+        ));
+    }
+    user.push_str(
+        "\nScore the result against the rubric. Answer {\"score\": 0..1, \"reasons\": [string]}.",
+    );
+    user
+}
+
+/// Asks the judge to score `context` (and the `inputs`) against `rubric`,
+/// in a fresh context (one system and one user message), with the default
+/// model at temperature 0. `Err` as [`judge`].
+pub fn judge_scored(
+    cfg: &JudgeConfig,
+    rubric: &str,
+    context: &Value,
+    inputs: &[JudgeInput],
+) -> Result<ScoredOutcome, JudgeError> {
+    let user = scored_prompt(rubric, &context_text(context)?, inputs);
+    let reply = chat(cfg, &cfg.model, 0.0, SCORED_PROMPT, &user)?;
+    let (score, reasons) = parse_score(&reply.content)?;
+    Ok(ScoredOutcome {
+        score,
+        reasons,
+        model: reply.model,
+        tokens: reply.tokens,
+    })
+}
+
+/// The context as pretty JSON, cut at [`MAX_CONTEXT_CHARS`].
+fn context_text(context: &Value) -> Result<String, JudgeError> {
+    let mut text = serde_json::to_string_pretty(context).map_err(|source| JudgeError::Encode {
+        what: "context",
+        source,
+    })?;
+    if text.len() > MAX_CONTEXT_CHARS {
         let mut cut = MAX_CONTEXT_CHARS;
-        while !context_text.is_char_boundary(cut) {
+        while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        context_text.truncate(cut);
-        context_text.push_str("\n… (context truncated)");
+        text.truncate(cut);
+        text.push_str("\n… (context truncated)");
     }
-    let user = format!("Statement: {statement}\nStakes: {stakes}\nContext:\n{context_text}");
+    Ok(text)
+}
+
+/// What one chat completion answered.
+struct ChatReply {
+    content: String,
+    model: String,
+    tokens: Option<u64>,
+}
+
+/// One blocking `POST {url}/chat/completions` with a system and a user message.
+fn chat(
+    cfg: &JudgeConfig,
+    model: &str,
+    temperature: f64,
+    system: &str,
+    user: &str,
+) -> Result<ChatReply, JudgeError> {
     let body = json!({
         "model": model,
         "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": system},
             {"role": "user", "content": user},
         ],
         "temperature": temperature,
@@ -176,7 +284,31 @@ pub fn judge(
         what: "request",
         source,
     })?;
+    let text = post(cfg, &body)?;
+    let reply: Value = serde_json::from_str(&text).map_err(|source| JudgeError::NotJson {
+        source,
+        excerpt: excerpt(&text),
+    })?;
+    let content = reply
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| JudgeError::NoContent {
+            excerpt: excerpt(&text),
+        })?;
+    let model = reply
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(model);
+    Ok(ChatReply {
+        content: content.to_owned(),
+        model: model.to_owned(),
+        tokens: reply.pointer("/usage/total_tokens").and_then(Value::as_u64),
+    })
+}
 
+/// Sends `body`; the reply's text when the status is 2xx.
+fn post(cfg: &JudgeConfig, body: &str) -> Result<String, JudgeError> {
     let endpoint = format!("{}/chat/completions", cfg.url.trim_end_matches('/'));
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_millis(cfg.timeout_ms)))
@@ -219,29 +351,44 @@ pub fn judge(
             excerpt: excerpt(&text),
         });
     }
-    let reply: Value = serde_json::from_str(&text).map_err(|source| JudgeError::NotJson {
-        source,
-        excerpt: excerpt(&text),
-    })?;
-    let content = reply
-        .pointer("/choices/0/message/content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| JudgeError::NoContent {
-            excerpt: excerpt(&text),
-        })?;
-    let (holds, reason) = parse_verdict(content)?;
-    let model = reply
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .map_or(model, str::to_owned);
-    let tokens = reply.pointer("/usage/total_tokens").and_then(Value::as_u64);
-    Ok(JudgeOutcome {
-        holds,
-        reason,
-        model,
-        tokens,
-    })
+    Ok(text)
+}
+
+/// The model's answer as one JSON object (optionally inside a single
+/// Markdown code fence); `None` when it is not.
+fn answer_object(content: &str) -> Option<Value> {
+    let mut text = content.trim();
+    if let Some(rest) = text.strip_prefix("```") {
+        // Drop the info string (```json) and the closing fence.
+        let (_, body) = rest.split_once('\n')?;
+        text = body.trim_end().strip_suffix("```")?.trim();
+    }
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// Parses a scored answer: one JSON object with a number `score` in [0, 1]
+/// and `reasons`, a list of strings (other keys are ignored).
+pub fn parse_score(content: &str) -> Result<(f64, Vec<String>), JudgeError> {
+    let malformed = || JudgeError::MalformedScore {
+        excerpt: excerpt(content),
+    };
+    let value = answer_object(content).ok_or_else(malformed)?;
+    let score = value
+        .get("score")
+        .and_then(Value::as_f64)
+        .filter(|s| (0.0..=1.0).contains(s))
+        .ok_or_else(malformed)?;
+    let reasons = value
+        .get("reasons")
+        .and_then(Value::as_array)
+        .ok_or_else(malformed)?
+        .iter()
+        .map(|r| r.as_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(malformed)?;
+    Ok((score, reasons))
 }
 
 /// Parses the model's answer: exactly one JSON object, optionally inside a
@@ -251,17 +398,7 @@ pub fn parse_verdict(content: &str) -> Result<(bool, String), JudgeError> {
     let malformed = || JudgeError::MalformedVerdict {
         excerpt: excerpt(content),
     };
-    let mut text = content.trim();
-    if let Some(rest) = text.strip_prefix("```") {
-        // Drop the info string (```json) and the closing fence.
-        let (_, body) = rest.split_once('\n').ok_or_else(malformed)?;
-        text = body
-            .trim_end()
-            .strip_suffix("```")
-            .ok_or_else(malformed)?
-            .trim();
-    }
-    let value: Value = serde_json::from_str(text).map_err(|_| malformed())?;
+    let value = answer_object(content).ok_or_else(malformed)?;
     let holds = value.get("holds").and_then(Value::as_bool);
     let reason = value.get("reason").and_then(Value::as_str);
     match (holds, reason) {

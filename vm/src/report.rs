@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
 use crate::interp::event::{AttemptResult, UsageDebit};
+use crate::interp::host::InputDigest;
 use crate::interp::{Event, EventKind, FileEvidence, Spend};
 use crate::view::{self, RunView, StepView};
 
@@ -69,6 +70,9 @@ pub struct StepReport {
     pub evidence: Vec<FileEvidence>,
     /// The judge's verdicts on its `judged` ensures.
     pub verdicts: Vec<VerdictRecord>,
+    /// Judge calls that erred (transport, timeout, malformed answer): not
+    /// verdicts, retried (X5).
+    pub judge_errors: u32,
     /// Gate decisions (for a gate).
     pub decisions: Vec<DecisionRecord>,
     /// Why it was skipped, when it was.
@@ -115,6 +119,16 @@ pub struct VerdictRecord {
     pub tokens: f64,
     /// Dollars it cost.
     pub usd: f64,
+    /// The named judge (`[judges.NAME]`); `None` for the default judge.
+    pub judge: Option<String>,
+    /// The score of a scored verdict (X5), and its pass mark.
+    pub score: Option<f64>,
+    /// The pass mark of a scored verdict.
+    pub threshold: Option<f64>,
+    /// The judge's reasons (scored form).
+    pub reasons: Vec<String>,
+    /// The files the judge was sent, with their sha256.
+    pub inputs: Vec<InputDigest>,
 }
 
 /// A gate decision.
@@ -239,6 +253,7 @@ fn step_of(s: &StepView) -> StepReport {
         orphans: 0,
         evidence: Vec::new(),
         verdicts: Vec::new(),
+        judge_errors: 0,
         decisions: Vec::new(),
         skipped: None,
         spent: s.spent.into(),
@@ -277,6 +292,11 @@ fn record(step: &mut StepReport, event: &Event) {
             stakes,
             model,
             usage,
+            judge,
+            score,
+            threshold,
+            reasons,
+            inputs,
         } => step.verdicts.push(VerdictRecord {
             at: event.at,
             statement: statement.clone(),
@@ -286,7 +306,13 @@ fn record(step: &mut StepReport, event: &Event) {
             model: model.clone(),
             tokens: usage.tokens,
             usd: usage.usd,
+            judge: judge.clone(),
+            score: *score,
+            threshold: *threshold,
+            reasons: reasons.clone(),
+            inputs: inputs.clone(),
         }),
+        EventKind::JudgeError { .. } => step.judge_errors += 1,
         EventKind::GateResolved {
             decision,
             target,

@@ -581,3 +581,72 @@ fn judge_unreachable_is_an_error() {
     .to_string();
     assert!(err.contains("judge request to"), "{err}");
 }
+
+#[test]
+fn scored_judge_sends_the_rubric_and_inputs_and_reads_the_score() {
+    let (url, rx) = fake_server(Reply::Http(
+        200,
+        completion(r#"{"score": 0.75, "reasons": ["covers A", "misses B"]}"#),
+    ));
+    let inputs = [stratum_vm::host::JudgeInput {
+        path: "sources.txt".into(),
+        text: "Source A. Source B.".into(),
+    }];
+    let out =
+        stratum_vm::host::judge_scored(&config(&url), "Score the coverage", &context(), &inputs)
+            .unwrap();
+    assert_eq!(out.score, 0.75);
+    assert_eq!(out.reasons, ["covers A", "misses B"]);
+    assert_eq!(out.model, "fake-model:1b");
+    let (_, body) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // a fresh context: one system and one user message
+    assert_eq!(body["messages"].as_array().map(Vec::len), Some(2));
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains(r#""score""#) && system.contains(r#""reasons""#),
+        "{system}"
+    );
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("Rubric: Score the coverage"), "{user}");
+    assert!(user.contains("kept all 3 requirements"), "{user}");
+    assert!(user.contains("Input file sources.txt"), "{user}");
+    assert!(user.contains("Source A. Source B."), "{user}");
+}
+
+#[test]
+fn scored_judge_malformed_or_out_of_range_score_is_an_error() {
+    for content in [
+        r#"{"score": 1.5, "reasons": []}"#,
+        r#"{"score": "high", "reasons": []}"#,
+        r#"{"score": 0.5, "reasons": "fine"}"#,
+        r#"{"holds": true, "reason": "wrong form"}"#,
+    ] {
+        let (url, _rx) = fake_server(Reply::Http(200, completion(content)));
+        let err = stratum_vm::host::judge_scored(&config(&url), "r", &context(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("malformed score"), "{content}: {err}");
+    }
+}
+
+#[test]
+fn judge_inputs_are_jailed_capped_and_hashed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
+    std::fs::write(dir.path().join("big.txt"), vec![b'x'; 256 * 1024 + 1]).unwrap();
+    let ws = stratum_vm::host::Workspace::new(dir.path()).unwrap();
+    let (sent, digests) = stratum_vm::host::read_judge_inputs(&ws, &["a.txt".into()]).unwrap();
+    assert_eq!(sent[0].text, "hello");
+    assert_eq!(
+        digests[0].sha256,
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    );
+    for (path, needle) in [
+        ("big.txt", "over the limit of 262144 bytes"),
+        ("missing.txt", "not a regular file"),
+        ("../x", "leaves the workspace root"),
+    ] {
+        let err = stratum_vm::host::read_judge_inputs(&ws, &[path.into()]).unwrap_err();
+        assert!(err.to_string().contains(needle), "{path}: {err}");
+    }
+}

@@ -52,6 +52,7 @@ impl Host for Agreeable {
             model: "stand-in".into(),
             tokens: 1.0,
             usd: 0.0,
+            ..Verdict::default()
         })
     }
 }

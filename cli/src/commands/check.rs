@@ -7,8 +7,9 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::analysis::analyze_bytes_with;
 use stratum_compiler::diagnostics::render;
+use stratum_compiler::env::CheckEnv;
 
 use crate::{Color, Exit, Format};
 
@@ -146,10 +147,17 @@ pub fn run(args: &CheckArgs) -> Exit {
                 continue;
             }
         };
+        // The environment input: the stratum.toml beside the spec (else in
+        // the current directory), as the language server and MCP find it.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let (env, unreadable) = CheckEnv::from_near(stratum_vm::config::near(dir));
+        if let Some(why) = unreadable {
+            eprintln!("warning: {shown}: checked without its stratum.toml: {why}");
+        }
         // The process ends soon after: skip freeing the analysis (as rustc does).
         let analysis = match portable {
-            true => analyze_bytes(&bytes).with_portability_warnings(),
-            false => analyze_bytes(&bytes),
+            true => analyze_bytes_with(&bytes, &env).with_portability_warnings(),
+            false => analyze_bytes_with(&bytes, &env),
         };
         let analysis = std::mem::ManuallyDrop::new(analysis);
         checked += 1;

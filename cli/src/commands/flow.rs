@@ -54,6 +54,7 @@ pub fn run(args: &FlowArgs) -> Exit {
     let mut host = StdHost {
         workspace: None,
         judge: None,
+        judges: Default::default(),
     };
     let (status, settled, reason) = match engine.cancel_flow(run, &mut host) {
         Ok(c) => (c.outcome.status, c.settled(), c.reason()),

@@ -1,14 +1,14 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
-//! original engine. Codes S09NN, NN the addition's number (S0906: X6,
-//! S0907: X7).
+//! original engine. Codes S09NN, NN the addition's number (S0905: X5,
+//! S0906: X6, S0907: X7).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
 //! asked for).
 
 use crate::diagnostics::{Code, Diagnostic};
-use crate::syntax::ast::{CostHint, Int, Spec, StepKind};
+use crate::syntax::ast::{CostHint, Int, Predicate, PredicateKind, Spec, StepKind};
 
 /// Every use of an addition in `spec`, in document order.
 pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
@@ -18,6 +18,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             out.push(lease(t, "dispatch_timeout_ms"));
         }
         for step in &flow.steps {
+            out.extend(scored(&step.ensure));
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
             }
@@ -26,6 +27,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             }
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
+                    out.extend(scored(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
                 }
@@ -33,6 +35,24 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// One S0905 per scored `judged` (X5) of an ensure list.
+fn scored(ensure: &[Predicate]) -> Vec<Diagnostic> {
+    ensure
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::Scored(sc)) => Some(
+                Diagnostic::new(
+                    Code::PortableScoredJudge,
+                    sc.key,
+                    "the scored form of `judged` (`rubric`, `threshold`, `judge`, `inputs`) is a stratumc addition (language 1.1, X5); the original engine knows only `{statement, stakes}`",
+                )
+                .with_help("write it as `judged: {statement: \"...\", stakes: default}` for the original engine"),
+            ),
+            _ => None,
+        })
+        .collect()
 }
 
 fn cost_hint(c: &CostHint) -> Diagnostic {

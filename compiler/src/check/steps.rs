@@ -67,9 +67,51 @@ impl<'a> Checker<'a> {
                     statement: statement.text.clone(),
                     stakes: *stakes,
                 },
+                PredicateKind::Scored(sc) => match self.scored(fc, sc, scope) {
+                    Some(p) => p,
+                    None => {
+                        ok = false;
+                        continue;
+                    }
+                },
             });
         }
         ok.then_some(out)
+    }
+
+    /// The scored form of `judged` (X5): its rubric and input paths are
+    /// templates of the step (a fanout stage's also bind `${item}`/`${prev}`).
+    /// Whether `judge:` names a configured judge needs the environment
+    /// (`crate::env`), not the spec.
+    fn scored(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        sc: &ast::Scored,
+        scope: &Scope,
+    ) -> Option<ir::PredicateIr> {
+        let (leaf, stage) = match &scope.item {
+            Some(_) => (
+                Leaf::StageTask,
+                StageScope {
+                    item: scope.item.clone(),
+                    prev: scope.prev.clone(),
+                },
+            ),
+            None => (Leaf::Task, StageScope::default()),
+        };
+        let reader = Some(scope.reader);
+        let rubric = self.template(fc, reader, &sc.rubric, leaf, &stage);
+        let inputs: Vec<Option<ir::TemplateIr>> = sc
+            .inputs
+            .iter()
+            .map(|p| self.template(fc, reader, p, leaf, &stage))
+            .collect();
+        Some(ir::PredicateIr::Scored {
+            rubric: rubric?,
+            threshold: sc.threshold,
+            judge: sc.judge.as_ref().map(|j| j.text.clone()),
+            inputs: inputs.into_iter().collect::<Option<_>>()?,
+        })
     }
 
     /// v1 file-predicate paths are literal text: a `${` in one is checked for

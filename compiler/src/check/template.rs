@@ -71,6 +71,18 @@ impl<'a> Checker<'a> {
             }
             _ => {}
         }
+        // The scored form of `judged` (X5): its rubric and input paths, of
+        // the step and of its fanout stages.
+        let stage_ensures = match &s.kind {
+            StepKind::Fanout(f) => f.stages.iter().flat_map(|st| st.ensure.iter()).collect(),
+            _ => Vec::new(),
+        };
+        for p in s.ensure.iter().chain(stage_ensures) {
+            if let Some(crate::syntax::ast::PredicateKind::Scored(sc)) = &p.kind {
+                leaves.push(&sc.rubric);
+                leaves.extend(sc.inputs.iter());
+            }
+        }
         let mut out = Vec::new();
         for leaf in leaves {
             let parsed = self.parses.template(&leaf.text);

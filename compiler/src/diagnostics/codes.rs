@@ -95,6 +95,9 @@ codes! {
     ConsumerWorktreeFilesystem = "S0313", Error, "a file predicate in a consumer worktree fanout";
     ConsumerWorktreeGate = "S0314", Error, "a consumer worktree fanout without a gate after it";
     UnreachableStep = "S0315", Warning, "a step that can never run";
+    JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
+    JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
+    UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
 
     // S04xx — `${...}` references and the types that flow through them.
     InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
@@ -144,6 +147,7 @@ codes! {
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
 
     // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
+    PortableScoredJudge = "S0905", Warning, "the scored form of `judged` (`rubric`, `threshold`, `judge`, `inputs`), which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }

@@ -195,6 +195,24 @@ pub enum PredicateKind {
         /// The stakes.
         stakes: Stakes,
     },
+    /// `judged: {rubric, threshold, judge?, inputs?}` (language 1.1 X5).
+    Scored(Scored),
+}
+
+/// The scored form of `judged` (X5): the judge scores the result against
+/// the rubric; the predicate holds iff `score >= threshold`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// The rubric: a template.
+    pub rubric: Str,
+    /// The pass mark in [0, 1].
+    pub threshold: f64,
+    /// `judge: NAME` (`[judges.NAME]` in stratum.toml); `None`: the default judge.
+    pub judge: Option<Str>,
+    /// `inputs`: file path templates the host reads and sends with the rubric.
+    pub inputs: Vec<Str>,
+    /// The `judged` key (for `check --portable`).
+    pub key: Span,
 }
 
 /// An ensure entry with its span.

@@ -1,15 +1,17 @@
 //! `stratum_validate {spec, portable?}`: the front end's diagnostics for a
 //! spec (with `portable`, also those of `stratumc check --portable`).
 //!
-//! Owns: running `analyze_bytes` on the spec text and rendering each
+//! Owns: running `analyze_bytes_with` on the spec text, with the
+//! environment input of the `stratum.toml` in the server's directory, and rendering each
 //! diagnostic with `render::json_diagnostic`, exactly as
 //! `stratumc check --format json` does.
 //! Must never: add, drop or reword a diagnostic: the CLI, the LSP and this
 //! tool report the same diagnostics for the same text.
 
 use serde_json::json;
-use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::analysis::analyze_bytes_with;
 use stratum_compiler::diagnostics::render;
+use stratum_compiler::env::CheckEnv;
 
 use super::SPEC;
 use crate::args::{Args, Field, Kind};
@@ -37,9 +39,12 @@ pub const FIELDS: &[Field] = &[
 /// Runs the tool.
 pub fn call(_: &mut State, args: &Args) -> Reply {
     let text = spec_text(args.get("spec").unwrap_or(&serde_json::Value::Null));
+    // The environment input: the stratum.toml of the server's directory
+    // (the spec arrives as text), as `stratum_cost` reads it.
+    let (env, _) = CheckEnv::from_near(stratum_vm::config::near(None));
     let analysis = match args.flag("portable") {
-        true => analyze_bytes(text.as_bytes()).with_portability_warnings(),
-        false => analyze_bytes(text.as_bytes()),
+        true => analyze_bytes_with(text.as_bytes(), &env).with_portability_warnings(),
+        false => analyze_bytes_with(text.as_bytes(), &env),
     };
     let diagnostics: Vec<_> = analysis
         .diagnostics

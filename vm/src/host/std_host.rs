@@ -10,13 +10,20 @@
 //! Must never: decide what an answer means (the interpreter does), or
 //! recover an error's kind from its text.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{GitError, JailError, JudgeConfig, JudgeError, Workspace};
+use super::{
+    Capped, GitError, JailError, JudgeConfig, JudgeError, JudgeInput, MAX_INPUT_BYTES,
+    MAX_INPUTS_TOTAL_BYTES, Workspace,
+};
 use crate::config::ConfigError;
-use crate::interp::{FileEvidence, FileRoot, Host, HostError, Verdict};
+use crate::eval::sha256_hex;
+use crate::interp::{
+    FileEvidence, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, Verdict,
+};
 
 /// Why a standard host could not be made for a run.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +77,8 @@ impl From<JudgeError> for HostError {
             | JudgeError::Status { .. }
             | JudgeError::NotJson { .. }
             | JudgeError::NoContent { .. }
-            | JudgeError::MalformedVerdict { .. } => HostError::Judge(e.to_string()),
+            | JudgeError::MalformedVerdict { .. }
+            | JudgeError::MalformedScore { .. } => HostError::Judge(e.to_string()),
         }
     }
 }
@@ -79,8 +87,10 @@ impl From<JudgeError> for HostError {
 pub struct StdHost {
     /// Jail for `file_exists` / `file_contains`.
     pub workspace: Option<Workspace>,
-    /// Judge endpoint.
+    /// The default judge (`[judge]`).
     pub judge: Option<JudgeConfig>,
+    /// The named judges (`[judges.NAME]` that configure a runner).
+    pub judges: BTreeMap<String, JudgeConfig>,
 }
 
 /// Why a file predicate has no root to look in.
@@ -111,10 +121,34 @@ impl StdHost {
                 })
             })
             .transpose()?;
+        let judges = config
+            .judge_runners()
+            .into_iter()
+            .filter_map(|(name, cfg)| Some((name?, cfg)))
+            .collect();
         Ok(StdHost {
             workspace,
             judge: config.judge_runner(),
+            judges,
         })
+    }
+
+    /// The runner a request names: `[judges.NAME]`, else the default.
+    fn runner(&self, name: Option<&str>) -> Result<&JudgeConfig, HostError> {
+        match name {
+            None => self.judge.as_ref().ok_or_else(|| {
+                HostError::NoJudge(super::NO_JUDGE_REASON.to_owned())
+            }),
+            Some(n) => self.judges.get(n).ok_or_else(|| {
+                let known: Vec<&str> = self.judges.keys().map(String::as_str).collect();
+                let hint = crate::suggest::suggest(n, known.iter().copied())
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                HostError::NoJudge(format!(
+                    "judged predicate names judge `{n}`, but stratum.toml configures no runner under [judges.{n}]{hint}; add [judges.{n}] with url and model, or name a configured judge"
+                ))
+            }),
+        }
     }
 
     fn root(&self) -> Result<&Path, HostError> {
@@ -133,6 +167,52 @@ impl StdHost {
             FileRoot::Worktree(dir) => Ok(Workspace::new(dir)?),
         }
     }
+}
+
+/// Reads the input files of a scored judge call through `jail`: each a
+/// regular UTF-8 file of at most [`MAX_INPUT_BYTES`], [`MAX_INPUTS_TOTAL_BYTES`]
+/// in all; what is sent and the digests the audit records. A missing, large
+/// or binary input is refused (the predicate fails; it is not a judge error).
+pub fn read_judge_inputs(
+    jail: &Workspace,
+    paths: &[String],
+) -> Result<(Vec<JudgeInput>, Vec<InputDigest>), HostError> {
+    let (mut sent, mut digests, mut total) = (Vec::new(), Vec::new(), 0u64);
+    for p in paths {
+        let (rel, found) = jail.read_capped(p, MAX_INPUT_BYTES)?;
+        let bytes = match found {
+            Capped::File(b) => b,
+            Capped::Missing => {
+                return Err(HostError::Refused(format!(
+                    "judge input {rel:?} is not a regular file in the workspace"
+                )));
+            }
+            Capped::Over(size) => {
+                return Err(HostError::Refused(format!(
+                    "judge input {rel:?} is {size} bytes, over the limit of {MAX_INPUT_BYTES} bytes per input file"
+                )));
+            }
+        };
+        total += bytes.len() as u64;
+        if total > MAX_INPUTS_TOTAL_BYTES {
+            return Err(HostError::Refused(format!(
+                "judge inputs are over the limit of {MAX_INPUTS_TOTAL_BYTES} bytes in all (at {rel:?})"
+            )));
+        }
+        digests.push(InputDigest {
+            path: rel.clone(),
+            size: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+        });
+        let text = String::from_utf8(bytes).map_err(|e| {
+            HostError::Refused(format!(
+                "judge input {rel:?} is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        sent.push(JudgeInput { path: rel, text });
+    }
+    Ok((sent, digests))
 }
 
 impl Host for StdHost {
@@ -163,20 +243,49 @@ impl Host for StdHost {
         stakes: &str,
         context: &Value,
     ) -> Result<Verdict, HostError> {
-        let cfg = self.judge.as_ref().ok_or_else(|| {
-            HostError::Judge(
-                "judged predicate requires a configured judge runner ([judge] in stratum.toml)"
-                    .to_owned(),
-            )
-        })?;
-        let o = super::judge(cfg, statement, stakes, context)?;
-        Ok(Verdict {
-            holds: o.holds,
-            reason: o.reason,
-            model: o.model,
-            tokens: o.tokens.unwrap_or(0) as f64,
-            usd: 0.0,
-        })
+        let req = JudgeRequest {
+            judge: None,
+            ask: JudgeAsk::Statement { statement, stakes },
+            context,
+            inputs: &[],
+            root: FileRoot::Workspace,
+        };
+        self.judge_request(&req)
+    }
+
+    fn judge_request(&mut self, req: &JudgeRequest<'_>) -> Result<Verdict, HostError> {
+        let cfg = self.runner(req.judge)?;
+        match req.ask {
+            JudgeAsk::Statement { statement, stakes } => {
+                let o = super::judge(cfg, statement, stakes, req.context)?;
+                Ok(Verdict {
+                    holds: o.holds,
+                    reason: o.reason,
+                    model: o.model,
+                    tokens: o.tokens.unwrap_or(0) as f64,
+                    ..Verdict::default()
+                })
+            }
+            JudgeAsk::Rubric { rubric, threshold } => {
+                let (sent, digests) = read_judge_inputs(&self.jail(req.root)?, req.inputs)?;
+                let cfg = self.runner(req.judge)?;
+                let o = super::judge_scored(cfg, rubric, req.context, &sent)?;
+                Ok(Verdict {
+                    holds: o.score >= threshold,
+                    reason: o.reasons.join("; "),
+                    model: o.model,
+                    tokens: o.tokens.unwrap_or(0) as f64,
+                    usd: 0.0,
+                    score: Some(o.score),
+                    reasons: o.reasons,
+                    inputs: digests,
+                })
+            }
+        }
+    }
+
+    fn pause_ms(&mut self, ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 
     fn supports_worktrees(&self) -> bool {

@@ -95,6 +95,17 @@ pub enum JailError {
     TooLarge { path: String, size: u64 },
 }
 
+/// What [`Workspace::read_capped`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capped {
+    /// The file's bytes.
+    File(Vec<u8>),
+    /// No regular file is there.
+    Missing,
+    /// A file of this many bytes, over the cap: not read.
+    Over(u64),
+}
+
 /// What a path leads to, with its normalized relative form.
 struct Looked {
     rel: String,
@@ -181,6 +192,25 @@ impl Workspace {
                 Ok((false, evidence))
             }
         }
+    }
+
+    /// Reads a whole regular file of at most `cap` bytes (a judge's input
+    /// file, X5): its normalized path and what was found. A larger file is
+    /// not read.
+    pub fn read_capped(&self, path: &str, cap: u64) -> Result<(String, Capped), JailError> {
+        let Looked { rel, found } = self.look(path)?;
+        let (fd, size) = match found {
+            Found::File(fd, size) => (fd, size),
+            Found::NotRegular | Found::Missing => return Ok((rel, Capped::Missing)),
+        };
+        if size > cap.min(MAX_FILE_BYTES) {
+            return Ok((rel, Capped::Over(size)));
+        }
+        let bytes = read_bounded(fd, &rel)?;
+        if bytes.len() as u64 > cap {
+            return Ok((rel, Capped::Over(bytes.len() as u64)));
+        }
+        Ok((rel, Capped::File(bytes)))
     }
 
     /// Applies the jail: the path's syntax and lexical containment, then a

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::host::FileEvidence;
+use super::host::{FileEvidence, InputDigest};
 use super::state::{Failure, RunStatus};
 
 /// One audit event.
@@ -69,7 +69,8 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         root: Option<String>,
     },
-    /// A judged predicate was decided.
+    /// A judged predicate was decided (`statement`: the statement, or the
+    /// rendered rubric of the scored form; `stakes` is `scored` there).
     Judged {
         statement: String,
         holds: bool,
@@ -77,6 +78,21 @@ pub enum EventKind {
         stakes: String,
         model: String,
         usage: JudgeUsage,
+        /// `[judges.NAME]` that judged; absent for the default judge.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        judge: Option<String>,
+        /// The score (scored form, X5).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        score: Option<f64>,
+        /// The pass mark (scored form).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        threshold: Option<f64>,
+        /// The judge's reasons (scored form).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasons: Vec<String>,
+        /// The input files sent, with their sha256 (scored form).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inputs: Vec<InputDigest>,
     },
     /// A step was skipped.
     Skipped { reason: String },
@@ -191,6 +207,18 @@ pub enum EventKind {
         #[serde(rename = "receiptsAtRevert")]
         receipts_at_revert: u64,
     },
+    /// A judge call erred (transport, timeout, HTTP status, malformed
+    /// answer): not a verdict. The same report is judged again after a
+    /// pause; the third error in a row fails the step `judge_unavailable`.
+    JudgeError {
+        /// The judge's name (`default` for `[judge]`).
+        judge: String,
+        /// Which try of this predicate erred (1..=3).
+        #[serde(rename = "try")]
+        try_no: u32,
+        /// The error.
+        error: String,
+    },
 }
 
 impl EventKind {
@@ -227,6 +255,7 @@ impl EventKind {
             EventKind::Resumed => "resumed",
             EventKind::DriverInterrupted { .. } => "driver_interrupted",
             EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
+            EventKind::JudgeError { .. } => "judge_error",
         }
     }
 
@@ -248,7 +277,7 @@ impl EventKind {
             EventKind::Evidence { .. } => {
                 "the checked step or item; none inside `when`/`set` expressions"
             }
-            EventKind::Judged { .. } => "the checked step or item",
+            EventKind::Judged { .. } | EventKind::JudgeError { .. } => "the checked step or item",
             EventKind::Routed { .. } => "the failed step",
             EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
             EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
@@ -323,15 +352,29 @@ impl EventKind {
             }),
             EventKind::Evidence { file, root: None },
             EventKind::Judged {
-                statement: "The summary is faithful.".into(),
-                holds: true,
-                reason: "it is".into(),
-                stakes: "cheap".into(),
-                model: "llama3".into(),
+                statement: "Score how well the summary covers the sources.".into(),
+                holds: false,
+                reason: "misses source 3".into(),
+                stakes: "scored".into(),
+                model: "qwen2.5:7b".into(),
                 usage: JudgeUsage {
-                    tokens: 120.0,
+                    tokens: 900.0,
                     usd: 0.0,
                 },
+                judge: Some("local".into()),
+                score: Some(0.6),
+                threshold: Some(0.8),
+                reasons: vec!["misses source 3".into()],
+                inputs: vec![InputDigest {
+                    path: "draft.md".into(),
+                    size: 2048,
+                    sha256: "9f86d081…".into(),
+                }],
+            },
+            EventKind::JudgeError {
+                judge: "local".into(),
+                try_no: 1,
+                error: "judge timed out after 60000 ms".into(),
             },
             EventKind::Skipped {
                 reason: "`when` is not true".into(),

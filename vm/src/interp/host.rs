@@ -52,11 +52,11 @@ impl FileEvidence {
 }
 
 /// A judge's answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Verdict {
-    /// Whether the statement holds.
+    /// Whether the statement holds (scored form: `score >= threshold`).
     pub holds: bool,
-    /// Why.
+    /// Why (scored form: the reasons joined with `; `).
     pub reason: String,
     /// Model that judged.
     pub model: String,
@@ -64,6 +64,59 @@ pub struct Verdict {
     pub tokens: f64,
     /// Dollars it cost.
     pub usd: f64,
+    /// The score in [0, 1] (scored form only).
+    pub score: Option<f64>,
+    /// The judge's reasons (scored form only).
+    pub reasons: Vec<String>,
+    /// The input files sent with the rubric, as read.
+    pub inputs: Vec<InputDigest>,
+}
+
+/// An input file the judge was sent (scored form), recorded in the audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputDigest {
+    /// The path as rendered, relative to the root.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The sha256 hex digest of the bytes sent.
+    pub sha256: String,
+}
+
+/// What a judged predicate asks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JudgeAsk<'a> {
+    /// v1: does `statement` hold? (`stakes`: the tier's name)
+    Statement {
+        /// The statement.
+        statement: &'a str,
+        /// The stakes tier.
+        stakes: &'a str,
+    },
+    /// Language 1.1 X5: score the result against `rubric`; holds iff
+    /// `score >= threshold`.
+    Rubric {
+        /// The rendered rubric.
+        rubric: &'a str,
+        /// The pass mark in [0, 1].
+        threshold: f64,
+    },
+}
+
+/// One call of the judge: which judge, what it is asked, the context
+/// (`{result, input}`) and the input files (scored form) under `root`.
+#[derive(Debug, Clone, Copy)]
+pub struct JudgeRequest<'a> {
+    /// `None`: the default judge (`[judge]`); else `[judges.NAME]`.
+    pub judge: Option<&'a str>,
+    /// The question.
+    pub ask: JudgeAsk<'a>,
+    /// `{result, input}` as JSON.
+    pub context: &'a Value,
+    /// Input file paths as rendered (scored form; empty otherwise).
+    pub inputs: &'a [String],
+    /// Where the input files are read.
+    pub root: FileRoot<'a>,
 }
 
 /// Why the host could not do what was asked. The message is meant for a
@@ -79,12 +132,17 @@ pub enum HostError {
     /// A file could not be read.
     #[error("{0}")]
     Io(String),
-    /// The judge is missing or failed (never a verdict).
+    /// The judge failed: transport, timeout, HTTP status, malformed answer
+    /// (never a verdict; the interpreter asks again, X5).
     #[error("{0}")]
     Judge(String),
     /// A git operation failed.
     #[error("{0}")]
     Git(String),
+    /// No judge is configured (at all, or under the name asked for): the
+    /// predicate fails closed at once, it is not asked again.
+    #[error("{0}")]
+    NoJudge(String),
 }
 
 /// What a host without git worktrees answers.
@@ -107,13 +165,31 @@ pub trait Host {
         path: &str,
         text: &str,
     ) -> Result<(bool, FileEvidence), HostError>;
-    /// A `judged` predicate.
+    /// A v1 `judged` predicate (statement form, default judge).
     fn judge(
         &mut self,
         statement: &str,
         stakes: &str,
         context: &Value,
     ) -> Result<Verdict, HostError>;
+
+    /// Any `judged` predicate: the interpreter calls this one. The default
+    /// serves the v1 statement form through [`Host::judge`] and refuses the
+    /// rest (a host that knows no named judges or input files).
+    fn judge_request(&mut self, req: &JudgeRequest<'_>) -> Result<Verdict, HostError> {
+        match (req.ask, req.judge) {
+            (JudgeAsk::Statement { statement, stakes }, None) if req.inputs.is_empty() => {
+                self.judge(statement, stakes, req.context)
+            }
+            _ => Err(HostError::Unsupported(
+                "this host has no named judges and no scored judge".into(),
+            )),
+        }
+    }
+
+    /// Waits `ms` milliseconds between judge tries (the standard host
+    /// sleeps; a scripted host records it and does not).
+    fn pause_ms(&mut self, _ms: u64) {}
 
     // ----- `isolation: worktree` with engine dispatch (reference v1-runtime §4.12) -----
     // A host that makes no git worktrees keeps the defaults: runs with such a

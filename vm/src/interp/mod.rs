@@ -25,11 +25,15 @@ use serde_json::Value;
 
 pub use error::{CheckpointError, VmError};
 pub use event::{Event, EventKind};
-pub use host::{FileEvidence, FileRoot, Host, HostError, NO_WORKTREES, Verdict};
+pub use host::{
+    FileEvidence, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, NO_WORKTREES,
+    Verdict,
+};
 pub use index::PlanIndex;
 pub use machine::{
-    MAX_ORPHANS, ORPHANED, Overdue, Saved, cancel, checkpoint_allowed, checkpoint_label, expire,
-    interrupted, overdue, report, resolve_gate, resume, revert, start, usage_report, view,
+    JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue, Saved,
+    cancel, checkpoint_allowed, checkpoint_label, expire, interrupted, overdue, report,
+    resolve_gate, resume, revert, start, usage_report, view,
 };
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;

@@ -172,6 +172,17 @@ pub enum EnsureView {
     FileContains { path: String, text: String },
     /// `judged: {statement, stakes}`.
     Judged { statement: String, stakes: String },
+    /// `judged: {rubric, threshold, judge?, inputs?}` (X5), rendered for
+    /// this dispatch: the agent sees what it will be scored against.
+    #[serde(rename = "judged")]
+    Scored {
+        rubric: String,
+        threshold: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        judge: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        inputs: Vec<String>,
+    },
 }
 
 /// A gate waiting for a decision.

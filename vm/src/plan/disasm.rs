@@ -399,6 +399,19 @@ fn pred_text(plan: &Plan, p: &PredDef) -> String {
             format!("file_contains {:?} {:?}", plan.str(*a), plan.str(*b))
         }
         PredDef::Judged(s, k) => format!("judged {:?} stakes {k:?}", plan.str(*s)),
+        PredDef::Scored {
+            rubric,
+            threshold,
+            judge,
+            inputs,
+        } => {
+            let judge = judge.map_or("default".to_owned(), |j| format!("{:?}", plan.str(j)));
+            let inputs: Vec<String> = inputs.iter().map(|t| format!("tmpl {t}")).collect();
+            format!(
+                "scored rubric tmpl {rubric} threshold {threshold} judge {judge} inputs [{}]",
+                inputs.join(", ")
+            )
+        }
     }
 }
 

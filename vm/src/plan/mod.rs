@@ -426,6 +426,19 @@ pub enum PredDef {
     FileContains(StrId, StrId),
     /// `judged`.
     Judged(StrId, Stakes),
+    /// `judged: {rubric, threshold, judge?, inputs?}` (language 1.1 X5): the
+    /// judge scores the result against the rendered rubric (and the input
+    /// files); holds iff `score >= threshold`.
+    Scored {
+        /// The rubric: a template of the flow.
+        rubric: u32,
+        /// The pass mark in [0, 1].
+        threshold: f64,
+        /// `[judges.NAME]` to ask; `None`: the default judge.
+        judge: Option<StrId>,
+        /// Input file paths: templates of the flow.
+        inputs: Vec<u32>,
+    },
 }
 
 /// How a template renders.

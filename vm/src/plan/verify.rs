@@ -281,6 +281,23 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
                 v.s(*b)?;
             }
             PredDef::Judged(s, _) => v.s(*s)?,
+            PredDef::Scored {
+                rubric,
+                threshold,
+                judge,
+                inputs,
+            } => {
+                v.idx(*rubric, flow.templates.len(), "rubric template")?;
+                for t in inputs {
+                    v.idx(*t, flow.templates.len(), "judge input template")?;
+                }
+                if let Some(j) = judge {
+                    v.s(*j)?;
+                }
+                if !(0.0..=1.0).contains(threshold) {
+                    v.fail(format!("judge threshold {threshold} is not in [0, 1]"))?;
+                }
+            }
         }
     }
     Ok(())

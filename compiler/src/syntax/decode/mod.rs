@@ -80,8 +80,18 @@ pub const OUTPUT_FIELDS: &[&str] = &["from", "contract"];
 pub const CARRY_FIELDS: &[&str] = &["initial", "on_revise"];
 /// Fields of `file_contains`.
 pub const FILE_CONTAINS_FIELDS: &[&str] = &["path", "text"];
-/// Fields of `judged`.
-pub const JUDGED_FIELDS: &[&str] = &["statement", "stakes"];
+/// Fields of `judged` (both forms: `statement`/`stakes`, and the scored
+/// form's `rubric`/`threshold`/`judge`/`inputs` of X5).
+pub const JUDGED_FIELDS: &[&str] = &[
+    "statement",
+    "stakes",
+    "rubric",
+    "threshold",
+    "judge",
+    "inputs",
+];
+/// Fields of the scored form of `judged` (X5).
+pub const SCORED_FIELDS: &[&str] = &["rubric", "threshold", "judge", "inputs"];
 /// The forms of an ensure predicate.
 pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
 /// Values of `agent` (the plan's names).
@@ -841,6 +851,14 @@ impl Decoder<'_> {
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
                 self.strict(&obj, JUDGED_FIELDS, "`judged`");
+                if obj.get("rubric").is_some()
+                    || obj.get("statement").is_none() && obj.get("threshold").is_some()
+                {
+                    return self.scored(&obj, form.key.span);
+                }
+                if self.mixes_scored_keys(&obj) {
+                    return None;
+                }
                 let statement = self
                     .required(&obj, "statement", "`judged`")
                     .and_then(|s| self.non_empty(&s.value, "`judged.statement`"));
@@ -853,5 +871,116 @@ impl Decoder<'_> {
                 })
             }
         }
+    }
+
+    /// A `judged` of the statement form that also has scored-form keys
+    /// (`threshold`, `judge`, `inputs`): S0323, once; whether it has them.
+    fn mixes_scored_keys(&mut self, obj: &Obj<'_>) -> bool {
+        let extra: Vec<&Entry> = SCORED_FIELDS.iter().filter_map(|k| obj.get(k)).collect();
+        let Some(first) = extra.first() else {
+            return false;
+        };
+        let names: Vec<String> = extra.iter().map(|e| format!("`{}`", e.key.text)).collect();
+        let d = Diagnostic::new(
+            Code::JudgedFormMix,
+            first.key.span,
+            format!(
+                "{} belong to the scored form of `judged`, but this one has a `statement`",
+                names.join(", ")
+            ),
+        )
+        .with_note("`judged` is either `{statement, stakes}` (v1: holds or not) or `{rubric, threshold, judge?, inputs?}` (a score in [0, 1])")
+        .with_help("write `rubric:` instead of `statement:` (and drop `stakes`), or remove the scored-form keys");
+        self.sink.push(d);
+        true
+    }
+
+    /// `judged: {rubric, threshold, judge?, inputs?}` (X5).
+    fn scored(&mut self, obj: &Obj<'_>, key: Span) -> Option<PredicateKind> {
+        if let Some(e) = obj.get("statement").or_else(|| obj.get("stakes")) {
+            let d = Diagnostic::new(
+                Code::JudgedFormMix,
+                e.key.span,
+                format!("`{}` belongs to the statement form of `judged`, but this one has a `rubric`", e.key.text),
+            )
+            .with_note("`judged` is either `{statement, stakes}` (v1: holds or not) or `{rubric, threshold, judge?, inputs?}` (a score in [0, 1])")
+            .with_help("keep one form: put the statement's wording into the rubric, or write a second ensure entry");
+            self.sink.push(d);
+            return None;
+        }
+        let rubric = self
+            .required(obj, "rubric", "`judged`")
+            .and_then(|s| self.non_empty(&s.value, "`judged.rubric`"));
+        let threshold = self
+            .required(obj, "threshold", "the scored form of `judged`")
+            .and_then(|t| self.threshold(&t.value));
+        let judge = match obj.get("judge") {
+            Some(j) => Some(self.judge_name(&j.value)?),
+            None => None,
+        };
+        let inputs = match obj.get("inputs") {
+            Some(e) => self.inputs(&e.value)?,
+            None => Vec::new(),
+        };
+        Some(PredicateKind::Scored(Scored {
+            rubric: rubric?,
+            threshold: threshold?,
+            judge,
+            inputs,
+            key,
+        }))
+    }
+
+    /// `judged.threshold`: a number in [0, 1] (S0324).
+    fn threshold(&mut self, node: &Node) -> Option<f64> {
+        let Value::Number(n) = node.value else {
+            self.wrong_type(node, "a number in [0, 1]", "`judged.threshold`");
+            return None;
+        };
+        if (0.0..=1.0).contains(&n) {
+            return Some(n);
+        }
+        let d = Diagnostic::new(
+            Code::JudgeThreshold,
+            node.span,
+            format!(
+                "`judged.threshold` must be in [0, 1], found `{}`",
+                crate::yaml::format_number(n)
+            ),
+        )
+        .with_note(
+            "the judge answers a score in [0, 1]; the predicate holds iff score >= threshold",
+        )
+        .with_help("write a fraction, e.g. `threshold: 0.8` for 80%");
+        self.sink.push(d);
+        None
+    }
+
+    /// `judged.judge`: a judge name (`[judges.NAME]`).
+    fn judge_name(&mut self, node: &Node) -> Option<Str> {
+        let s = self.non_empty(node, "`judged.judge`")?;
+        if stratum_vm::config::is_judge_name(&s.text) {
+            return Some(s);
+        }
+        let d = self.err(
+            Code::InvalidValue,
+            s.span,
+            format!("`{}` is not a judge name", s.text),
+        );
+        d.help = Some("a judge name is a letter, then letters, digits, `_` or `-`, as in `[judges.local]` of stratum.toml".into());
+        None
+    }
+
+    /// `judged.inputs`: a list of non-empty path templates.
+    fn inputs(&mut self, node: &Node) -> Option<Vec<Str>> {
+        let Value::Sequence(items) = &node.value else {
+            self.wrong_type(node, "a list of file paths", "`judged.inputs`");
+            return None;
+        };
+        let paths: Vec<Option<Str>> = items
+            .iter()
+            .map(|i| self.non_empty(i, "an entry of `judged.inputs`"))
+            .collect();
+        paths.into_iter().collect()
     }
 }

@@ -33,8 +33,9 @@ pub(super) enum Retry {
 enum Checked {
     /// The run ended while settling (a flow budget); nothing more to do.
     RunEnded,
-    /// The attempt failed, with the output it produced (if it got that far).
-    Failed(Failure, Option<Value>),
+    /// The attempt failed, with the output it produced (if it got that far)
+    /// and whether it may be retried (not after `judge_unavailable`).
+    Failed(Failure, Option<Value>, Retry),
     /// The output passed its contract and ensures.
     Passed(Value),
 }
@@ -45,8 +46,8 @@ impl Transition<'_> {
         let attempt = self.take_dispatch(slot);
         match self.check_report(slot, attempt, report, usage) {
             Checked::RunEnded => return,
-            Checked::Failed(failure, output) => {
-                self.attempt_failed(slot, failure, output, Retry::Allowed)
+            Checked::Failed(failure, output, retry) => {
+                self.attempt_failed(slot, failure, output, retry)
             }
             Checked::Passed(output) => match slot.item {
                 None => self.step_passed(slot.at, attempt, output),
@@ -85,14 +86,15 @@ impl Transition<'_> {
             let task_breach = self.settle_breach(slot.at, &usage, "");
             if task_breach {
                 let failure = Failure::new(attempt, "task budget exhausted");
-                return Checked::Failed(failure, report.output.clone());
+                return Checked::Failed(failure, report.output.clone(), Retry::Allowed);
             }
             if self.ended() {
                 return Checked::RunEnded;
             }
         }
         if let Some(reason) = &report.failure {
-            return Checked::Failed(Failure::new(attempt, reason.clone()), None);
+            let failure = Failure::new(attempt, reason.clone());
+            return Checked::Failed(failure, None, Retry::Allowed);
         }
         let output = report.output.clone().unwrap_or(Value::Null);
         let (checked, judge_usage) = self.check_slot_output(slot, attempt, &output);
@@ -100,13 +102,13 @@ impl Transition<'_> {
             && self.settle_breach(slot.at, &judge_usage, " (judged predicate)")
         {
             let failure = Failure::new(attempt, "task budget exhausted (judged predicate)");
-            return Checked::Failed(failure, Some(output));
+            return Checked::Failed(failure, Some(output), Retry::Allowed);
         }
         if self.ended() {
             return Checked::RunEnded;
         }
         match checked {
-            Err(failure) => Checked::Failed(failure, Some(output)),
+            Err((failure, retry)) => Checked::Failed(failure, Some(output), retry),
             Ok(()) => Checked::Passed(output),
         }
     }
@@ -143,7 +145,7 @@ impl Transition<'_> {
         slot: Slot,
         attempt: u32,
         output: &Value,
-    ) -> (Result<(), Failure>, Spend) {
+    ) -> (Result<(), (Failure, Retry)>, Spend) {
         let id = self.slot_id(slot);
         let Some(k) = slot.item else {
             let def = self.def(slot.at);

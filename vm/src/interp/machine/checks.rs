@@ -1,24 +1,74 @@
 //! The checks of an output: its contract, then each `ensure` in order
-//! (expressions, file predicates, judged statements).
+//! (expressions, file predicates, judged statements and scored rubrics).
 //!
 //! Owns: turning each predicate's verdict into a failure with its
-//! violation, the evidence and judge events, and the judge's usage.
-//! Must never: decide retries or settle usage (the attempt path does), or
-//! treat an erring judge or file check as holding.
+//! violation, the evidence, judge and judge-error events, the judge's
+//! usage, and the judge's tries (X5): an erring judge is asked again, up to
+//! [`JUDGE_TRIES`] times with the pauses of [`JUDGE_BACKOFF_MS`] through
+//! the host, and then fails the step [`JUDGE_UNAVAILABLE`] with no retry.
+//! Must never: settle usage (the attempt path does), or treat an erring
+//! judge or file check as holding.
 
 use serde_json::{Value, json};
 
 use super::Transition;
+use super::attempt::Retry;
 use super::values::ResultSel;
 use crate::eval::contract::check_record;
 use crate::eval::value::type_name;
 use crate::interp::event::{EventKind, JudgeUsage};
-use crate::interp::host::FileRoot;
+use crate::interp::host::{FileRoot, HostError, JudgeAsk, JudgeRequest, Verdict};
 use crate::interp::state::*;
-use crate::plan::{PredDef, Stakes};
+use crate::plan::PredDef;
 
 /// A predicate that did not hold: the failure reason and its violation.
 type Violation = (String, Value);
+
+/// How often one judged predicate asks an erring judge before the step
+/// fails [`JUDGE_UNAVAILABLE`].
+pub const JUDGE_TRIES: u32 = 3;
+/// The pauses before the second and the third try, in ms.
+pub const JUDGE_BACKOFF_MS: [u64; 2] = [1000, 2000];
+/// The failure reason after [`JUDGE_TRIES`] judge errors in a row (routable
+/// by `on_fail`; the attempt is not retried).
+pub const JUDGE_UNAVAILABLE: &str = "judge_unavailable";
+
+/// A judged predicate as the interpreter asks it (rendered).
+struct Judged {
+    /// `[judges.NAME]`, or `None` for the default judge.
+    judge: Option<String>,
+    /// A statement (with its stakes) or a rendered rubric (with its threshold).
+    form: Form,
+    /// Rendered input paths.
+    inputs: Vec<String>,
+}
+
+enum Form {
+    Statement(String, &'static str),
+    Rubric(String, f64),
+}
+
+impl Judged {
+    fn ask(&self) -> JudgeAsk<'_> {
+        match &self.form {
+            Form::Statement(statement, stakes) => JudgeAsk::Statement { statement, stakes },
+            Form::Rubric(rubric, threshold) => JudgeAsk::Rubric {
+                rubric,
+                threshold: *threshold,
+            },
+        }
+    }
+
+    fn text(&self) -> &str {
+        match &self.form {
+            Form::Statement(t, _) | Form::Rubric(t, _) => t,
+        }
+    }
+
+    fn judge_name(&self) -> &str {
+        self.judge.as_deref().unwrap_or("default")
+    }
+}
 
 impl Transition<'_> {
     /// Contract and ensures of an output: the failure with its violations
@@ -33,7 +83,7 @@ impl Transition<'_> {
         attempt: u32,
         item: Option<(&Value, Option<&Value>)>,
         step_id: &str,
-    ) -> (Result<(), Failure>, Spend) {
+    ) -> (Result<(), (Failure, Retry)>, Spend) {
         let mut usage = Spend::default();
         if let Some(rec) = out
             && let Err(e) = check_record(self.plan, rec, output).map_err(|e| e.to_string())
@@ -43,31 +93,77 @@ impl Transition<'_> {
                 reason: format!("output does not satisfy its contract: {e}"),
                 violations: vec![json!({"kind": "contract", "message": e})],
             };
-            return (Err(failure), usage);
+            return (Err((failure, Retry::Allowed)), usage);
         }
         for p in ensure {
+            let allowed = |r: Result<(), Violation>| r.map_err(|v| (v, Retry::Allowed));
             let verdict = match p {
-                PredDef::Expr(c) => self.ensure_expr(f, *c, output, item),
-                PredDef::FileExists(path) => self.ensure_file_exists(self.plan.str(*path), step_id),
+                PredDef::Expr(c) => allowed(self.ensure_expr(f, *c, output, item)),
+                PredDef::FileExists(path) => {
+                    allowed(self.ensure_file_exists(self.plan.str(*path), step_id))
+                }
                 PredDef::FileContains(path, text) => {
                     let (path, text) = (self.plan.str(*path), self.plan.str(*text));
-                    self.ensure_file_contains(path, text, step_id)
+                    allowed(self.ensure_file_contains(path, text, step_id))
                 }
                 PredDef::Judged(s, stakes) => {
-                    let statement = self.plan.str(*s);
-                    self.ensure_judged(f, statement, *stakes, output, step_id, &mut usage)
+                    let j = Judged {
+                        judge: None,
+                        form: Form::Statement(self.plan.str(*s).to_owned(), stakes.as_str()),
+                        inputs: Vec::new(),
+                    };
+                    self.ensure_judged(f, &j, output, step_id, &mut usage)
                 }
+                PredDef::Scored {
+                    rubric,
+                    threshold,
+                    judge,
+                    inputs,
+                } => match self.scored(f, *rubric, *threshold, *judge, inputs, item) {
+                    Ok(j) => self.ensure_judged(f, &j, output, step_id, &mut usage),
+                    Err(v) => Err((v, Retry::Allowed)),
+                },
             };
-            if let Err((reason, violation)) = verdict {
+            if let Err(((reason, violation), retry)) = verdict {
                 let failure = Failure {
                     attempt,
                     reason,
                     violations: vec![violation],
                 };
-                return (Err(failure), usage);
+                return (Err((failure, retry)), usage);
             }
         }
         (Ok(()), usage)
+    }
+
+    /// The scored form rendered: its rubric and input paths.
+    fn scored(
+        &self,
+        f: FrameIx,
+        rubric: u32,
+        threshold: f64,
+        judge: Option<u32>,
+        inputs: &[u32],
+        item: Option<(&Value, Option<&Value>)>,
+    ) -> Result<Judged, Violation> {
+        let (it, prev) = item.map_or((None, None), |(i, p)| (Some(i), p));
+        let text = |t: u32| -> Result<String, Violation> {
+            match self.render(f, t, it, prev) {
+                Ok(Value::String(s)) => Ok(s),
+                Ok(other) => Ok(other.to_string()),
+                Err(why) => Err((
+                    format!("ensure judged rubric could not be rendered: {why}"),
+                    json!({"kind": "judged", "reason": why}),
+                )),
+            }
+        };
+        let rubric = text(rubric)?;
+        let inputs = inputs.iter().map(|t| text(*t)).collect::<Result<_, _>>()?;
+        Ok(Judged {
+            judge: judge.map(|j| self.plan.str(j).to_owned()),
+            form: Form::Rubric(rubric, threshold),
+            inputs,
+        })
     }
 
     fn ensure_expr(
@@ -160,39 +256,129 @@ impl Transition<'_> {
         }
     }
 
+    /// Asks the judge, again after an error, up to [`JUDGE_TRIES`] times.
     fn ensure_judged(
         &mut self,
         f: FrameIx,
-        statement: &str,
-        stakes: Stakes,
+        j: &Judged,
         output: &Value,
         step_id: &str,
         usage: &mut Spend,
-    ) -> Result<(), Violation> {
-        let stakes = stakes.as_str();
+    ) -> Result<(), (Violation, Retry)> {
         let context = json!({"result": output, "input": self.frame(f).input});
-        let verdict = self.host.judge(statement, stakes, &context);
-        let (holds, reason, model, tokens, usd) = match &verdict {
-            Ok(v) => (v.holds, v.reason.clone(), v.model.clone(), v.tokens, v.usd),
-            Err(e) => (false, e.to_string(), "none".to_string(), 0.0, 0.0),
+        let root = self.file_root();
+        let at = root
+            .as_deref()
+            .map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let mut last = String::new();
+        for try_no in 1..=JUDGE_TRIES {
+            if let Some(ms) = try_no
+                .checked_sub(2)
+                .and_then(|i| JUDGE_BACKOFF_MS.get(i as usize))
+            {
+                self.host.pause_ms(*ms);
+            }
+            let req = JudgeRequest {
+                judge: j.judge.as_deref(),
+                ask: j.ask(),
+                context: &context,
+                inputs: &j.inputs,
+                root: at,
+            };
+            match self.host.judge_request(&req) {
+                Ok(v) => return self.verdict(j, v, step_id, usage),
+                Err(HostError::Judge(error)) => {
+                    let kind = EventKind::JudgeError {
+                        judge: j.judge_name().to_owned(),
+                        try_no,
+                        error: error.clone(),
+                    };
+                    self.event(kind, Some(step_id.to_string()));
+                    last = error;
+                }
+                Err(closed) => {
+                    // No judge (or none under the name), refused inputs: fails closed at once.
+                    let none = Verdict {
+                        reason: closed.to_string(),
+                        model: "none".to_owned(),
+                        ..Verdict::default()
+                    };
+                    return self.verdict(j, none, step_id, usage);
+                }
+            }
+        }
+        let text = j.text();
+        let message = format!(
+            "judge `{}` erred {JUDGE_TRIES} times in a row; last error: {last}",
+            j.judge_name()
+        );
+        let violation = json!({
+            "kind": JUDGE_UNAVAILABLE,
+            "judge": j.judge_name(),
+            "statement": text,
+            "tries": JUDGE_TRIES,
+            "message": message,
+            "lastError": last,
+        });
+        Err(((JUDGE_UNAVAILABLE.to_string(), violation), Retry::Never))
+    }
+
+    /// Records a verdict (the `judged` event, the usage); the violation when
+    /// it does not hold.
+    fn verdict(
+        &mut self,
+        j: &Judged,
+        v: Verdict,
+        step_id: &str,
+        usage: &mut Spend,
+    ) -> Result<(), (Violation, Retry)> {
+        usage.tokens += v.tokens;
+        usage.usd += v.usd;
+        let (stakes, threshold) = match &j.form {
+            Form::Statement(_, stakes) => (*stakes, None),
+            Form::Rubric(_, t) => ("scored", Some(*t)),
         };
-        usage.tokens += tokens;
-        usage.usd += usd;
+        let text = j.text().to_string();
         let kind = EventKind::Judged {
-            statement: statement.to_string(),
-            holds,
-            reason: reason.clone(),
+            statement: text.clone(),
+            holds: v.holds,
+            reason: v.reason.clone(),
             stakes: stakes.to_string(),
-            model,
-            usage: JudgeUsage { tokens, usd },
+            model: v.model,
+            usage: JudgeUsage {
+                tokens: v.tokens,
+                usd: v.usd,
+            },
+            judge: j.judge.clone(),
+            score: v.score,
+            threshold: threshold.filter(|_| v.score.is_some()),
+            reasons: v.reasons.clone(),
+            inputs: v.inputs,
         };
         self.event(kind, Some(step_id.to_string()));
-        if holds {
+        if v.holds {
             return Ok(());
         }
+        let reason = &v.reason;
+        let violation = match (&j.form, v.score) {
+            (Form::Rubric(_, t), Some(score)) => json!({
+                "kind": "judged", "rubric": text, "judge": j.judge_name(),
+                "score": score, "threshold": t, "reasons": v.reasons, "reason": reason,
+            }),
+            (Form::Rubric(..), None) => {
+                json!({"kind": "judged", "rubric": text, "judge": j.judge_name(), "reason": reason})
+            }
+            (Form::Statement(..), _) => {
+                json!({"kind": "judged", "statement": text, "reason": reason})
+            }
+        };
+        let why = match (v.score, threshold) {
+            (Some(score), Some(t)) => format!("score {score} is below the threshold {t}: {reason}"),
+            _ => reason.clone(),
+        };
         Err((
-            format!("ensure judged {statement:?} failed: {reason}"),
-            json!({"kind": "judged", "statement": statement, "reason": reason}),
+            (format!("ensure judged {text:?} failed: {why}"), violation),
+            Retry::Allowed,
         ))
     }
 }

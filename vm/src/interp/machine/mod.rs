@@ -35,6 +35,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
+pub use checks::{JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE};
 pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
 

@@ -242,7 +242,7 @@ impl Transition<'_> {
             .0
         {
             Ok(()) => self.succeed(at, output),
-            Err(failure) => {
+            Err((failure, _)) => {
                 self.attempt_failed(Slot::step(at), failure, Some(output), Retry::Never)
             }
         }

@@ -9,6 +9,7 @@ use super::Transition;
 use crate::interp::outcome::*;
 use crate::interp::state::*;
 use crate::plan::{BaseType, PredDef, StepKindDef};
+use serde_json::Value;
 
 impl Transition<'_> {
     pub(super) fn outcome(&self) -> Outcome {
@@ -86,8 +87,19 @@ impl Transition<'_> {
         }
     }
 
-    fn ensure_views(&self, f: FrameIx, preds: &[PredDef]) -> Vec<EnsureView> {
+    fn ensure_views(
+        &self,
+        f: FrameIx,
+        preds: &[PredDef],
+        item: Option<&Value>,
+        prev: Option<&Value>,
+    ) -> Vec<EnsureView> {
         let s = |id: u32| self.plan.str(id).to_string();
+        let text = |t: u32| match self.render(f, t, item, prev) {
+            Ok(Value::String(s)) => s,
+            Ok(other) => other.to_string(),
+            Err(why) => format!("(cannot be rendered yet: {why})"),
+        };
         preds
             .iter()
             .map(|p| match p {
@@ -100,6 +112,17 @@ impl Transition<'_> {
                 PredDef::Judged(st, k) => EnsureView::Judged {
                     statement: s(*st),
                     stakes: k.as_str().to_string(),
+                },
+                PredDef::Scored {
+                    rubric,
+                    threshold,
+                    judge,
+                    inputs,
+                } => EnsureView::Scored {
+                    rubric: text(*rubric),
+                    threshold: *threshold,
+                    judge: judge.map(s),
+                    inputs: inputs.iter().map(|t| text(*t)).collect(),
                 },
             })
             .collect()
@@ -128,7 +151,7 @@ impl Transition<'_> {
                 dispatch_token: st.token.clone()?,
                 dispatch: Dispatch::Step,
                 contract: def.out.map(|o| self.contract_view(o)),
-                ensure: self.ensure_views(at.frame, &def.ensure),
+                ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
                 item: None,
                 cwd: None,
@@ -156,7 +179,7 @@ impl Transition<'_> {
                 Dispatch::Engine
             },
             contract: stage.out.map(|o| self.contract_view(o)),
-            ensure: self.ensure_views(at.frame, &stage.ensure),
+            ensure: self.ensure_views(at.frame, &stage.ensure, Some(&it.value), it.output.as_ref()),
             previous_failure: it.failure.clone(),
             item: Some(ItemEntry {
                 item: it.value.clone(),

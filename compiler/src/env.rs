@@ -1,0 +1,105 @@
+//! The environment input of the checker (EXTENSIONS.md, general rules):
+//! what the `stratum.toml` near a spec says that a check needs, as one
+//! typed, optional value that `stratumc check`, the language server and the
+//! MCP `stratum_validate` build alike (each with `vm::config::load_near`),
+//! so their diagnostics stay equal; and the checks that read it.
+//!
+//! Owns: [`CheckEnv`] and the diagnostics that depend on it (S0325: a
+//! `judge:` name that the configuration does not have).
+//! Must never: read files or the process environment (callers build the
+//! [`CheckEnv`]), or change whether a spec without an environment is valid.
+
+use std::collections::BTreeSet;
+
+use crate::diagnostics::{Code, Diagnostic, did_you_mean};
+use crate::syntax::ast::{Predicate, PredicateKind, Spec, StepKind};
+
+/// What the checker knows of the environment. `CheckEnv::default()` is no
+/// environment: no `stratum.toml` is known, and nothing that needs one is
+/// checked (it fails at run time instead).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct CheckEnv {
+    /// The judge names of `[judges.NAME]`; `None`: no `stratum.toml` known.
+    pub judges: Option<BTreeSet<String>>,
+}
+
+impl CheckEnv {
+    /// The environment of the `stratum.toml` near a spec, as
+    /// `stratum_vm::config::near` found it (`Ok(None)`: no file; an
+    /// unreadable file is no environment, and the reason is returned for the
+    /// caller to show).
+    pub fn from_near(
+        found: Result<Option<stratum_vm::config::Config>, stratum_vm::config::ConfigError>,
+    ) -> (CheckEnv, Option<String>) {
+        match found {
+            Ok(Some(c)) => (CheckEnv::from_config(&c), None),
+            Ok(None) => (CheckEnv::default(), None),
+            Err(e) => (CheckEnv::default(), Some(e.to_string())),
+        }
+    }
+
+    /// The environment of a loaded `stratum.toml`.
+    pub fn from_config(config: &stratum_vm::config::Config) -> CheckEnv {
+        CheckEnv {
+            judges: Some(config.judges.keys().cloned().collect()),
+        }
+    }
+}
+
+/// The diagnostics of `spec` that need the environment, in document order.
+pub fn warnings(spec: &Spec, env: &CheckEnv) -> Vec<Diagnostic> {
+    let Some(judges) = &env.judges else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for step in spec.flows.iter().flat_map(|f| f.steps.iter()) {
+        unknown_judges(&step.ensure, judges, &mut out);
+        if let StepKind::Fanout(f) = &step.kind {
+            for st in &f.stages {
+                unknown_judges(&st.ensure, judges, &mut out);
+            }
+        }
+    }
+    out
+}
+
+fn unknown_judges(ensure: &[Predicate], judges: &BTreeSet<String>, out: &mut Vec<Diagnostic>) {
+    for p in ensure {
+        let Some(PredicateKind::Scored(sc)) = &p.kind else {
+            continue;
+        };
+        let Some(name) = &sc.judge else {
+            continue;
+        };
+        if judges.contains(&name.text) {
+            continue;
+        }
+        let known = if judges.is_empty() {
+            "it has no `[judges.NAME]` tables".to_owned()
+        } else {
+            let names: Vec<String> = judges.iter().map(|j| format!("`{j}`")).collect();
+            format!("its judges are {}", names.join(", "))
+        };
+        let help = did_you_mean(&name.text, judges.iter().map(String::as_str)).unwrap_or_else(|| {
+            format!(
+                "add `[judges.{}]` with `url` and `model` to stratum.toml, or leave `judge` out to use `[judge]`",
+                name.text
+            )
+        });
+        out.push(
+            Diagnostic::new(
+                Code::UnknownJudge,
+                name.span,
+                format!(
+                    "judge `{}` is not configured in the stratum.toml near the spec",
+                    name.text
+                ),
+            )
+            .with_span_label("no `[judges.NAME]` of this name")
+            .with_note(format!(
+                "{known}; a run without this judge fails the predicate closed"
+            ))
+            .with_help(help),
+        );
+    }
+}
