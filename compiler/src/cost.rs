@@ -951,7 +951,7 @@ fn activations(flow: &FlowIr, routes_in: &[Vec<(StepId, EdgeKind)>], steps: &mut
             let rho = match kind {
                 EdgeKind::OnFail => src.activation * (1.0 - src.p_pass),
                 EdgeKind::Approve => src.activation,
-                EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data => 0.0,
+                EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data | EdgeKind::State => 0.0,
             };
             not_routed *= 1.0 - rho;
         }

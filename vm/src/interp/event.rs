@@ -191,6 +191,9 @@ pub enum EventKind {
         #[serde(rename = "receiptsAtRevert")]
         receipts_at_revert: u64,
     },
+    /// A step failed for good and `on_fail: continue` let the flow go on
+    /// past it (X2): the failure is handled, its dependents run.
+    StepContinued { failure: Failure },
 }
 
 impl EventKind {
@@ -227,6 +230,7 @@ impl EventKind {
             EventKind::Resumed => "resumed",
             EventKind::DriverInterrupted { .. } => "driver_interrupted",
             EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
+            EventKind::StepContinued { .. } => "step_continued",
         }
     }
 
@@ -249,7 +253,7 @@ impl EventKind {
                 "the checked step or item; none inside `when`/`set` expressions"
             }
             EventKind::Judged { .. } => "the checked step or item",
-            EventKind::Routed { .. } => "the failed step",
+            EventKind::Routed { .. } | EventKind::StepContinued { .. } => "the failed step",
             EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
             EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
             EventKind::FanoutLedgerDebit { .. } => "item (`fan/3`)",
@@ -338,8 +342,9 @@ impl EventKind {
             },
             EventKind::Routed {
                 target: "fallback".into(),
-                failure,
+                failure: failure.clone(),
             },
+            EventKind::StepContinued { failure },
             EventKind::GateWaiting { round: 0 },
             EventKind::GateResolved {
                 decision: "revise".into(),
