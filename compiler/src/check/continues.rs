@@ -51,7 +51,10 @@ impl Checker<'_> {
             return;
         }
         if let Some(&named) = fc.index.get(CONTINUE) {
-            let id = fc.flow.steps[named].id.as_ref().map_or(fc.flow.steps[named].span, |n| n.span);
+            let id = fc.flow.steps[named]
+                .id
+                .as_ref()
+                .map_or(fc.flow.steps[named].span, |n| n.span);
             let mut d = Diagnostic::new(
                 Code::ContinueStepName,
                 id,
@@ -75,8 +78,14 @@ impl Checker<'_> {
             if fc.status_guards.contains(&(read.reader, read.step)) {
                 continue;
             }
-            let id = fc.flow.steps[read.step].id.as_ref().map_or("", |n| n.text.as_str());
-            let reader = fc.flow.steps[read.reader].id.as_ref().map_or("this step", |n| n.text.as_str());
+            let id = fc.flow.steps[read.step]
+                .id
+                .as_ref()
+                .map_or("", |n| n.text.as_str());
+            let reader = fc.flow.steps[read.reader]
+                .id
+                .as_ref()
+                .map_or("this step", |n| n.text.as_str());
             self.sink.push(
                 Diagnostic::new(
                     Code::UnguardedContinueOutput,

@@ -18,8 +18,8 @@ mod ops;
 use stratum_grammar::{Expr, ExprKind, ParseErrorKind, UnaryOp};
 
 pub(super) use self::fold::constant_number;
-pub(super) use self::names::status_type;
 use self::fold::{Const, fold};
+pub(super) use self::names::status_type;
 use super::{Checker, FlowCtx};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::ExprIr;

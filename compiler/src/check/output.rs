@@ -28,7 +28,11 @@ impl<'a> Checker<'a> {
             return None;
         };
         let producer = &fc.flow.steps[step];
-        if let Some(n) = producer.on_fail.as_ref().filter(|n| super::continues::is_continue(fc, n)) {
+        if let Some(n) = producer
+            .on_fail
+            .as_ref()
+            .filter(|n| super::continues::is_continue(fc, n))
+        {
             let id = producer.id.as_ref().map_or("", |i| i.text.as_str());
             self.sink.push(
                 Diagnostic::new(Code::ContinueFlowOutput, n.span, format!("`{id}` has `on_fail: continue`, but the output of flow `{}` comes from it", fc.flow.name.text))

@@ -648,14 +648,32 @@ impl Checker<'_> {
             "note" if is_gate => (StateField::Note, Type::String),
             _ => {
                 let note = match member {
-                    "note" => format!("`note` is the note of a gate's latest decision, and `{}` is not a gate", r.head),
-                    "choice" => "`choice` (gate options, language 1.1 X10) is not built yet".to_string(),
-                    _ => format!("a template reads a step's `status`, `failure`, `note` (gates) or `output`: `${{{}.output}}`", r.head),
+                    "note" => format!(
+                        "`note` is the note of a gate's latest decision, and `{}` is not a gate",
+                        r.head
+                    ),
+                    "choice" => {
+                        "`choice` (gate options, language 1.1 X10) is not built yet".to_string()
+                    }
+                    _ => format!(
+                        "a template reads a step's `status`, `failure`, `note` (gates) or `output`: `${{{}.output}}`",
+                        r.head
+                    ),
                 };
                 self.sink.push(
-                    Diagnostic::new(Code::StepStateMember, span, format!("`${{{}.{member}}}`: step `{}` has no `{member}`", r.head, r.head))
-                        .with_note(note)
-                        .with_help(format!("read `${{{}.status}}` or `${{{}.failure}}`", r.head, r.head)),
+                    Diagnostic::new(
+                        Code::StepStateMember,
+                        span,
+                        format!(
+                            "`${{{}.{member}}}`: step `{}` has no `{member}`",
+                            r.head, r.head
+                        ),
+                    )
+                    .with_note(note)
+                    .with_help(format!(
+                        "read `${{{}.status}}` or `${{{}.failure}}`",
+                        r.head, r.head
+                    )),
                 );
                 return None;
             }
@@ -663,7 +681,12 @@ impl Checker<'_> {
         if leaf == Leaf::OutputFrom || leaf == Leaf::Carry {
             return None; // the caller reports the wrong kind
         }
-        self.fact_at(s, (r.head_span.start, r.head_span.end), super::FactKind::Step(src), &base);
+        self.fact_at(
+            s,
+            (r.head_span.start, r.head_span.end),
+            super::FactKind::Step(src),
+            &base,
+        );
         let shown = format!("{}.{member}", r.head);
         let ty = self.typed_path(base, &r.path[1..], s, &shown)?;
         self.fact(span, super::FactKind::Reference, &ty);

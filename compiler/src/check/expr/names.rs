@@ -135,10 +135,14 @@ impl Walk<'_, '_, '_> {
                 _ => {
                     let help = did_you_mean(name, ["reason", "violations"]);
                     self.push(
-                        Diagnostic::new(Code::UnknownMember, self.span(raw_span), format!("a failure has no field `{name}`"))
-                            .with_span_label("unknown field")
-                            .with_note("a failure has: `reason` (a string), `violations` (a list)")
-                            .with_help_opt(help),
+                        Diagnostic::new(
+                            Code::UnknownMember,
+                            self.span(raw_span),
+                            format!("a failure has no field `{name}`"),
+                        )
+                        .with_span_label("unknown field")
+                        .with_note("a failure has: `reason` (a string), `violations` (a list)")
+                        .with_help_opt(help),
                     );
                     Type::Any
                 }
@@ -243,9 +247,16 @@ impl Walk<'_, '_, '_> {
         let Some(&step) = self.fc.index.get(name) else {
             let help = did_you_mean(name, self.fc.index.keys().copied());
             self.push(
-                Diagnostic::new(Code::UnknownStepState, self.span(raw_span), format!("`steps.{name}`: there is no step `{name}` in this flow"))
-                    .with_note(format!("in `{}`, `steps` maps the ids of this flow's steps to their state", self.scope.field))
-                    .with_help_opt(help),
+                Diagnostic::new(
+                    Code::UnknownStepState,
+                    self.span(raw_span),
+                    format!("`steps.{name}`: there is no step `{name}` in this flow"),
+                )
+                .with_note(format!(
+                    "in `{}`, `steps` maps the ids of this flow's steps to their state",
+                    self.scope.field
+                ))
+                .with_help_opt(help),
             );
             return Type::Any;
         };
@@ -257,8 +268,15 @@ impl Walk<'_, '_, '_> {
             .to_string();
         if step == reader {
             self.push(
-                Diagnostic::new(Code::UnorderedStepRead, self.span(raw_span), format!("step `{name}` reads its own state in `{}`", self.scope.field))
-                    .with_note("a step's state is known only once it has finished"),
+                Diagnostic::new(
+                    Code::UnorderedStepRead,
+                    self.span(raw_span),
+                    format!(
+                        "step `{name}` reads its own state in `{}`",
+                        self.scope.field
+                    ),
+                )
+                .with_note("a step's state is known only once it has finished"),
             );
             return Type::Any;
         }
@@ -274,7 +292,13 @@ impl Walk<'_, '_, '_> {
     }
 
     /// `steps.<id>.<member>`.
-    fn state_member(&mut self, step: usize, name: &str, raw_span: stratum_grammar::Span, whole: &Expr) -> Type {
+    fn state_member(
+        &mut self,
+        step: usize,
+        name: &str,
+        raw_span: stratum_grammar::Span,
+        whole: &Expr,
+    ) -> Type {
         match name {
             "status" => {
                 if self.scope.field == "when" {
@@ -290,8 +314,16 @@ impl Walk<'_, '_, '_> {
                     StepOut::Known(t) => t.clone(),
                     StepOut::Gate => {
                         let id = self.step_name(step);
-                        self.push(Diagnostic::new(Code::UnknownStepState, self.span(raw_span), format!("`steps.{id}.output`: step `{id}` is a gate and has no output"))
-                            .with_help(format!("read the gate's `steps.{id}.status` instead")));
+                        self.push(
+                            Diagnostic::new(
+                                Code::UnknownStepState,
+                                self.span(raw_span),
+                                format!(
+                                    "`steps.{id}.output`: step `{id}` is a gate and has no output"
+                                ),
+                            )
+                            .with_help(format!("read the gate's `steps.{id}.status` instead")),
+                        );
                         Type::Any
                     }
                     _ => Type::Any,
@@ -302,13 +334,24 @@ impl Walk<'_, '_, '_> {
                 let note = if name == "choice" {
                     "`choice` (gate options, language 1.1 X10) is not built yet".to_string()
                 } else {
-                    format!("`steps.{id}` has: {}", STATE_MEMBERS.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "))
+                    format!(
+                        "`steps.{id}` has: {}",
+                        STATE_MEMBERS
+                            .iter()
+                            .map(|m| format!("`{m}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 };
                 self.push(
-                    Diagnostic::new(Code::UnknownStepState, self.span(raw_span), format!("`steps.{id}` has no member `{name}`"))
-                        .with_span_label("unknown member")
-                        .with_note(note)
-                        .with_help_opt(did_you_mean(name, STATE_MEMBERS.iter().copied())),
+                    Diagnostic::new(
+                        Code::UnknownStepState,
+                        self.span(raw_span),
+                        format!("`steps.{id}` has no member `{name}`"),
+                    )
+                    .with_span_label("unknown member")
+                    .with_note(note)
+                    .with_help_opt(did_you_mean(name, STATE_MEMBERS.iter().copied())),
                 );
                 Type::Any
             }
