@@ -210,6 +210,8 @@ impl Transition<'_> {
             *st = StepState {
                 epoch: from + 1,
                 gate_rounds: st.gate_rounds,
+                // `${gate.note}` is the note of the latest decision, even once reset
+                note: st.note.take(),
                 ..StepState::default()
             };
             reset.push(EpochChange {
