@@ -108,6 +108,29 @@ fn edges_are_drawn_by_kind() {
 }
 
 #[test]
+fn continue_and_state_edges_are_drawn_distinctly() {
+    // X2: the edges out of an `on_fail: continue` step are labelled
+    // `continue`; X1: a `${gate.note}` read is a `status` edge
+    let home = scratch("continue");
+    let spec = "tests/conformance/ext/x2-escalate.stratum.yaml";
+    let (code, dot, err) = stratumc(&home, &["graph", spec]);
+    assert_eq!(code, 0, "{err}");
+    assert!(dot.contains("label=\"continue\""), "{dot}");
+    insta::assert_snapshot!("dot__x2-escalate", dot);
+    let (_, mermaid, _) = stratumc(&home, &["graph", spec, "--format", "mermaid"]);
+    insta::assert_snapshot!("mermaid__x2-escalate", mermaid);
+    let (_, dot, _) = stratumc(
+        &home,
+        &[
+            "graph",
+            "tests/conformance/ext/x1-template-state-ok.stratum.yaml",
+        ],
+    );
+    assert!(dot.contains("label=\"status\""), "{dot}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
 fn svg_without_graphviz_says_what_to_do() {
     let home = scratch("nodot");
     // an empty PATH: no `dot` can be found

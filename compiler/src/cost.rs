@@ -67,7 +67,9 @@
 //! target by the probability that its source fails, an `on_approve` target
 //! fully, an `on_kill` target not at all. Normally activated steps count
 //! fully (no fail-fast discount), so `min ≤ expected ≤ worst` holds in every
-//! dimension.
+//! dimension. The dependents of an `on_fail: continue` step (X2) run whether
+//! it passes or fails, so they count fully in all three; its failure does
+//! not lower the run's `p_success`.
 //!
 //! **Time.** `ms` is wall-clock time excluding human waits. A step's time per
 //! entry is the sum of its dispatches' times (attempts run one after
@@ -396,7 +398,8 @@ pub struct FlowCost {
     /// Most human gate decisions.
     pub decisions: u64,
     /// Rough probability that a run completes (product over the normally
-    /// activated steps without `on_fail`).
+    /// activated steps without `on_fail`; an `on_fail: continue` step's
+    /// failure does not fail the run either).
     #[serde(serialize_with = "ser_num")]
     pub p_success: f64,
     /// Per step, in document order.
@@ -763,7 +766,9 @@ impl<'a> Ctx<'a> {
             worst.add(&c.worst.scale(c.entries as f64));
             if !c.route_target {
                 min.add(&c.min);
-                if flow.steps[s].on_fail.is_none() {
+                // a routed failure (`on_fail: <step>`) or one continued past
+                // (X2 `on_fail: continue`) does not fail the run
+                if flow.steps[s].on_fail.is_none() && !flow.steps[s].continues {
                     p_success *= c.p_pass;
                 }
             }
@@ -989,7 +994,7 @@ fn activations(flow: &FlowIr, routes_in: &[Vec<(StepId, EdgeKind)>], steps: &mut
             let rho = match kind {
                 EdgeKind::OnFail => src.activation * (1.0 - src.p_pass),
                 EdgeKind::Approve => src.activation,
-                EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data => 0.0,
+                EdgeKind::Kill | EdgeKind::Order | EdgeKind::Data | EdgeKind::State => 0.0,
             };
             not_routed *= 1.0 - rho;
         }

@@ -94,6 +94,7 @@ impl FlowIr {
             RefTarget::Item => "item".to_string(),
             RefTarget::Prev => "prev".to_string(),
             RefTarget::Carry(c) => self.carry[c].name.clone(),
+            RefTarget::State(s, f) => format!("{}.{}", self.steps[s].id, f.name()),
         };
         for seg in path {
             match seg {
@@ -161,6 +162,33 @@ pub enum RefTarget {
     Prev,
     /// `${name...}` (a carry variable, by index in [`FlowIr::carry`]).
     Carry(usize),
+    /// `${step.status}`, `${step.failure...}`, `${step.note}` (X1): a
+    /// finished step's state; reading it orders the reader after the step
+    /// but never skips it.
+    State(StepId, StateField),
+}
+
+/// Which part of a step's state a template reads (X1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateField {
+    /// `succeeded`, `failed` or `skipped`.
+    Status,
+    /// `{reason, violations}` or `null`.
+    Failure,
+    /// A gate's note of its latest decision, or `null`.
+    Note,
+}
+
+impl StateField {
+    /// The member name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateField::Status => "status",
+            StateField::Failure => "failure",
+            StateField::Note => "note",
+        }
+    }
 }
 
 /// A resolved `${...}` reference.
@@ -370,6 +398,9 @@ pub struct StepIr {
     pub timeout_ms: Option<u64>,
     /// Failure route.
     pub on_fail: Option<StepId>,
+    /// `on_fail: continue` (X2): when attempts run out the step ends
+    /// `failed`, the failure is handled and its dependents still run.
+    pub continues: bool,
 }
 
 /// Why one step comes after another.
@@ -386,12 +417,15 @@ pub enum EdgeKind {
     Approve,
     /// `gate.on_kill`.
     Kill,
+    /// A `${step.status}`, `${step.failure}` or `${step.note}` reference
+    /// (X1): orders like `after`, never skips the reader.
+    State,
 }
 
 impl EdgeKind {
     /// Dependency edges (order and data) gate readiness; the others are routes.
     pub fn is_dependency(self) -> bool {
-        matches!(self, EdgeKind::Order | EdgeKind::Data)
+        matches!(self, EdgeKind::Order | EdgeKind::Data | EdgeKind::State)
     }
 }
 

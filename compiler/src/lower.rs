@@ -172,6 +172,11 @@ impl Lowerer<'_> {
             ir::RefTarget::Item => RefTarget::Item,
             ir::RefTarget::Prev => RefTarget::Prev,
             ir::RefTarget::Carry(c) => RefTarget::Carry(c as u32),
+            ir::RefTarget::State(s, field) => match field {
+                ir::StateField::Status => RefTarget::Status(t.index[s]),
+                ir::StateField::Failure => RefTarget::Failure(t.index[s]),
+                ir::StateField::Note => RefTarget::Note(t.index[s]),
+            },
         };
         RefDef {
             target,
@@ -354,6 +359,7 @@ impl Lowerer<'_> {
                     IrEdge::OnFail => EdgeKind::OnFail,
                     IrEdge::Approve => EdgeKind::Approve,
                     IrEdge::Kill => EdgeKind::Kill,
+                    IrEdge::State => EdgeKind::State,
                 },
             })
             .collect();
@@ -498,6 +504,7 @@ impl Lowerer<'_> {
             out: s.out.map(|o| o as u32),
             budget: s.budget.as_ref().map(Self::budget),
             on_fail: s.on_fail.map(|x| t.index[x]),
+            on_fail_continue: s.continues,
             timeout_ms: match s.kind {
                 StepKindIr::Do { .. } => s.timeout_ms.or(default_timeout),
                 _ => None,
@@ -563,6 +570,7 @@ impl Compiler<'_, '_> {
                     "result" => Op::LoadResult,
                     "input" => Op::LoadInput,
                     "item" => Op::LoadItem,
+                    "steps" => Op::LoadSteps,
                     _ => Op::LoadPrev,
                 };
                 self.emit(op, &[], at);

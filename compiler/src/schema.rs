@@ -70,7 +70,9 @@ fn doc(key: &str) -> Option<&'static str> {
         }
         "attempts" => "Total attempts (default 2).",
         "iterate" => "Repeat the task until `until` holds, at most `max` times.",
-        "on_fail" => "The step that runs when this one fails (the failure is then handled).",
+        "on_fail" => {
+            "The step that runs when this one fails (the failure is then handled), or `continue` (language 1.1): when attempts run out the step ends failed, the failure is handled and the flow goes on (its output reads as null)."
+        }
         "with" => "The called flow's input values (templates allowed).",
         "cost" => {
             "Cost hints for `stratumc cost` (language 1.1): `tokens`, `usd`, `ms` per dispatch, `p` (pass probability), `judge_tokens`; they replace the agent profile's figures. The engine ignores them."

@@ -178,6 +178,13 @@ pub enum Type {
     Record(RecordId),
     /// `result` in `when`/`set`: step id → output (of the given flow index).
     Steps(usize),
+    /// `steps` (X1): step id → the step's state (of the given flow index).
+    StepStates(usize),
+    /// `steps.<id>` (X1): the state of step `<id>` (a step index of the flow
+    /// being checked): `status`, `output`, `failure`, `attempts`.
+    StepState(usize),
+    /// A step's failure (X1): `{reason: string, violations: [..]}` or `null`.
+    Failure,
 }
 
 impl Type {
@@ -203,7 +210,15 @@ impl Type {
 
     /// Whether this is an object-like value (keys can be tested with `in`).
     pub fn is_objecty(&self) -> bool {
-        matches!(self, Type::Object | Type::Record(_) | Type::Steps(_))
+        matches!(
+            self,
+            Type::Object
+                | Type::Record(_)
+                | Type::Steps(_)
+                | Type::StepStates(_)
+                | Type::StepState(_)
+                | Type::Failure
+        )
     }
 }
 
@@ -235,6 +250,9 @@ impl TypeTable {
                 .get(*r)
                 .map_or_else(|| "record".into(), |r| r.name.clone()),
             Type::Steps(_) => "step outputs".into(),
+            Type::StepStates(_) => "step states".into(),
+            Type::StepState(_) => "step state".into(),
+            Type::Failure => "failure".into(),
         }
     }
 
@@ -302,7 +320,15 @@ impl TypeTable {
             (Type::Enum(vals), Ty::Enum(allowed)) => vals.iter().all(|v| allowed.contains(v)),
             (Type::Number, Ty::Number | Ty::Integer) => true,
             (Type::Bool, Ty::Boolean) => true,
-            (Type::Object | Type::Record(_) | Type::Steps(_), Ty::Object) => true,
+            (
+                Type::Object
+                | Type::Record(_)
+                | Type::Steps(_)
+                | Type::StepStates(_)
+                | Type::StepState(_)
+                | Type::Failure,
+                Ty::Object,
+            ) => true,
             (Type::Object, Ty::Record(_)) => true,
             (Type::Record(a), Ty::Record(b)) => self.same_record(*a, *b),
             (Type::List(_), Ty::Array) => true,

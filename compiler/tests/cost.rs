@@ -827,3 +827,26 @@ fn leased_dispatches_may_be_handed_out_three_times_per_attempt_in_the_worst_case
     ));
     assert_est(&c.dispatches, 1.0, 1.5, 2.0);
 }
+
+#[test]
+fn a_continue_step_counts_its_dependents_and_does_not_fail_the_run() {
+    // `a` continues past its failure, so `b` (which reads it) and `c` run in
+    // every case: all three count in min, expected and worst
+    let flows = "  entry: main
+  main:
+    input: {}
+    output: {from: \"${c.output}\", contract: Out}
+    steps:
+      - {id: a, do: \"A\", out: Out, attempts: 1, on_fail: continue}
+      - {id: b, do: \"B ${a.status}\", out: Out, attempts: 1}
+      - {id: c, after: [b], do: \"C\", out: Out, attempts: 1}
+";
+    let c = cost(flows);
+    assert_est(&c.dispatches, 3.0, 3.0, 3.0);
+    // only b and c can fail the run: 0.5 × 0.5 (a's failure is handled)
+    assert!(close(c.p_success, 0.25), "{}", c.p_success);
+    // the same flow without `continue` fails when a fails: 0.5³
+    let plain = cost(&flows.replace(", on_fail: continue", ""));
+    assert_est(&plain.dispatches, 3.0, 3.0, 3.0);
+    assert!(close(plain.p_success, 0.125), "{}", plain.p_success);
+}

@@ -367,3 +367,43 @@ flows:
         "{err}"
     );
 }
+
+#[test]
+fn step_states_and_continue_are_lowered_and_listed() {
+    // X1/X2: the escalate pattern — `on_fail: continue`, a `steps` read, a
+    // state reference (`${escalate_literature.note}`) as a state edge
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("tests/conformance/ext/x2-escalate.stratum.yaml"))
+        .expect("the conformance case exists");
+    let plan = plan_of(&text);
+    verify(&plan).expect("the plan verifies");
+    let flow = &plan.flows[plan.entry as usize];
+    let by_id = |id: &str| {
+        flow.steps
+            .iter()
+            .position(|s| plan.str(s.id) == id)
+            .expect("the step exists") as u32
+    };
+    let (lit, gate, paper) = (
+        by_id("literature"),
+        by_id("escalate_literature"),
+        by_id("paper"),
+    );
+    assert!(flow.steps[lit as usize].on_fail_continue);
+    assert!(!flow.steps[paper as usize].on_fail_continue);
+    assert!(
+        flow.edges
+            .iter()
+            .any(|e| (e.from, e.to, e.kind) == (gate, paper, EdgeKind::State)),
+        "{:?}",
+        flow.edges
+    );
+    let asm = stratum_vm::plan::disasm::listing(&plan);
+    assert!(asm.contains("on_fail continue"), "{asm}");
+    assert!(asm.contains("LoadSteps"), "{asm}");
+    assert!(asm.contains("escalate_literature.note"), "{asm}");
+    // the plan file round-trips the new fields
+    let (bytes, _) = file::encode(&plan);
+    let (back, _) = file::load(&bytes).expect("the plan loads");
+    assert_eq!(back, plan);
+}

@@ -11,7 +11,8 @@ use stratum_vm::eval::contract::{
     ContractError, Problem, check_record, check_record_at, check_type,
 };
 use stratum_vm::eval::expr::{
-    Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool,
+    Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, StepStates, eval, eval_bool,
+    eval_with_steps,
 };
 use stratum_vm::eval::template::{RefValues, RenderError, render};
 use stratum_vm::eval::value::{compact_json, equal, js_number, truthy, type_name};
@@ -1736,4 +1737,71 @@ mod properties {
             prop_assert!(back == n, "{} → {} → {}", n, text, back);
         }
     }
+}
+
+/// X1: the `steps` binding, read lazily through `StepStates`.
+struct States {
+    materialized: Cell<u32>,
+}
+
+impl StepStates for States {
+    fn state(&self, id: &str) -> Option<Value> {
+        (id == "analysis").then(|| {
+            json!({"status": "failed", "output": null,
+                   "failure": {"reason": "no data", "violations": []}, "attempts": 2})
+        })
+    }
+
+    fn to_object(&self) -> Value {
+        self.materialized.set(self.materialized.get() + 1);
+        json!({"analysis": self.state("analysis")})
+    }
+}
+
+#[test]
+fn steps_binding_reads_one_state_and_is_unknown_without_it() {
+    let states = States {
+        materialized: Cell::new(0),
+    };
+    let input = json!({});
+    let b = Bindings {
+        result: ResultBinding::Unbound,
+        input: &input,
+        item: None,
+        prev: None,
+    };
+    let steps_of = |prog: &[I]| {
+        let mut code = Vec::new();
+        op::encode(&mut code, Op::LoadSteps, &[]);
+        let (plan, mut chunk) = assemble(prog);
+        code.extend_from_slice(&chunk.code);
+        chunk.code = code;
+        eval_with_steps(&plan, &chunk, &b, Some(&states), &mut NoFiles)
+    };
+    assert_eq!(steps_of(&[F("analysis"), F("status")]), Ok(json!("failed")));
+    assert_eq!(
+        steps_of(&[F("analysis"), F("failure"), F("reason")]),
+        Ok(json!("no data"))
+    );
+    assert_eq!(steps_of(&[F("analysis"), F("attempts")]), Ok(json!(2)));
+    assert_eq!(
+        states.materialized.get(),
+        0,
+        "`steps.<id>` never builds the map"
+    );
+    assert_eq!(steps_of(&[Call("len", 1)]), Ok(json!(1)));
+    assert_eq!(states.materialized.get(), 1);
+    assert!(matches!(
+        steps_of(&[F("paper")]),
+        Err(EvalError::TypeError(m)) if m.contains("no step `paper`")
+    ));
+    // without the binding (the plain `eval`), reading it is unknown
+    let (plan, mut chunk) = assemble(&[]);
+    chunk.code = Vec::new();
+    op::encode(&mut chunk.code, Op::LoadSteps, &[]);
+    op::encode(&mut chunk.code, Op::Return, &[]);
+    assert!(matches!(
+        eval(&plan, &chunk, &b, &mut NoFiles),
+        Err(EvalError::UnknownIdentifier(_))
+    ));
 }

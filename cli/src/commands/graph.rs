@@ -232,6 +232,11 @@ pub enum Style {
     Kill,
     /// `gate.on_revise` (backwards; resets a closure).
     Revise,
+    /// A `${step.status}` / `failure` / `note` reference (X1): orders, never skips.
+    State,
+    /// Out of a step with `on_fail: continue` (X2): the dependent runs
+    /// whether the step succeeded or failed.
+    Continue,
 }
 
 /// Where an edge attaches: a node, drawn at the border of its outermost box.
@@ -582,18 +587,23 @@ impl Builder<'_> {
     /// The edges of one flow, in the IR's order, then its revise loops.
     fn flow_edges(&mut self, f: &FlowIr, anchors: &[Anchor]) {
         for e in &f.edges {
+            let continues = f.steps[e.from].continues && e.kind.is_dependency();
             let style = match e.kind {
+                _ if continues => Style::Continue,
                 EdgeKind::Data => Style::Data,
                 EdgeKind::Order => Style::Order,
                 EdgeKind::OnFail => Style::OnFail,
                 EdgeKind::Approve => Style::Approve,
                 EdgeKind::Kill => Style::Kill,
+                EdgeKind::State => Style::State,
             };
             let label = match e.kind {
+                _ if continues => Some("continue".to_string()),
                 EdgeKind::Data | EdgeKind::Order => None,
                 EdgeKind::OnFail => Some("on_fail".to_string()),
                 EdgeKind::Approve => Some("approve".to_string()),
                 EdgeKind::Kill => Some("kill".to_string()),
+                EdgeKind::State => Some("status".to_string()),
             };
             let (from, to) = (anchors[e.from].exit.clone(), anchors[e.to].entry.clone());
             self.edge(&from, &to, style, label);
@@ -781,6 +791,10 @@ pub fn dot(m: &Model) -> String {
                 "style=dotted, color=\"#1864ab\", fontcolor=\"#1864ab\", penwidth=2, constraint=false"
                     .into(),
             ),
+            Style::State => attrs.push("style=dashed, color=\"#495057\", fontcolor=\"#495057\"".into()),
+            Style::Continue => attrs.push(
+                "style=bold, color=\"#e67700\", fontcolor=\"#e67700\", penwidth=2".into(),
+            ),
         }
         if let Some(l) = &e.label {
             attrs.push(format!("label={}", dot_str(l)));
@@ -885,8 +899,8 @@ pub fn mermaid(m: &Model) -> String {
         let (a, b) = (end(&e.from), end(&e.to));
         let arrow = match e.style {
             Style::Data => "-->",
-            Style::Order | Style::Revise => "-.->",
-            Style::OnFail | Style::Approve | Style::Kill => "==>",
+            Style::Order | Style::Revise | Style::State => "-.->",
+            Style::OnFail | Style::Approve | Style::Kill | Style::Continue => "==>",
         };
         match &e.label {
             Some(l) => {
@@ -905,6 +919,8 @@ pub fn mermaid(m: &Model) -> String {
             Style::Approve => Some("stroke:#2b8a3e,color:#2b8a3e"),
             Style::Kill => Some("stroke:#862e9c,color:#862e9c"),
             Style::Revise => Some("stroke:#1864ab,color:#1864ab"),
+            Style::Continue => Some("stroke:#e67700,color:#e67700"),
+            Style::State => Some("stroke:#495057,color:#495057"),
             Style::Data | Style::Order => None,
         };
         if let Some(c) = colour {

@@ -19,6 +19,7 @@ use stratum_grammar::{Expr, ExprKind, ParseErrorKind, UnaryOp};
 
 pub(super) use self::fold::constant_number;
 use self::fold::{Const, fold};
+pub(super) use self::names::status_type;
 use super::{Checker, FlowCtx};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::ExprIr;
@@ -80,6 +81,9 @@ struct Walk<'a, 'c, 'f> {
     scope: &'c Scope,
     /// Whether this expression reads any binding or the file system.
     dynamic: bool,
+    /// Depth of `coalesce(...)` calls around the node being typed (a read
+    /// inside one handles `null`: X2).
+    coalesced: u32,
 }
 
 impl Checker<'_> {
@@ -148,6 +152,7 @@ impl Checker<'_> {
             scalar: s,
             scope,
             dynamic: false,
+            coalesced: 0,
         };
         let ty = w.ty(&ast);
         let dynamic = w.dynamic;
@@ -295,7 +300,7 @@ impl Walk<'_, '_, '_> {
                         record: *r,
                         field: name.clone(),
                     }),
-                    Type::Steps(_) => self
+                    Type::Steps(_) | Type::StepStates(_) => self
                         .fc
                         .index
                         .get(name.as_str())
@@ -339,7 +344,13 @@ impl Walk<'_, '_, '_> {
                 callee,
                 callee_span,
                 args,
-            } => self.call(callee, *callee_span, args, e),
+            } => {
+                let coalesce = callee == "coalesce";
+                self.coalesced += u32::from(coalesce);
+                let t = self.call(callee, *callee_span, args, e);
+                self.coalesced -= u32::from(coalesce);
+                t
+            }
             ExprKind::Unary { op, operand } => {
                 let t = self.ty(operand);
                 match op {

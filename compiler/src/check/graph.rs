@@ -263,4 +263,17 @@ mod tests {
         assert_eq!(reset.steps, vec![true, true, true]);
         assert_eq!(g.reset_closure(0, 1).steps, vec![false, true, true]);
     }
+
+    #[test]
+    fn state_edges_order_like_dependencies() {
+        // X1: `${a.status}` in c orders c after a (C4 holds), but carries no data
+        let mut g = Graph::new(3);
+        g.add(0, 2, EdgeKind::State, Span::at(0));
+        g.add(1, 2, EdgeKind::Data, Span::at(0));
+        assert!(g.reaches(0, 2, true));
+        assert_eq!(g.ancestors(2, true), vec![true, true, false]);
+        assert_eq!(g.data_successors(0).count(), 0);
+        assert_eq!(g.data_successors(1).collect::<Vec<_>>(), vec![2]);
+        assert!(!g.is_route_target(2));
+    }
 }

@@ -12,6 +12,7 @@
 //! something already reported: broken parts resolve to error types (C1).
 
 mod carry;
+mod continues;
 mod contracts;
 pub mod expr;
 mod gates;
@@ -70,6 +71,10 @@ pub(crate) struct FlowCtx<'f> {
     pub resets: Vec<ir::ResetIr>,
     /// Memo of dependency ancestors per step.
     ancestors: HashMap<StepId, Vec<bool>>,
+    /// Reads of a step's output (X2: checked against `on_fail: continue`).
+    pub output_reads: Vec<continues::OutputRead>,
+    /// (reader, step): the reader's `when` reads `steps.<step>.status` (X2).
+    pub status_guards: Vec<(StepId, StepId)>,
 }
 
 impl FlowCtx<'_> {
@@ -547,6 +552,8 @@ impl<'a> Checker<'a> {
             carry_uses: Vec::new(),
             resets: Vec::new(),
             ancestors: HashMap::new(),
+            output_reads: Vec::new(),
+            status_guards: Vec::new(),
         };
         // ids
         for (i, s) in flow.steps.iter().enumerate() {
@@ -603,6 +610,7 @@ impl<'a> Checker<'a> {
         self.revise_gates(&mut fc);
         self.consumer_worktrees(&mut fc);
         let output = self.flow_output(&mut fc);
+        self.continues(&fc);
         self.unreachable(&mut fc);
         let topo = fc.graph.topo_order();
         let steps = steps?;
@@ -690,12 +698,13 @@ impl<'a> Checker<'a> {
                 }
             }
             if let Some(f) = &s.on_fail
+                && !continues::is_continue(fc, f)
                 && let Some(t) = self.target(fc, f, "`on_fail`")
             {
                 pending.push((i, t, ir::EdgeKind::OnFail, f.span));
             }
-            for (from, span) in self.data_sources(fc, i) {
-                pending.push((from, i, ir::EdgeKind::Data, span));
+            for (from, span, kind) in self.data_sources(fc, i) {
+                pending.push((from, i, kind, span));
             }
             if let StepKind::Gate(g) = &s.kind {
                 for (route, kind, what) in [
@@ -719,6 +728,7 @@ impl<'a> Checker<'a> {
                 let msg = match kind {
                     ir::EdgeKind::Order => format!("{id} lists itself in `after`"),
                     ir::EdgeKind::Data => format!("{id} reads its own output"),
+                    ir::EdgeKind::State => format!("{id} reads its own state"),
                     _ => format!("{id} routes to itself"),
                 };
                 self.sink.push(
@@ -741,7 +751,7 @@ impl<'a> Checker<'a> {
             chain.push(format!("`{}`", name(to)));
             let kind_text = match kind {
                 ir::EdgeKind::Order => "this `after` entry",
-                ir::EdgeKind::Data => "this reference",
+                ir::EdgeKind::Data | ir::EdgeKind::State => "this reference",
                 ir::EdgeKind::OnFail => "this `on_fail` route",
                 ir::EdgeKind::Approve => "this `on_approve` route",
                 ir::EdgeKind::Kill => "this `on_kill` route",

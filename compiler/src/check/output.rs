@@ -2,7 +2,8 @@
 //! value fits `output.contract`.
 //!
 //! Owns: the value check of reference v1-language §6.2 items 47–52 (the
-//! reference itself is resolved by `template`).
+//! reference itself is resolved by `template`), and S0318: the output step
+//! may not say `on_fail: continue` (X2: the run would have no output).
 //! Must never: type the reference path itself (that is `template`).
 
 use super::template::Leaf;
@@ -26,6 +27,21 @@ impl<'a> Checker<'a> {
         let RefTarget::Step(step) = r.target else {
             return None;
         };
+        let producer = &fc.flow.steps[step];
+        if let Some(n) = producer
+            .on_fail
+            .as_ref()
+            .filter(|n| super::continues::is_continue(fc, n))
+        {
+            let id = producer.id.as_ref().map_or("", |i| i.text.as_str());
+            self.sink.push(
+                Diagnostic::new(Code::ContinueFlowOutput, n.span, format!("`{id}` has `on_fail: continue`, but the output of flow `{}` comes from it", fc.flow.name.text))
+                    .with_label(from.span, "the flow output is read here")
+                    .with_note("a flow whose output step failed has no output to return; the run could not succeed")
+                    .with_help(format!("remove `on_fail: continue` from `{id}` (its failure then fails the run), or take the output from a later step that checks `steps.{id}.status`")),
+            );
+            return None;
+        }
         let contract = self.flow_output_records[fc.flow_index];
         if let (Some(c), ty) = (contract, &r.ty) {
             let ft = FieldType {

@@ -1,14 +1,19 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
-//! original engine. Codes S09NN, NN the addition's number (S0905: X5,
-//! S0906: X6, S0907: X7).
+//! original engine. Codes S09NN, NN the addition's number (S0901: X1,
+//! S0902: X2, S0905: X5, S0906: X6, S0907: X7).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
 //! asked for).
 
+use stratum_grammar::{ExprKind, RefKind, SegmentKind};
+
 use crate::diagnostics::{Code, Diagnostic};
-use crate::syntax::ast::{CostHint, Int, Predicate, PredicateKind, Spec, StepKind};
+use crate::syntax::ast::{
+    CostHint, Flow, Int, Name, Predicate, PredicateKind, Spec, Step, StepKind,
+};
+use crate::yaml::Str;
 
 /// Every use of an addition in `spec`, in document order.
 pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
@@ -19,6 +24,10 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         }
         for step in &flow.steps {
             out.extend(scored(&step.ensure));
+            out.extend(step_states(flow, step));
+            if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
+                out.push(continues(n));
+            }
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
             }
@@ -53,6 +62,92 @@ fn scored(ensure: &[Predicate]) -> Vec<Diagnostic> {
             _ => None,
         })
         .collect()
+}
+
+/// X1: every expression that reads `steps` and every template reference
+/// to a step's state (`${<id>.status}`, `failure`, `note`) of one step.
+fn step_states(flow: &Flow, step: &Step) -> Vec<Diagnostic> {
+    let mut exprs: Vec<&Str> = Vec::new();
+    let mut templates: Vec<&Str> = Vec::new();
+    exprs.extend(step.when.iter());
+    exprs.extend(step.iterate.as_ref().and_then(|i| i.until.as_ref()));
+    let own = preds(&step.ensure);
+    exprs.extend(own);
+    match &step.kind {
+        StepKind::Do(t) => templates.push(t),
+        StepKind::Set(fields) => exprs.extend(fields.iter().filter_map(|(_, v)| v.as_ref())),
+        StepKind::Fanout(f) => {
+            for st in &f.stages {
+                exprs.extend(st.when.iter());
+                let stage = preds(&st.ensure);
+                exprs.extend(stage);
+                templates.extend(st.task.iter());
+            }
+        }
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for e in exprs {
+        let (Some(ast), _) = stratum_grammar::parse_expr(&e.text) else {
+            continue;
+        };
+        let mut uses = 0;
+        stratum_grammar::walk(&ast, &mut |n| {
+            if matches!(&n.kind, ExprKind::Ident(name) if name == "steps") {
+                uses += 1;
+            }
+        });
+        out.extend((0..uses).map(|_| step_state(e, "the `steps` binding")));
+    }
+    let is_step = |id: &str| {
+        flow.steps
+            .iter()
+            .any(|s| s.id.as_ref().is_some_and(|n| n.text == id))
+    };
+    for t in templates {
+        let (template, _) = stratum_grammar::parse_template(&t.text);
+        for r in template.references() {
+            let member = match r.path.first().map(|p| &p.kind) {
+                Some(SegmentKind::Field(f))
+                    if ["status", "failure", "note"].contains(&f.as_str()) =>
+                {
+                    f
+                }
+                _ => continue,
+            };
+            if r.kind == RefKind::Carry && is_step(&r.head) {
+                out.push(step_state(t, &format!("`${{{}.{member}}}`", r.head)));
+            }
+        }
+    }
+    out
+}
+
+fn preds(ps: &[crate::syntax::ast::Predicate]) -> Vec<&Str> {
+    ps.iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+fn step_state(at: &Str, what: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableStepState,
+        at.span,
+        format!("{what} (a step's state) is a stratumc addition (language 1.1, X1); the original engine does not know it"),
+    )
+    .with_help("for the original engine, read outputs through `result.<id>` and order the reader with `after`")
+}
+
+fn continues(n: &Name) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableContinue,
+        n.span,
+        "`on_fail: continue` is a stratumc addition (language 1.1, X2); the original engine looks for a step named `continue`",
+    )
+    .with_help("for the original engine, route the failure to a recovery step: `on_fail: <step id>`")
 }
 
 fn cost_hint(c: &CostHint) -> Diagnostic {
@@ -102,5 +197,23 @@ mod tests {
             ["S0906", "S0906"]
         );
         assert!(codes("../examples/minimal-classifier.stratum.yaml").is_empty());
+    }
+
+    #[test]
+    fn one_step_state_and_continue_warning_per_use() {
+        // analysis: continue; escalate's `when`; paper's `when` (the
+        // `${escalate_literature.note}` reference is one more)
+        assert_eq!(
+            codes("../tests/conformance/ext/x2-escalate.stratum.yaml"),
+            ["S0902", "S0901", "S0901", "S0901"]
+        );
+        // summary: `when` (two uses) and its ensure; report: three `set` values;
+        // analysis: continue
+        assert_eq!(
+            codes("../tests/conformance/ext/x1-steps-ok.stratum.yaml"),
+            [
+                "S0902", "S0901", "S0901", "S0901", "S0901", "S0901", "S0901"
+            ]
+        );
     }
 }

@@ -240,6 +240,10 @@ impl<'a> Checker<'a> {
             cost: s.cost,
             timeout_ms: s.timeout_ms.map(|t| t.value),
             on_fail,
+            continues: s
+                .on_fail
+                .as_ref()
+                .is_some_and(|n| super::continues::is_continue(fc, n)),
         })
     }
 

@@ -13,7 +13,7 @@ use stratum_grammar::{PathSegment, RefKind, Reference, SegmentKind};
 
 use super::{Checker, FlowCtx, StepOut};
 use crate::diagnostics::{Code, Diagnostic, did_you_mean};
-use crate::ir::{Piece, RefIr, RefTarget, Segment, StepId, TemplateIr};
+use crate::ir::{EdgeKind, Piece, RefIr, RefTarget, Segment, StateField, StepId, TemplateIr};
 use crate::source::Span;
 use crate::syntax::ast::StepKind;
 use crate::types::Type;
@@ -52,8 +52,13 @@ fn seg(p: &PathSegment) -> Segment {
 }
 
 impl<'a> Checker<'a> {
-    /// Step references of step `i`'s template leaves, for data edges.
-    pub(super) fn data_sources(&mut self, fc: &FlowCtx<'_>, i: StepId) -> Vec<(StepId, Span)> {
+    /// Step references of step `i`'s template leaves, for data edges (and
+    /// state edges: `${<id>.status}` and the like order without skipping).
+    pub(super) fn data_sources(
+        &mut self,
+        fc: &FlowCtx<'_>,
+        i: StepId,
+    ) -> Vec<(StepId, Span, EdgeKind)> {
         let s = &fc.flow.steps[i];
         let mut leaves: Vec<&Str> = Vec::new();
         match &s.kind {
@@ -87,10 +92,15 @@ impl<'a> Checker<'a> {
         for leaf in leaves {
             let parsed = self.parses.template(&leaf.text);
             for r in parsed.template.references() {
-                if r.kind == RefKind::StepOutput
-                    && let Some(&from) = fc.index.get(r.head.as_str())
-                {
-                    out.push((from, self.map(leaf, r.span.start, r.span.end)));
+                let kind = if r.kind == RefKind::StepOutput {
+                    EdgeKind::Data
+                } else if state_read(fc, r).is_some() {
+                    EdgeKind::State
+                } else {
+                    continue;
+                };
+                if let Some(&from) = fc.index.get(r.head.as_str()) {
+                    out.push((from, self.map(leaf, r.span.start, r.span.end), kind));
                 }
             }
         }
@@ -184,6 +194,9 @@ impl<'a> Checker<'a> {
             RefKind::Item | RefKind::Prev => self.binding_reference(s, r, span, leaf, stage),
             RefKind::Input => self.input_reference(fc, s, r, span),
             RefKind::StepOutput => self.step_reference(fc, step, s, r, span, leaf),
+            RefKind::Carry if state_read(fc, r).is_some() => {
+                self.state_reference(fc, step, s, r, span, leaf)
+            }
             RefKind::Carry => self.carry_reference(fc, step, s, r, span, leaf),
         }
     }
@@ -288,7 +301,7 @@ impl<'a> Checker<'a> {
     /// `${step.output...}`.
     fn step_reference(
         &mut self,
-        fc: &FlowCtx<'_>,
+        fc: &mut FlowCtx<'_>,
         step: Option<StepId>,
         s: &Str,
         r: &Reference,
@@ -326,6 +339,14 @@ impl<'a> Checker<'a> {
         if Some(src) == step {
             // reported with the graph (self reference)
             return None;
+        }
+        if let Some(reader) = step {
+            fc.output_reads.push(super::continues::OutputRead {
+                reader,
+                step: src,
+                span,
+                guarded: false,
+            });
         }
         Some(RefIr {
             target: RefTarget::Step(src),
@@ -497,6 +518,14 @@ impl<'a> Checker<'a> {
             let next = match (&t, &p.kind) {
                 (Type::Any | Type::Object, SegmentKind::Field(_)) => return Some(Type::Any),
                 (Type::Any, SegmentKind::Index(_)) => return Some(Type::Any),
+                (Type::Failure, SegmentKind::Field(f)) => match f.as_str() {
+                    "reason" => Ok(Type::String),
+                    "violations" => Ok(Type::List(Box::new(Type::Any))),
+                    _ => Err((
+                        format!("`{shown}` (a failure) has no field `{f}`"),
+                        did_you_mean(f, ["reason", "violations"]),
+                    )),
+                },
                 (Type::Record(rid), SegmentKind::Field(f)) => {
                     let record = &self.types.records[*rid];
                     match record.field(f) {
@@ -590,6 +619,98 @@ impl<'a> Checker<'a> {
             Some(Piece::Ref(r)) => Some(r),
             _ => None,
         }
+    }
+}
+
+/// Whether `${<head>.<member>...}` reads a step's state (X1): `<head>` is a
+/// step of the flow, not a carry variable of the entry flow (those keep
+/// their v1 meaning), and the first segment is a state member (`choice`
+/// included, to say it is X10; other names keep their v1 diagnostics).
+fn state_read<'r>(fc: &FlowCtx<'_>, r: &'r Reference) -> Option<&'r str> {
+    if fc.is_entry && fc.carry.contains_key(r.head.as_str()) {
+        return None;
+    }
+    fc.index.get(r.head.as_str())?;
+    match &r.path.first()?.kind {
+        SegmentKind::Field(f) if TEMPLATE_STATE_MEMBERS.contains(&f.as_str()) => Some(f.as_str()),
+        _ => None,
+    }
+}
+
+/// The members a template reads of a step's state; `choice` is X10 (refused).
+const TEMPLATE_STATE_MEMBERS: &[&str] = &["status", "failure", "note", "choice"];
+
+impl Checker<'_> {
+    /// `${<id>.status}`, `${<id>.failure...}`, `${<id>.note}` (X1).
+    fn state_reference(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        step: Option<StepId>,
+        s: &Str,
+        r: &Reference,
+        span: Span,
+        leaf: Leaf,
+    ) -> Option<RefIr> {
+        let src = *fc.index.get(r.head.as_str())?;
+        let member = state_read(fc, r)?;
+        let is_gate = matches!(fc.flow.steps[src].kind, StepKind::Gate(_));
+        let (field, base) = match member {
+            "status" => (StateField::Status, super::expr::status_type()),
+            "failure" => (StateField::Failure, Type::Failure),
+            "note" if is_gate => (StateField::Note, Type::String),
+            _ => {
+                let note = match member {
+                    "note" => format!(
+                        "`note` is the note of a gate's latest decision, and `{}` is not a gate",
+                        r.head
+                    ),
+                    "choice" => {
+                        "`choice` (gate options, language 1.1 X10) is not built yet".to_string()
+                    }
+                    _ => format!(
+                        "a template reads a step's `status`, `failure`, `note` (gates) or `output`: `${{{}.output}}`",
+                        r.head
+                    ),
+                };
+                self.sink.push(
+                    Diagnostic::new(
+                        Code::StepStateMember,
+                        span,
+                        format!(
+                            "`${{{}.{member}}}`: step `{}` has no `{member}`",
+                            r.head, r.head
+                        ),
+                    )
+                    .with_note(note)
+                    .with_help(format!(
+                        "read `${{{}.status}}` or `${{{}.failure}}`",
+                        r.head, r.head
+                    )),
+                );
+                return None;
+            }
+        };
+        if leaf == Leaf::OutputFrom || leaf == Leaf::Carry {
+            return None; // the caller reports the wrong kind
+        }
+        self.fact_at(
+            s,
+            (r.head_span.start, r.head_span.end),
+            super::FactKind::Step(src),
+            &base,
+        );
+        let shown = format!("{}.{member}", r.head);
+        let ty = self.typed_path(base, &r.path[1..], s, &shown)?;
+        self.fact(span, super::FactKind::Reference, &ty);
+        if Some(src) == step {
+            return None; // reported with the graph (self reference)
+        }
+        Some(RefIr {
+            target: RefTarget::State(src, field),
+            path: r.path[1..].iter().map(seg).collect(),
+            ty,
+            span,
+        })
     }
 }
 

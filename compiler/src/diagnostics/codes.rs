@@ -98,6 +98,8 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
+    ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
 
     // S04xx — `${...}` references and the types that flow through them.
     InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
@@ -111,6 +113,8 @@ codes! {
     ReferenceTypeMismatch = "S0409", Error, "a referenced value of a type that cannot fit";
     FlowOutputMismatch = "S0410", Error, "the flow output's source does not match `output.contract`";
     LiteralFilePath = "S0411", Warning, "a file predicate path with `${...}`, which v1 does not fill in";
+    UnguardedContinueOutput = "S0412", Warning, "a read of the output of an `on_fail: continue` step that does not check its status";
+    StepStateMember = "S0413", Error, "a step-state reference (`${<id>.status}`, …) with a member the step does not have";
 
     // S05xx — carry variables.
     CarryRootOnly = "S0501", Error, "`carry` on a flow that is not the entry flow";
@@ -142,12 +146,16 @@ codes! {
     NonBooleanCondition = "S0614", Error, "a condition that can never be a boolean";
     InvalidRegex = "S0615", Error, "a `matches` pattern that can never be used";
     SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
+    UnorderedStepRead = "S0617", Error, "a read of `steps.<id>` that may happen before the step finished";
+    UnknownStepState = "S0618", Error, "`steps.<id>` names no step of this flow, or a member a step does not have";
 
     // S07xx — cost
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
 
     // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
     PortableScoredJudge = "S0905", Warning, "the scored form of `judged` (`rubric`, `threshold`, `judge`, `inputs`), which the original engine does not know";
+    PortableStepState = "S0901", Warning, "step status in expressions and templates (`steps.<id>`, `${<id>.status}`), which the original engine does not know";
+    PortableContinue = "S0902", Warning, "`on_fail: continue`, which the original engine reads as a step named `continue`";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }

@@ -135,7 +135,7 @@ fn is_set_value(ix: &Index<'_>, offset: u32) -> bool {
 
 /// Bindings and builtin functions.
 fn expression_start() -> Vec<CompletionItem> {
-    let mut out: Vec<CompletionItem> = ["result", "input", "item", "prev"]
+    let mut out: Vec<CompletionItem> = ["result", "input", "item", "prev", "steps"]
         .iter()
         .map(|b| item(b, CompletionKind::Keyword, Some("binding".into())))
         .collect();

@@ -577,10 +577,34 @@ fn members(ix: &Index<'_>, fi: Option<usize>, ty: &Type) -> Vec<CompletionItem> 
                     .collect()
             })
             .unwrap_or_default(),
-        Type::Steps(_) => fi
+        Type::Steps(_) | Type::StepStates(_) => fi
             .and_then(|fi| ix.spec().flows.get(fi))
             .map(step_items)
             .unwrap_or_default(),
+        // X1: the members of `steps.<id>` and of a failure
+        Type::StepState(_) => [
+            ("status", "\"succeeded\" | \"failed\" | \"skipped\""),
+            ("output", "the step's `out`, null unless it succeeded"),
+            ("failure", "{reason, violations} or null"),
+            ("attempts", "integer"),
+        ]
+        .iter()
+        .map(|(n, d)| CompletionItem {
+            label: n.to_string(),
+            kind: CompletionKind::Field,
+            detail: Some(d.to_string()),
+            insert_text: None,
+        })
+        .collect(),
+        Type::Failure => [("reason", "string"), ("violations", "array")]
+            .iter()
+            .map(|(n, d)| CompletionItem {
+                label: n.to_string(),
+                kind: CompletionKind::Field,
+                detail: Some(d.to_string()),
+                insert_text: None,
+            })
+            .collect(),
         _ => Vec::new(),
     }
 }

@@ -252,6 +252,15 @@ fn completion_of_fields_after_a_dot() {
     let (db, file) = open(&text);
     let got = completion(&db, file, at(&text, "result.dr", 0, 9));
     assert!(labels(&got).contains(&"draft"), "{got:?}");
+    // X1: `steps.` in a when: step ids; `steps.<id>.`: the state's members
+    let text = SPEC.replace("result.draft.score > 0.1", "steps.dr");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "steps.dr", 0, 8));
+    assert!(labels(&got).contains(&"draft"), "{got:?}");
+    let text = SPEC.replace("result.draft.score > 0.1", "steps.draft.st");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "steps.draft.st", 0, 14));
+    assert_eq!(labels(&got), ["status", "output", "failure", "attempts"]);
     // `${input.`
     let text = SPEC.replace("Draft ${input.topic}", "Draft ${input.");
     let (db, file) = open(&text);
@@ -287,7 +296,9 @@ fn completion_of_names_keys_and_functions() {
     // expression start: bindings and builtins from the checker's table
     let got = completion(&db, file, at(SPEC, "expr: ", 0, 6));
     assert!(
-        labels(&got).contains(&"result") && labels(&got).contains(&"len"),
+        labels(&got).contains(&"result")
+            && labels(&got).contains(&"steps")
+            && labels(&got).contains(&"len"),
         "{got:?}"
     );
 }

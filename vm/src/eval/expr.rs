@@ -11,7 +11,7 @@
 //! Must never: panic or index unchecked (chunks come from plan files), clone
 //! a binding merely to read it (`input`, `result` and step outputs are
 //! borrowed until an operation needs an owned value), materialize the step
-//! map for `result.<id>`, touch the file system itself, or recurse over a
+//! map for `result.<id>` or `steps.<id>`, touch the file system itself, or recurse over a
 //! value.
 
 use std::borrow::Cow;
@@ -30,6 +30,17 @@ pub trait StepOutputs {
     fn get(&self, id: &str) -> Option<&Value>;
     /// The whole map as an object (only when an expression uses `result`
     /// itself rather than `result.<id>`).
+    fn to_object(&self) -> Value;
+}
+
+/// The states of the steps of a frame (X1: the `steps` binding of every
+/// expression field), keyed by step id.
+pub trait StepStates {
+    /// `{status, output, failure, attempts}` of step `id` (`None`: no such
+    /// step). Built on demand: only the steps an expression names.
+    fn state(&self, id: &str) -> Option<Value>;
+    /// Every step's state as one object (only when an expression uses
+    /// `steps` itself rather than `steps.<id>`).
     fn to_object(&self) -> Value;
 }
 
@@ -154,10 +165,12 @@ fn type_error(m: impl Into<String>) -> EvalError {
     EvalError::TypeError(m.into())
 }
 
-/// A stack slot: a borrowed or owned value, or the lazily read step map.
+/// A stack slot: a borrowed or owned value, or the lazily read step map
+/// (`result` of `when`/`set`, or `steps`).
 enum Slot<'a> {
     Val(Cow<'a, Value>),
     Steps(&'a dyn StepOutputs),
+    States(&'a dyn StepStates),
 }
 
 fn depth_guard(v: &Value, limit: usize) -> R<()> {
@@ -179,13 +192,18 @@ fn materialize(s: Slot<'_>) -> R<Cow<'_, Value>> {
             depth_guard(&o, MAX_DEPTH)?;
             Ok(Cow::Owned(o))
         }
+        Slot::States(states) => {
+            let o = states.to_object();
+            depth_guard(&o, MAX_DEPTH)?;
+            Ok(Cow::Owned(o))
+        }
     }
 }
 
 fn slot_type(s: &Slot<'_>) -> &'static str {
     match s {
         Slot::Val(v) => type_name(v),
-        Slot::Steps(_) => "object",
+        Slot::Steps(_) | Slot::States(_) => "object",
     }
 }
 
@@ -197,17 +215,30 @@ fn num(n: f64, what: &str) -> R<Value> {
 /// there); testing them with `in` is a `validation_error`.
 const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 
-/// Evaluates `chunk` (of a flow of `plan`) with bindings `b`.
+/// Evaluates `chunk` (of a flow of `plan`) with bindings `b` and no
+/// `steps` binding (reading it is an `unknown_identifier`).
 pub fn eval(
     plan: &Plan,
     chunk: &Chunk,
     b: &Bindings<'_>,
     files: &mut dyn Files,
 ) -> Result<Value, EvalError> {
+    eval_with_steps(plan, chunk, b, None, files)
+}
+
+/// Evaluates `chunk` with bindings `b` and the `steps` binding (X1).
+pub fn eval_with_steps(
+    plan: &Plan,
+    chunk: &Chunk,
+    b: &Bindings<'_>,
+    steps: Option<&dyn StepStates>,
+    files: &mut dyn Files,
+) -> Result<Value, EvalError> {
     Machine {
         plan,
         chunk,
         b: *b,
+        steps,
         files,
         stack: Vec::with_capacity(usize::from(chunk.max_stack).min(256)),
         checked: [false; 4],
@@ -237,6 +268,7 @@ struct Machine<'a, 'p> {
     plan: &'p Plan,
     chunk: &'p Chunk,
     b: Bindings<'a>,
+    steps: Option<&'a dyn StepStates>,
     files: &'p mut dyn Files,
     stack: Vec<Slot<'a>>,
     /// Depth already checked: result, input, item, prev.
@@ -328,6 +360,14 @@ impl<'a> Machine<'a, '_> {
                     let s = self.binding(3, v)?;
                     self.stack.push(s);
                 }
+                Op::LoadSteps => {
+                    let Some(states) = self.steps else {
+                        return Err(EvalError::UnknownIdentifier(
+                            "`steps` is not available here".into(),
+                        ));
+                    };
+                    self.stack.push(Slot::States(states));
+                }
                 Op::Const => {
                     let v = match chunk.consts.get(i.args[0] as usize) {
                         Some(ConstDef::Null) => Value::Null,
@@ -408,7 +448,7 @@ impl<'a> Machine<'a, '_> {
                             Value::Bool(b) => Ok(b),
                             ref other => Err(type_name(other)),
                         },
-                        Some(Slot::Steps(_)) => Err("object"),
+                        Some(Slot::Steps(_) | Slot::States(_)) => Err("object"),
                         None => return Err(malformed(pc, "stack underflow")),
                     };
                     let b = b.map_err(|found| logic_error(Some(is_and), found))?;
@@ -556,6 +596,14 @@ fn field<'a>(top: Slot<'a>, name: &str) -> R<Slot<'a>> {
             depth_guard(v, MAX_DEPTH - 1)?;
             Ok(Slot::Val(Cow::Borrowed(v)))
         }
+        Slot::States(states) => {
+            let v = states
+                .state(name)
+                .ok_or_else(|| type_error(format!("no step `{name}`")))?;
+            // the step map and the state object are two levels
+            depth_guard(&v, MAX_DEPTH - 2)?;
+            Ok(Slot::Val(Cow::Owned(v)))
+        }
         Slot::Val(Cow::Borrowed(v)) => match v {
             Value::Object(o) => o
                 .get(name)
@@ -581,7 +629,7 @@ fn index(top: Slot<'_>, i: usize) -> R<Slot<'_>> {
     };
     let not_array = |t: &str| type_error(format!("cannot index {t}: only arrays have elements"));
     match top {
-        Slot::Steps(_) => Err(not_array("object")),
+        Slot::Steps(_) | Slot::States(_) => Err(not_array("object")),
         Slot::Val(Cow::Borrowed(v)) => match v {
             Value::Array(a) => a
                 .get(i)
@@ -711,6 +759,7 @@ fn contains(needle: &Value, hay: Slot<'_>) -> R<bool> {
     };
     match hay {
         Slot::Steps(steps) => Ok(steps.get(&key(needle)?).is_some()),
+        Slot::States(states) => Ok(states.state(&key(needle)?).is_some()),
         Slot::Val(v) => match &*v {
             Value::Array(items) => Ok(items.iter().any(|e| equal(needle, e))),
             Value::String(s) => match needle {

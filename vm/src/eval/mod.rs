@@ -16,7 +16,10 @@ pub mod template;
 pub mod value;
 
 pub use contract::{ContractError, Problem, check_record, check_type};
-pub use expr::{Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, eval, eval_bool};
+pub use expr::{
+    Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, StepStates, eval, eval_bool,
+    eval_with_steps,
+};
 pub use regex::PatternError;
 pub use template::{RefValues, RenderError, render};
 pub use value::{

@@ -219,6 +219,9 @@ pub enum EventKind {
         /// The error.
         error: String,
     },
+    /// A step failed for good and `on_fail: continue` let the flow go on
+    /// past it (X2): the failure is handled, its dependents run.
+    StepContinued { failure: Failure },
 }
 
 impl EventKind {
@@ -256,6 +259,7 @@ impl EventKind {
             EventKind::DriverInterrupted { .. } => "driver_interrupted",
             EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
             EventKind::JudgeError { .. } => "judge_error",
+            EventKind::StepContinued { .. } => "step_continued",
         }
     }
 
@@ -278,7 +282,7 @@ impl EventKind {
                 "the checked step or item; none inside `when`/`set` expressions"
             }
             EventKind::Judged { .. } | EventKind::JudgeError { .. } => "the checked step or item",
-            EventKind::Routed { .. } => "the failed step",
+            EventKind::Routed { .. } | EventKind::StepContinued { .. } => "the failed step",
             EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
             EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
             EventKind::FanoutLedgerDebit { .. } => "item (`fan/3`)",
@@ -381,8 +385,9 @@ impl EventKind {
             },
             EventKind::Routed {
                 target: "fallback".into(),
-                failure,
+                failure: failure.clone(),
             },
+            EventKind::StepContinued { failure },
             EventKind::GateWaiting { round: 0 },
             EventKind::GateResolved {
                 decision: "revise".into(),

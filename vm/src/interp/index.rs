@@ -57,7 +57,9 @@ impl PlanIndex {
                     }
                     fi.succ[from].push((e.to, e.kind));
                     match e.kind {
-                        EdgeKind::Order | EdgeKind::Data => fi.deps[to].push((e.from, e.kind)),
+                        EdgeKind::Order | EdgeKind::Data | EdgeKind::State => {
+                            fi.deps[to].push((e.from, e.kind))
+                        }
                         _ => fi.routers[to].push((e.from, e.kind)),
                     }
                 }

@@ -238,6 +238,10 @@ pub struct StepState {
     pub revised: Option<Revised>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
     pub decision: Option<String>,
+    /// The note of the gate's latest decision (X1: `${gate.note}`; absent in
+    /// rows written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Task or sub-flow ledger.
     pub spent: Spend,
     /// Fanout items.

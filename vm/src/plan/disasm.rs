@@ -95,6 +95,9 @@ fn ref_text(plan: &Plan, flow: &FlowDef, r: &RefDef) -> String {
     let head = match r.target {
         RefTarget::Input => "input".to_string(),
         RefTarget::Step(i) => format!("{}.output", step_name(plan, flow, i)),
+        RefTarget::Status(i) => format!("{}.status", step_name(plan, flow, i)),
+        RefTarget::Failure(i) => format!("{}.failure", step_name(plan, flow, i)),
+        RefTarget::Note(i) => format!("{}.note", step_name(plan, flow, i)),
         RefTarget::Item => "item".into(),
         RefTarget::Prev => "prev".into(),
         RefTarget::Carry(c) => flow
@@ -289,6 +292,9 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         for p in &st.ensure {
             let _ = writeln!(out, "    ensure {}", pred_text(plan, p));
         }
+        if st.on_fail_continue {
+            let _ = writeln!(out, "    on_fail continue");
+        }
         if let Some(f) = st.on_fail {
             let _ = writeln!(out, "    on_fail {}", step_name(plan, flow, f));
         }
@@ -369,6 +375,7 @@ fn edge_text(k: EdgeKind) -> &'static str {
         EdgeKind::Order => "order",
         EdgeKind::Data => "data",
         EdgeKind::OnFail => "on_fail",
+        EdgeKind::State => "state",
         EdgeKind::Approve => "approve",
         EdgeKind::Kill => "kill",
     }

@@ -250,6 +250,9 @@ pub enum EdgeKind {
     Approve,
     /// `on_kill`.
     Kill,
+    /// A read of a step's state (X1: `${step.status}`, …): orders like
+    /// `Order` (a skipped or failed source never skips the reader).
+    State,
 }
 
 /// An edge.
@@ -305,6 +308,10 @@ pub struct StepDef {
     pub budget: Option<BudgetDef>,
     /// `on_fail` target.
     pub on_fail: Option<u32>,
+    /// `on_fail: continue` (X2): when attempts run out the step ends
+    /// `failed`, the failure is handled and its dependents run (its output
+    /// reads as `null`). False in plans of format 2 and older.
+    pub on_fail_continue: bool,
     /// The dispatch lease of a `do` step in milliseconds (X7: its own
     /// `timeout_ms`, else the flow's `dispatch_timeout_ms`); `None` for other
     /// constructs and for steps without one.
@@ -485,6 +492,12 @@ pub enum RefTarget {
     Prev,
     /// A carry variable.
     Carry(u32),
+    /// `${step.status}` (X1).
+    Status(u32),
+    /// `${step.failure...}` (X1): `{reason, violations}` or `null`.
+    Failure(u32),
+    /// `${gate.note}` (X1): the note of the gate's latest decision, or `null`.
+    Note(u32),
 }
 
 /// A reference.

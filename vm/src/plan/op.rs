@@ -114,6 +114,8 @@ ops! {
     CheckBool = 0x17, [], Some((1, 1));
     /// Call builtin `a` with `b` arguments from the stack.
     Call = 0x18, [U8, U8], None;
+    /// Push the `steps` binding (X1: step id → `{status, output, failure, attempts}`).
+    LoadSteps = 0x19, [], Some((0, 1));
 }
 
 /// The builtin functions, by index: name and arity.

@@ -225,6 +225,7 @@ impl StepDef {
             out: self.out,
             budget: self.budget,
             on_fail: self.on_fail,
+            on_fail_continue: false,
             timeout_ms: self.timeout_ms,
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,

@@ -305,7 +305,9 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
 
 fn reference(v: &V<'_>, r: &RefDef, flow: &FlowDef) -> R {
     match r.target {
-        RefTarget::Step(s) => v.idx(s, flow.steps.len(), "referenced step")?,
+        RefTarget::Step(s) | RefTarget::Status(s) | RefTarget::Failure(s) | RefTarget::Note(s) => {
+            v.idx(s, flow.steps.len(), "referenced step")?
+        }
         RefTarget::Carry(c) => v.idx(c, flow.carry.len(), "carry variable")?,
         _ => {}
     }

@@ -433,6 +433,13 @@ impl Transition<'_> {
             self.enqueue_succ(at);
             return;
         }
+        if self.def(at).on_fail_continue {
+            // X2: the failure is handled and the flow goes on; dependents run
+            self.st_mut(at).handled = true;
+            self.event(EventKind::StepContinued { failure }, Some(self.sid(at)));
+            self.enqueue_succ(at);
+            return;
+        }
         match self.frame(at.frame).parent {
             Some(parent) => {
                 let id = self.own_id(at);

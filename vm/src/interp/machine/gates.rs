@@ -106,6 +106,7 @@ impl Transition<'_> {
         let st = self.st_mut(at);
         st.token = None;
         st.decision = Some(d.decision.to_string());
+        st.note = d.note.map(str::to_string);
         self.set_status(at, StepStatus::Succeeded);
         self.gate_resolved(at, d);
     }
@@ -144,7 +145,9 @@ impl Transition<'_> {
         }
         // carry values written by this revise must resolve first (nothing changes otherwise)
         let writes = self.revise_carry_writes(at)?;
-        self.st_mut(at).token = None;
+        let st = self.st_mut(at);
+        st.token = None;
+        st.note = d.note.map(str::to_string);
         self.gate_resolved(at, d);
         self.frame_mut(at.frame).rounds = total;
         self.write_revise_carry(writes, d.id, total);
@@ -207,6 +210,8 @@ impl Transition<'_> {
             *st = StepState {
                 epoch: from + 1,
                 gate_rounds: st.gate_rounds,
+                // `${gate.note}` is the note of the latest decision, even once reset
+                note: st.note.take(),
                 ..StepState::default()
             };
             reset.push(EpochChange {

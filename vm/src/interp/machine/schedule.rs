@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::Transition;
 use super::attempt::Retry;
-use super::values::{ResultSel, walk};
+use super::values::{ResultSel, continued, walk};
 use crate::eval::contract::check_record;
 use crate::interp::event::EventKind;
 use crate::interp::state::*;
@@ -145,11 +145,20 @@ impl Transition<'_> {
     }
 
     /// Dependencies: skipped ones satisfy order edges; a skipped data source
-    /// or a handled failure skips the step (E2). False: not now (or skipped).
+    /// or a handled failure skips the step (E2). A state read (X1: `${id.status}`)
+    /// only waits for its source to finish; a failure continued past
+    /// (X2: `on_fail: continue`) satisfies every edge. False: not now (or skipped).
     fn dependencies_met(&mut self, at: StepAt) -> bool {
         for &(d, kind) in &self.fidx(at.frame).deps[at.ix()] {
             let dep = at.sibling(d);
-            let reason = match self.st(dep).status {
+            let st = self.st(dep);
+            if kind == EdgeKind::State && st.status.is_terminal() {
+                continue;
+            }
+            if continued(self.flow(at.frame), d, st) {
+                continue;
+            }
+            let reason = match st.status {
                 StepStatus::Succeeded => continue,
                 StepStatus::Skipped if kind == EdgeKind::Order => continue,
                 StepStatus::Skipped => format!(

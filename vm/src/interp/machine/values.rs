@@ -2,7 +2,10 @@
 //! inputs, evaluated against the frame's input, the steps' outputs, carry
 //! variables and a fanout item's `item`/`prev`.
 //!
-//! Owns: reference resolution (a reference reads only a succeeded step),
+//! Owns: reference resolution (a reference reads only a succeeded step; a
+//! step that failed past `on_fail: continue` reads as `null`, X2), the
+//! state of a step as expressions and templates see it (X1: `status`,
+//! `output`, `failure`, `attempts`, a gate's `note`, [`state_of`]),
 //! template rendering and expression evaluation in a frame, the evidence
 //! events of file functions, and building a sub-flow's `with` input.
 //! Must never: change step state (values are read, not written).
@@ -14,11 +17,11 @@ use serde_json::Value;
 
 use super::Transition;
 use crate::eval::template::{RefValues, render};
-use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, eval};
+use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, StepStates, eval_with_steps};
 use crate::interp::event::EventKind;
 use crate::interp::host::{FileEvidence, FileRoot, Host, HostError};
 use crate::interp::state::*;
-use crate::plan::{Plan, RefDef, RefTarget, Seg, WithNode};
+use crate::plan::{FlowDef, Plan, RefDef, RefTarget, Seg, WithNode};
 
 /// What `result` is bound to in an expression.
 pub(super) enum ResultSel<'v> {
@@ -53,10 +56,23 @@ impl Transition<'_> {
             RefTarget::Input => self.frame(f).input.clone(),
             RefTarget::Step(s) => {
                 let st = self.run.steps[f.ix()].get(s as usize)?;
+                if continued(self.flow(f), s, st) {
+                    // X2: the output of a step that failed past `on_fail: continue` is `null`
+                    return Some(Value::Null);
+                }
                 if st.status != StepStatus::Succeeded {
                     return None;
                 }
                 st.output.clone()?
+            }
+            RefTarget::Status(s) | RefTarget::Failure(s) | RefTarget::Note(s) => {
+                let st = self.run.steps[f.ix()].get(s as usize)?;
+                let state = state_of(st);
+                match r.target {
+                    RefTarget::Status(_) => state.status,
+                    RefTarget::Failure(_) => state.failure,
+                    _ => state.note,
+                }
             }
             RefTarget::Item => item?.clone(),
             RefTarget::Prev => prev?.clone(),
@@ -105,6 +121,10 @@ impl Transition<'_> {
             ids: &self.fidx(f).ids,
             steps: &self.run.steps[f.ix()],
         };
+        let states = States {
+            ids: &self.fidx(f).ids,
+            steps: &self.run.steps[f.ix()],
+        };
         let result = match result {
             ResultSel::Steps => ResultBinding::Steps(&outputs),
             ResultSel::Value(v) => ResultBinding::Value(v),
@@ -120,7 +140,7 @@ impl Transition<'_> {
             root: self.file_root.as_deref(),
             evidence: Vec::new(),
         };
-        let r = eval(self.plan, chunk, &b, &mut files);
+        let r = eval_with_steps(self.plan, chunk, &b, Some(&states), &mut files);
         let evidence = std::mem::take(&mut files.evidence);
         let in_worktree = self.file_root.is_some();
         for e in evidence {
@@ -202,6 +222,90 @@ impl StepOutputs for Outputs<'_> {
         for (id, _) in ids {
             if let Some(o) = self.get(id) {
                 m.insert(id.clone(), o.clone());
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// A step's state as `steps.<id>` and `${<id>.status}` see it (X1).
+pub(super) struct StateView {
+    /// `succeeded`, `failed`, `skipped` (or, before it finished, its row's status).
+    pub status: Value,
+    /// The output when it succeeded, else `null`.
+    pub output: Value,
+    /// `{reason, violations}` when it failed, else `null`.
+    pub failure: Value,
+    /// Attempts made since its last reset.
+    pub attempts: Value,
+    /// A gate's note of its latest decision, else `null`.
+    pub note: Value,
+}
+
+/// Whether step `s` failed and `on_fail: continue` let the flow go on (X2).
+pub(super) fn continued(flow: &FlowDef, s: u32, st: &StepState) -> bool {
+    st.status == StepStatus::Failed
+        && flow
+            .steps
+            .get(s as usize)
+            .is_some_and(|d| d.on_fail_continue)
+}
+
+/// The state of step `s` of `flow` from its row: the status is what the row
+/// says (a step that did not run because it was skipped is `skipped`).
+pub(super) fn state_of(st: &StepState) -> StateView {
+    let failure = match (&st.failure, st.status) {
+        (Some(f), StepStatus::Failed) => {
+            let mut m = serde_json::Map::new();
+            m.insert("reason".into(), Value::String(f.reason.clone()));
+            m.insert("violations".into(), Value::Array(f.violations.clone()));
+            Value::Object(m)
+        }
+        (None, StepStatus::Failed) => {
+            let mut m = serde_json::Map::new();
+            m.insert("reason".into(), Value::String("failed".into()));
+            m.insert("violations".into(), Value::Array(Vec::new()));
+            Value::Object(m)
+        }
+        _ => Value::Null,
+    };
+    let output = match (&st.output, st.status) {
+        (Some(o), StepStatus::Succeeded) => o.clone(),
+        _ => Value::Null,
+    };
+    StateView {
+        status: Value::String(st.status.as_str().into()),
+        output,
+        failure,
+        attempts: Value::from(st.attempts),
+        note: st.note.clone().map_or(Value::Null, Value::String),
+    }
+}
+
+struct States<'s> {
+    ids: &'s HashMap<String, u32>,
+    steps: &'s [StepState],
+}
+
+impl StepStates for States<'_> {
+    fn state(&self, id: &str) -> Option<Value> {
+        let s = *self.ids.get(id)?;
+        let v = state_of(self.steps.get(s as usize)?);
+        let mut m = serde_json::Map::new();
+        m.insert("status".into(), v.status);
+        m.insert("output".into(), v.output);
+        m.insert("failure".into(), v.failure);
+        m.insert("attempts".into(), v.attempts);
+        Some(Value::Object(m))
+    }
+
+    fn to_object(&self) -> Value {
+        let mut ids: Vec<(&String, &u32)> = self.ids.iter().collect();
+        ids.sort_by_key(|(_, i)| **i);
+        let mut m = serde_json::Map::new();
+        for (id, _) in ids {
+            if let Some(v) = self.state(id) {
+                m.insert(id.clone(), v);
             }
         }
         Value::Object(m)
