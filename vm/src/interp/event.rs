@@ -191,6 +191,19 @@ pub enum EventKind {
         #[serde(rename = "receiptsAtRevert")]
         receipts_at_revert: u64,
     },
+    /// A retried run took this step over from the old run (X8): nothing was
+    /// dispatched or spent; the step's row says `reused` too.
+    StepReused {
+        #[serde(rename = "fromRun")]
+        from_run: String,
+        attempt: u32,
+    },
+    /// This (finished) run was retried by a new run; its status is unchanged.
+    Retried {
+        run: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -227,6 +240,8 @@ impl EventKind {
             EventKind::Resumed => "resumed",
             EventKind::DriverInterrupted { .. } => "driver_interrupted",
             EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
+            EventKind::StepReused { .. } => "step_reused",
+            EventKind::Retried { .. } => "retried",
         }
     }
 
@@ -242,7 +257,9 @@ impl EventKind {
             | EventKind::FlowCancelled { .. }
             | EventKind::Resumed
             | EventKind::DriverInterrupted { .. }
-            | EventKind::CheckpointReverted { .. } => "—",
+            | EventKind::CheckpointReverted { .. }
+            | EventKind::Retried { .. } => "—",
+            EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
@@ -271,7 +288,21 @@ impl EventKind {
         all.extend(Self::run_examples());
         all.extend(Self::fanout_examples());
         all.extend(Self::revision_examples());
+        all.extend(Self::retry_examples());
         all
+    }
+
+    fn retry_examples() -> Vec<EventKind> {
+        vec![
+            EventKind::StepReused {
+                from_run: "run-5b0c7f3a9e21d4c8".into(),
+                attempt: 1,
+            },
+            EventKind::Retried {
+                run: "run-a41d09e7c3b25f61".into(),
+                from: Some("simulate".into()),
+            },
+        ]
     }
 
     fn failure_example() -> Failure {

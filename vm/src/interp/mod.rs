@@ -28,8 +28,9 @@ pub use event::{Event, EventKind};
 pub use host::{FileEvidence, FileRoot, Host, HostError, NO_WORKTREES, Verdict};
 pub use index::PlanIndex;
 pub use machine::{
-    MAX_ORPHANS, ORPHANED, Overdue, Saved, cancel, checkpoint_allowed, checkpoint_label, expire,
-    interrupted, overdue, report, resolve_gate, resume, revert, start, usage_report, view,
+    MAX_ORPHANS, ORPHANED, Overdue, Prior, RetryRefused, Saved, cancel, checkpoint_allowed,
+    checkpoint_label, expire, interrupted, overdue, prior, report, resolve_gate, resume, retried,
+    revert, start, start_retry, usage_report, view,
 };
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;
