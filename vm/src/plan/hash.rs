@@ -239,10 +239,11 @@ impl Resolver<'_> {
         if depth >= MAX_DEPTH {
             return json!({"record": self.s(rd.name)});
         }
-        let fields: Vec<Value> = rd
+        // a contract's fields are a set: their order in the file means nothing
+        let fields: std::collections::BTreeMap<&str, Value> = rd
             .fields
             .iter()
-            .map(|f| json!([self.s(f.name), self.ty(&f.ty, depth), f.optional]))
+            .map(|f| (self.plan.str(f.name), json!([self.ty(&f.ty, depth), f.optional])))
             .collect();
         json!({"record": self.s(rd.name), "fields": fields})
     }
