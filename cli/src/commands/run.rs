@@ -308,7 +308,6 @@ fn retry(
             eprintln!("error: {e}; nothing was started");
             Exit::Usage
         })?;
-    eprintln!("retry of {old}: run {}", started.0);
     Ok(started)
 }
 
@@ -558,6 +557,10 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
     eprintln!("run: {run_id}");
+    if let Some(old) = &args.retry {
+        let from = args.from.as_ref().map(|s| format!(" from `{s}`")).unwrap_or_default();
+        eprintln!("retry of {old}{from}: reused steps are not dispatched");
+    }
     loop {
         if outcome.status.is_terminal() {
             break;
