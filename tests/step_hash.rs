@@ -93,9 +93,17 @@ fn positions_and_cost_hints_are_not_part_of_the_hash() {
 fn any_change_of_what_a_step_does_changes_its_hash() {
     let base = plan(BASE);
     let changes = [
-        ("task text", "plan ${input.topic}", "plan ${input.topic} now"),
+        (
+            "task text",
+            "plan ${input.topic}",
+            "plan ${input.topic} now",
+        ),
         ("ensure", "len(result.tags) > 0", "len(result.tags) > 1"),
-        ("file predicate", "file_exists: \"notes.md\"", "file_exists: \"other.md\""),
+        (
+            "file predicate",
+            "file_exists: \"notes.md\"",
+            "file_exists: \"other.md\"",
+        ),
         ("agent", "agent: claude", "agent: codex"),
         ("attempts", "attempts: 2", "attempts: 3"),
         ("contract", "tags: \"string[]\"}", "tags: \"integer[]\"}"),
@@ -104,7 +112,11 @@ fn any_change_of_what_a_step_does_changes_its_hash() {
         assert!(BASE.contains(from), "{what}: the base spec has `{from}`");
         let changed = plan(&BASE.replacen(from, to, 1));
         assert_ne!(hash(&base, "plan"), hash(&changed, "plan"), "{what}");
-        assert_eq!(hash(&base, "write"), hash(&changed, "write"), "{what}: `write` is untouched");
+        assert_eq!(
+            hash(&base, "write"),
+            hash(&changed, "write"),
+            "{what}: `write` is untouched"
+        );
     }
 }
 

@@ -84,7 +84,12 @@ fn agent(s: &Scratch, mode: &str) -> String {
 }
 
 fn query(s: &Scratch, args: &[&str]) -> Value {
-    let r = Ran::of(s.stratumc().arg("query").args(args).args(["--format", "json"]));
+    let r = Ran::of(
+        s.stratumc()
+            .arg("query")
+            .args(args)
+            .args(["--format", "json"]),
+    );
     assert_eq!(r.code, 0, "{}", r.context());
     serde_json::from_str(&r.stdout).unwrap()
 }
@@ -128,7 +133,13 @@ fn retry_reuses_the_succeeded_step_and_completes_with_a_fixed_agent() {
     assert_eq!(second.code, 0, "{}", second.context());
     let new = second.run_id();
     assert_ne!(new, old);
-    assert!(second.stderr.contains(&format!("retry of {old}: reused steps are not dispatched")), "{}", second.context());
+    assert!(
+        second
+            .stderr
+            .contains(&format!("retry of {old}: reused steps are not dispatched")),
+        "{}",
+        second.context()
+    );
     // the first step was not dispatched again: only `write` reached the agent
     assert_eq!(s.log(), ["write"]);
     assert_eq!(
@@ -143,7 +154,10 @@ fn retry_reuses_the_succeeded_step_and_completes_with_a_fixed_agent() {
     assert_eq!(step(&new_view, "plan")["status"], "succeeded");
     assert_eq!(step(&new_view, "write").get("reusedFrom"), None);
     let old_view = query(&s, &["flow", &old])["run"].clone();
-    assert_eq!(old_view["status"], "failed", "the old run's status is unchanged");
+    assert_eq!(
+        old_view["status"], "failed",
+        "the old run's status is unchanged"
+    );
     assert_eq!(old_view["retriedBy"], json!([new]));
     let listed = query(&s, &["flows"]);
     let row = listed["runs"]
@@ -157,8 +171,16 @@ fn retry_reuses_the_succeeded_step_and_completes_with_a_fixed_agent() {
 
     // the human view says it too
     let r = Ran::of(s.stratumc().args(["query", "flow", &new]));
-    assert!(r.stdout.contains(&format!("retry of {old}")), "{}", r.stdout);
-    assert!(r.stdout.contains(&format!("reused from {old}")), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("retry of {old}")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!("reused from {old}")),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
@@ -178,21 +200,32 @@ fn retry_from_a_step_runs_it_again_and_refusals_exit_2() {
     let old = first.run_id();
     std::fs::remove_file(s.0.join("agent.log")).unwrap();
 
-    let again = Ran::of(s.stratumc().args(["run", "--retry", &old, "--from", "plan"]).args([
-        "--agent",
-        &agent(&s, "fixed"),
-    ]));
+    let again = Ran::of(
+        s.stratumc()
+            .args(["run", "--retry", &old, "--from", "plan"])
+            .args(["--agent", &agent(&s, "fixed")]),
+    );
     assert_eq!(again.code, 0, "{}", again.context());
     assert_eq!(s.log(), ["plan", "write"]);
 
-    let bad = Ran::of(s.stratumc().args(["run", "--retry", &old, "--from", "plna"]).args([
-        "--agent",
-        &agent(&s, "fixed"),
-    ]));
-    bad.fails(2, "--from `plna`: flow `main` has no such step (did you mean `plan`?)");
-    let missing = Ran::of(s.stratumc().args(["run", "--retry", "run-nope", "--agent", "true"]));
+    let bad = Ran::of(
+        s.stratumc()
+            .args(["run", "--retry", &old, "--from", "plna"])
+            .args(["--agent", &agent(&s, "fixed")]),
+    );
+    bad.fails(
+        2,
+        "--from `plna`: flow `main` has no such step (did you mean `plan`?)",
+    );
+    let missing = Ran::of(
+        s.stratumc()
+            .args(["run", "--retry", "run-nope", "--agent", "true"]),
+    );
     assert_eq!(missing.code, 2, "{}", missing.context());
-    let no_retry = Ran::of(s.stratumc().args(["run", "--from", "plan", "--agent", "true"]));
+    let no_retry = Ran::of(
+        s.stratumc()
+            .args(["run", "--from", "plan", "--agent", "true"]),
+    );
     assert_eq!(no_retry.code, 2, "{}", no_retry.context());
     assert!(Path::new(&s.0).exists());
 }

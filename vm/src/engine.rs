@@ -296,8 +296,7 @@ impl Engine {
         )?;
         self.cached = Some(old);
         let id = self.new_run_id();
-        let started =
-            interp::start_retry(&plan.plan, &plan.index, &plan.hash, &id, prior, host)?;
+        let started = interp::start_retry(&plan.plan, &plan.index, &plan.hash, &id, prior, host)?;
         let out = self.create_run(&plan, started, host, config)?;
         self.transition(old_id, host, |p, i, r, h| {
             Ok(interp::retried(p, i, r, &id, from, h))
@@ -312,7 +311,9 @@ impl Engine {
             .iter()
             .map(|l| {
                 serde_json::from_str(l).map_err(|e| {
-                    EngineError::Corrupt(format!("run `{run_id}`: an audit event does not decode: {e}"))
+                    EngineError::Corrupt(format!(
+                        "run `{run_id}`: an audit event does not decode: {e}"
+                    ))
                 })
             })
             .collect()

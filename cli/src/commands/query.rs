@@ -536,7 +536,10 @@ pub fn summary(v: &RunView, with_times: bool) -> String {
         out.push_str(&format!("failure: {f}\n"));
     }
     if let Some((old, from)) = &v.retry_of {
-        let from = from.as_ref().map(|s| format!(" from `{s}`")).unwrap_or_default();
+        let from = from
+            .as_ref()
+            .map(|s| format!(" from `{s}`"))
+            .unwrap_or_default();
         out.push_str(&format!("retry of {old}{from}\n"));
     }
     if !v.retried_by.is_empty() {

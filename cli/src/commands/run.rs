@@ -299,7 +299,9 @@ fn retry(
         }
     };
     if args.inputs.is_some() || args.flow.is_some() {
-        eprintln!("error: --retry runs the old run's flow with its inputs; drop --inputs and --flow");
+        eprintln!(
+            "error: --retry runs the old run's flow with its inputs; drop --inputs and --flow"
+        );
         return Err(Exit::Usage);
     }
     let started = engine
@@ -558,7 +560,11 @@ pub fn run(args: &RunArgs) -> Exit {
     };
     eprintln!("run: {run_id}");
     if let Some(old) = &args.retry {
-        let from = args.from.as_ref().map(|s| format!(" from `{s}`")).unwrap_or_default();
+        let from = args
+            .from
+            .as_ref()
+            .map(|s| format!(" from `{s}`"))
+            .unwrap_or_default();
         eprintln!("retry of {old}{from}: reused steps are not dispatched");
     }
     loop {

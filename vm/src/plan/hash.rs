@@ -178,7 +178,10 @@ impl Resolver<'_> {
         let n = i.op.operands().len();
         match i.op {
             Op::Field => json!([i.op.name(), self.s(i.args[0])]),
-            Op::Const => json!([i.op.name(), self.constant(ch.consts.get(i.args[0] as usize))]),
+            Op::Const => json!([
+                i.op.name(),
+                self.constant(ch.consts.get(i.args[0] as usize))
+            ]),
             _ => json!([i.op.name(), &i.args[..n]]),
         }
     }
@@ -217,7 +220,9 @@ impl Resolver<'_> {
             RefTarget::Item => json!("item"),
             RefTarget::Prev => json!("prev"),
             RefTarget::Step(s) => json!({"step": self.target(Some(s))}),
-            RefTarget::Carry(c) => json!({"carry": self.fd.carry.get(c as usize).map(|d| self.s(d.name))}),
+            RefTarget::Carry(c) => {
+                json!({"carry": self.fd.carry.get(c as usize).map(|d| self.s(d.name))})
+            }
         };
         json!({"target": target, "path": self.path(&r.path)})
     }
@@ -243,14 +248,21 @@ impl Resolver<'_> {
         let fields: std::collections::BTreeMap<&str, Value> = rd
             .fields
             .iter()
-            .map(|f| (self.plan.str(f.name), json!([self.ty(&f.ty, depth), f.optional])))
+            .map(|f| {
+                (
+                    self.plan.str(f.name),
+                    json!([self.ty(&f.ty, depth), f.optional]),
+                )
+            })
             .collect();
         json!({"record": self.s(rd.name), "fields": fields})
     }
 
     fn ty(&self, t: &TypeDef, depth: usize) -> Value {
         let base = match &t.base {
-            BaseType::Enum(names) => json!({"enum": names.iter().map(|n| self.s(*n)).collect::<Vec<_>>()}),
+            BaseType::Enum(names) => {
+                json!({"enum": names.iter().map(|n| self.s(*n)).collect::<Vec<_>>()})
+            }
             BaseType::Record(r) => self.record(*r, depth + 1),
             other => json!(format!("{other:?}")),
         };

@@ -114,7 +114,9 @@ pub fn prior(
         });
     }
     let old_flow = h.frames[0].flow;
-    let flow_name = old_plan.str(old_plan.flows[old_flow as usize].name).to_string();
+    let flow_name = old_plan
+        .str(old_plan.flows[old_flow as usize].name)
+        .to_string();
     let flow = *new_index
         .flow_ids
         .get(&flow_name)
@@ -226,7 +228,10 @@ fn inputs_digest(
         .map(|&(d, _)| {
             let st = &steps[d as usize];
             let id = plan.str(fd.steps[d as usize].id).to_string();
-            (id, json!({"status": st.status.as_str(), "output": st.output}))
+            (
+                id,
+                json!({"status": st.status.as_str(), "output": st.output}),
+            )
         })
         .collect();
     let carry: serde_json::Map<String, Value> = header
