@@ -293,3 +293,82 @@ impl Resolver<'_> {
 fn budget(b: &BudgetDef) -> Value {
     json!({"usd": b.usd.map(num), "tokens": b.tokens, "dispatches": b.dispatches, "ms": b.ms})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Agent, Bound, OutputDef, PieceDef, Pos};
+
+    /// A one-step plan whose task is `text`, with its strings interned in
+    /// the order `order` (indices into `["main", "a", text]`) and the step at
+    /// position `pos`.
+    fn plan(text: &str, order: [usize; 3], pos: Pos) -> Plan {
+        let names = ["main", "a", text];
+        let strings: Vec<String> = order.iter().map(|&i| names[i].to_string()).collect();
+        let id = |name: &str| strings.iter().position(|s| s == name).unwrap() as u32;
+        let step = StepDef {
+            id: id("a"),
+            pos,
+            kind: StepKindDef::Do {
+                task: 0,
+                agent: Agent::Claude,
+                attempts: 1,
+                iterate: None,
+            },
+            when: None,
+            ensure: vec![PredDef::FileExists(id(text))],
+            out: None,
+            budget: None,
+            on_fail: None,
+            timeout_ms: Some(pos.line.into()),
+            entries: pos.col,
+            worst_dispatches: Bound::Finite(pos.col.into()),
+        };
+        let flow = FlowDef {
+            name: id("main"),
+            input: 0,
+            output: OutputDef {
+                step: 0,
+                path: vec![],
+                contract: 0,
+                pos: Pos::default(),
+            },
+            steps: vec![step],
+            edges: vec![],
+            budget: None,
+            max_rounds: None,
+            carry: vec![],
+            chunks: vec![],
+            templates: vec![TemplateDef {
+                pieces: vec![PieceDef::Text(id(text))],
+                mode: TemplateMode::Interpolate,
+                pos,
+            }],
+            with_nodes: vec![],
+            closures: vec![],
+            worst_dispatches: Bound::Finite(1),
+        };
+        Plan {
+            strings,
+            records: vec![],
+            flows: vec![flow],
+            entry: 0,
+        }
+    }
+
+    #[test]
+    fn string_order_positions_and_derived_figures_do_not_change_the_hash() {
+        let a = plan("go", [0, 1, 2], Pos { line: 3, col: 1 });
+        let b = plan("go", [2, 0, 1], Pos { line: 40, col: 9 });
+        assert_ne!(a.strings, b.strings);
+        assert_eq!(step_hash(&a, 0, 0), step_hash(&b, 0, 0));
+    }
+
+    #[test]
+    fn another_task_text_is_another_hash() {
+        let a = plan("go", [0, 1, 2], Pos::default());
+        let b = plan("stop", [0, 1, 2], Pos::default());
+        assert_ne!(step_hash(&a, 0, 0), step_hash(&b, 0, 0));
+        assert_eq!(step_hash(&a, 0, 1), None);
+    }
+}
