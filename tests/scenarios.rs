@@ -530,12 +530,52 @@ impl Ctx {
                     extra: json!({"overdue": overdue}),
                 });
             }
+            "retry" => return self.retry(&run, arg),
             other => return Err(format!("harness: unknown action `{other}`")),
         };
         self.remember(&outcome);
         Ok(Observed {
             outcome: Some(outcome),
             extra: Value::Null,
+        })
+    }
+
+    /// `retry: {from?, spec?, files?}` (X8): files written into the
+    /// workspace first, then `Engine::retry` of the current run (on the
+    /// changed spec's plan when `spec` is given); the new run becomes the
+    /// current one. `result` checks `{oldRun, oldStatus, oldLast}` (the
+    /// old run's status and its last audit event's type).
+    fn retry(&mut self, run: &str, arg: &Value) -> Result<Observed, String> {
+        if let (Some(Value::Object(files)), Some(ws)) = (arg.get("files"), &self.host.workspace) {
+            for (name, content) in files {
+                let p = ws.root().join(name);
+                std::fs::write(&p, content.as_str().unwrap_or("")).map_err(|e| e.to_string())?;
+            }
+        }
+        let plan = match arg.get("spec").and_then(Value::as_str) {
+            Some(text) => {
+                let analysis = stratum_compiler::analyze(text);
+                let plan = stratum_compiler::build::build_plan(&analysis)
+                    .ok_or("harness: the retry spec does not build")?;
+                let bytes = stratum_vm::plan::file::encode(&plan).0;
+                Some(self.engine.add_plan(&bytes).map_err(coded)?)
+            }
+            None => None,
+        };
+        let from = arg.get("from").and_then(Value::as_str);
+        let (id, outcome) = self
+            .engine
+            .retry(run, from, plan.as_ref(), &mut self.host, None)
+            .map_err(coded)?;
+        let old = self.engine.store().meta(run).map_err(|e| e.to_string())?;
+        let old_events = self.engine.audit(run).map_err(coded)?;
+        let last = old_events.last().map_or(Value::Null, |e| e["type"].clone());
+        self.tokens.clear();
+        self.run_id = Some(id);
+        self.remember(&outcome);
+        Ok(Observed {
+            outcome: Some(outcome),
+            extra: json!({"oldRun": run, "oldStatus": old.status, "oldLast": last}),
         })
     }
 
@@ -775,8 +815,8 @@ impl Ctx {
     }
 }
 
-const ACTIONS: [&str; 9] = [
-    "report", "gate", "cancel", "commit", "revert", "resume", "receipt", "advance", "view",
+const ACTIONS: [&str; 10] = [
+    "report", "gate", "cancel", "commit", "revert", "resume", "receipt", "advance", "view", "retry",
 ];
 
 /// Runs one scenario; the list of problems is empty when it passes.

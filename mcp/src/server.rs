@@ -168,6 +168,12 @@ impl StratumServer {
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
 
+    #[tool(name = "stratum_retry", description = tools::retry::DESCRIPTION, input_schema = args::schema(tools::retry::FIELDS))]
+    async fn stratum_retry(&self, raw: JsonObject) -> CallToolResult {
+        use tools::retry as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_flow_cancel", description = tools::flow_cancel::DESCRIPTION, input_schema = args::schema(tools::flow_cancel::FIELDS))]
     async fn stratum_flow_cancel(&self, raw: JsonObject) -> CallToolResult {
         use tools::flow_cancel as t;
@@ -236,6 +242,7 @@ mod tests {
                 "stratum_gate_resolve",
                 "stratum_plan",
                 "stratum_resume",
+                "stratum_retry",
                 "stratum_revert",
                 "stratum_step_done",
                 "stratum_usage_report",

@@ -336,7 +336,7 @@ async def tools_are_listed_and_teach_the_protocol():
             "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
             "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
-            "stratum_compile_speckit"]), sorted(tools)
+            "stratum_compile_speckit", "stratum_retry"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -348,7 +348,8 @@ async def tools_are_listed_and_teach_the_protocol():
         assert {"runId", "stepId", "dispatchToken", "result"} <= set(props), props
         assert not {"flow_id", "step_id"} & set(props), props
         assert {"runId", "stepId"} <= set(schema["required"]), schema
-        for name in ["stratum_audit", "stratum_resume", "stratum_flow_cancel"]:
+        assert {"runId", "from", "spec"} <= set(tools["stratum_retry"].input_schema["properties"])
+        for name in ["stratum_audit", "stratum_resume", "stratum_flow_cancel", "stratum_retry"]:
             assert "runId" in tools[name].input_schema["required"], name
 
 
@@ -419,6 +420,39 @@ async def retry_reports_violations():
         assert v and v[0]["kind"] == "ensure" and v[0]["expr"] == "result.words > 10", v
         env = await c.done(env, "draft", {"title": "Owls", "words": 30})
         assert ready_ids(env) == ["publish"]
+
+
+@test
+async def retry_reuses_what_succeeded():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": LINEAR, "input": {"topic": "owls"}})
+        old = env["runId"]
+        # still running: refused, with the status in the message
+        await c.err("stratum_retry", {"runId": old}, "run_not_finished", "is running")
+        env = await c.done(env, "draft", {"output": {"title": "Owls", "words": 120}})
+        env = await c.done(env, "publish", {"failure": "the publisher is down"})
+        env = await c.done(env, "publish", {"failure": "the publisher is down"})
+        assert env["status"] == "failed", env
+        # snake_case accepted like the other tools; draft is reused, publish is handed out
+        new = await c.ok("stratum_retry", {"flow_id": old})
+        assert new["runId"] != old and ready_ids(new) == ["publish"], new
+        assert ready_entry(new, "publish")["do"] == "Publish Owls (120 words)."
+        new = await c.done(new, "publish", {"message": "posted"})
+        assert new["status"] == "completed" and new["output"] == {"message": "posted"}, new
+        audit = await c.ok("stratum_audit", {"runId": new["runId"]})
+        reused = [ev for ev in audit["events"] if ev["type"] == "step_reused"]
+        assert [ev["stepId"] for ev in reused] == ["draft"], audit["events"]
+        assert reused[0]["detail"]["fromRun"] == old
+        assert not [ev for ev in audit["events"] if ev["type"] == "ready" and ev.get("stepId") == "draft"]
+        old_audit = await c.ok("stratum_audit", {"runId": old})
+        assert old_audit["status"] == "failed"
+        assert old_audit["events"][-1]["type"] == "retried", old_audit["events"][-1]
+        assert old_audit["events"][-1]["detail"]["run"] == new["runId"]
+        # from: draft runs again; a changed spec is compiled and used
+        again = await c.ok("stratum_retry", {"runId": old, "from": "draft",
+                                             "spec": LINEAR.replace("Draft a post", "Write a post")})
+        assert ready_entry(again, "draft")["do"] == "Write a post about owls.", again
+        await c.err("stratum_retry", {"runId": old, "from": "drafts"}, "invalid_step", "did you mean `draft`?")
 
 
 @test

@@ -49,6 +49,9 @@ pub enum EngineError {
     /// Stored run state does not decode.
     #[error("run state is corrupt: {0}")]
     Corrupt(String),
+    /// A retry refused (X8); nothing was created.
+    #[error("{0}")]
+    Retry(#[from] interp::RetryRefused),
 }
 
 impl EngineError {
@@ -61,6 +64,7 @@ impl EngineError {
             EngineError::Plan(_) => "plan_invalid",
             EngineError::PlanMismatch { .. } => "plan_mismatch",
             EngineError::Corrupt(_) => "run_corrupt",
+            EngineError::Retry(r) => r.code(),
         }
     }
 }
@@ -219,7 +223,18 @@ impl Engine {
         host: &mut dyn Host,
         workspace: Option<String>,
     ) -> Result<(String, Outcome), EngineError> {
-        self.start_run(plan, flow, input, host, workspace, None)
+        let id = self.new_run_id();
+        let started = interp::start(
+            &plan.plan,
+            &plan.index,
+            &plan.hash,
+            &id,
+            flow,
+            input,
+            workspace,
+            host,
+        )?;
+        self.create_run(plan, started, host, None)
     }
 
     /// Starts a run with its configuration frozen into it: the canonical
@@ -236,20 +251,8 @@ impl Engine {
         workspace: Option<String>,
         config: &crate::config::Frozen,
     ) -> Result<(String, Outcome), EngineError> {
-        self.start_run(plan, flow, input, host, workspace, Some(config))
-    }
-
-    fn start_run(
-        &mut self,
-        plan: &LoadedPlan,
-        flow: Option<&str>,
-        input: Value,
-        host: &mut dyn Host,
-        workspace: Option<String>,
-        config: Option<&crate::config::Frozen>,
-    ) -> Result<(String, Outcome), EngineError> {
         let id = self.new_run_id();
-        let (mut run, outcome) = interp::start(
+        let started = interp::start(
             &plan.plan,
             &plan.index,
             &plan.hash,
@@ -259,6 +262,73 @@ impl Engine {
             workspace,
             host,
         )?;
+        self.create_run(plan, started, host, Some(config))
+    }
+
+    /// Retries a finished run (X8): a new run (new id) of the same flow and
+    /// input on `plan` (default: the old run's own plan; a changed spec's
+    /// plan must have been added with [`Engine::add_plan`]), which takes
+    /// over the old run's steps that the reuse rule allows
+    /// ([`interp::prior`]) and runs the rest; `from` and everything
+    /// downstream of it always run. The new run's header links the old one
+    /// (`retry`), and the old run gets a `retried` event; its status is
+    /// unchanged. With `config`, the new run freezes it as
+    /// [`Engine::start_frozen`] does.
+    pub fn retry(
+        &mut self,
+        old_id: &str,
+        from: Option<&str>,
+        plan: Option<&LoadedPlan>,
+        host: &mut dyn Host,
+        config: Option<&crate::config::Frozen>,
+    ) -> Result<(String, Outcome), EngineError> {
+        let (old, old_plan) = self.load(old_id)?;
+        let plan = plan.cloned().unwrap_or_else(|| old_plan.clone());
+        let events = self.typed_events(old_id)?;
+        let prior = interp::prior(
+            &old,
+            &old_plan.plan,
+            &old_plan.index,
+            &events,
+            &plan.plan,
+            &plan.index,
+            from,
+        )?;
+        self.cached = Some(old);
+        let id = self.new_run_id();
+        let started = interp::start_retry(&plan.plan, &plan.index, &plan.hash, &id, prior, host)?;
+        let out = self.create_run(&plan, started, host, config)?;
+        self.transition(old_id, host, |p, i, r, h| {
+            Ok(interp::retried(p, i, r, &id, from, h))
+        })?;
+        Ok(out)
+    }
+
+    /// A run's audit as typed events (a line that does not decode is damage).
+    fn typed_events(&self, run_id: &str) -> Result<Vec<Event>, EngineError> {
+        let lines = self.store.events(run_id, 0, u64::MAX)?;
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| {
+                    EngineError::Corrupt(format!(
+                        "run `{run_id}`: an audit event does not decode: {e}"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Commits a started run (with its configuration frozen into it, when given).
+    fn create_run(
+        &mut self,
+        plan: &LoadedPlan,
+        started: (Run, Outcome),
+        host: &mut dyn Host,
+        config: Option<&crate::config::Frozen>,
+    ) -> Result<(String, Outcome), EngineError> {
+        let (mut run, outcome) = started;
+        let id = run.header.id.clone();
         if let Some(frozen) = config {
             run.header.config = Some(frozen.text.clone());
             let at = run.events.first().map_or_else(|| host.now_ms(), |e| e.at);

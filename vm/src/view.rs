@@ -44,6 +44,11 @@ pub struct RunView {
     /// Dispatches past their lease (X7) when the view was read: the next
     /// driver to touch the run orphans them; the view changes nothing.
     pub overdue: Vec<OverdueView>,
+    /// The run this one retries (X8): its id and `--from` step.
+    pub retry_of: Option<(String, Option<String>)>,
+    /// The runs that retry this one (X8, from its `retried` audit events;
+    /// filled by [`load`]).
+    pub retried_by: Vec<String>,
 }
 
 /// A dispatch past its lease (X7), as of the view's time.
@@ -88,6 +93,8 @@ pub struct StepView {
     pub spent: Spend,
     /// For fanouts: item counts.
     pub items: Option<ItemCounts>,
+    /// Taken over from this run instead of being run (X8).
+    pub reused_from: Option<String>,
 }
 
 /// Fanout items by status.
@@ -151,7 +158,33 @@ pub fn load(engine: &mut Engine, run_id: &str) -> Result<RunView, EngineError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Ok(of_run(meta, &run, &plan.plan, now))
+    let mut view = of_run(meta, &run, &plan.plan, now);
+    view.retried_by = retried_by(engine, run_id)?;
+    Ok(view)
+}
+
+/// The runs that retry `run_id`, oldest first (its `retried` audit events).
+fn retried_by(engine: &Engine, run_id: &str) -> Result<Vec<String>, EngineError> {
+    let events = engine.audit(run_id)?;
+    Ok(events
+        .iter()
+        .filter(|e| e["type"] == "retried")
+        .filter_map(|e| e["detail"]["run"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// The run `run_id` retries, with its `--from` step (X8; `None` for an
+/// ordinary run).
+pub fn retry_link(
+    engine: &mut Engine,
+    run_id: &str,
+) -> Result<Option<(String, Option<String>)>, EngineError> {
+    let (run, _) = engine.load(run_id)?;
+    Ok(run
+        .header
+        .retry
+        .as_ref()
+        .map(|r| (r.run.clone(), r.from.clone())))
 }
 
 /// The dispatches past their lease at `now` (computed; nothing is written).
@@ -245,6 +278,7 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
             failure: st.failure.as_ref().map(|f| f.reason.clone()),
             spent: st.spent,
             items,
+            reused_from: st.reused.as_ref().map(|r| r.from_run.clone()),
         });
         if let Some(child) = st.child
             && child.ix() < h.frames.len()
@@ -297,6 +331,8 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
         output: h.output.clone(),
         failure: h.failure.as_ref().map(|f| f.reason.clone()),
         overdue: overdue_views(run, plan, now),
+        retry_of: h.retry.as_ref().map(|r| (r.run.clone(), r.from.clone())),
+        retried_by: Vec::new(),
         meta,
     }
 }

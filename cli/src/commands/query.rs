@@ -105,7 +105,7 @@ pub fn run(args: &QueryArgs) -> Exit {
         Err(code) => return code,
     };
     match cmd {
-        Cmd::Flows { status, format } => flows(&engine, status.as_deref(), *format),
+        Cmd::Flows { status, format } => flows(&mut engine, status.as_deref(), *format),
         Cmd::Flow { run, format } => match load(&mut engine, run) {
             Ok(v) => {
                 let text = match format {
@@ -121,7 +121,7 @@ pub fn run(args: &QueryArgs) -> Exit {
     }
 }
 
-fn flows(engine: &Engine, status: Option<&str>, format: Format) -> Exit {
+fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {
     let runs = match engine.store().list(status) {
         Ok(r) => r,
         Err(e) => {
@@ -129,12 +129,23 @@ fn flows(engine: &Engine, status: Option<&str>, format: Format) -> Exit {
             return Exit::Usage;
         }
     };
+    // X8: the run each one retries (an unreadable run shows none here; `query flow` says why)
+    let links: Vec<Option<(String, Option<String>)>> = runs
+        .iter()
+        .map(|m| view::retry_link(engine, &m.run_id).ok().flatten())
+        .collect();
     if format == Format::Json {
         let runs: Vec<Value> = runs
             .iter()
-            .map(|m| {
-                json!({"runId": m.run_id, "flow": m.flow, "status": m.status, "planHash": m.plan_hash,
-                       "startedMs": m.created_ms, "updatedMs": m.updated_ms})
+            .zip(&links)
+            .map(|(m, link)| {
+                let mut r = json!({"runId": m.run_id, "flow": m.flow, "status": m.status, "planHash": m.plan_hash,
+                       "startedMs": m.created_ms, "updatedMs": m.updated_ms});
+                if let Some((old, from)) = link {
+                    r["retryOf"] = json!(old);
+                    r["from"] = json!(from);
+                }
+                r
             })
             .collect();
         super::emit(&format!("{}\n", json!({"version": 1, "runs": runs})));
@@ -147,24 +158,40 @@ fn flows(engine: &Engine, status: Option<&str>, format: Format) -> Exit {
         });
         return Exit::Ok;
     }
+    let any_link = links.iter().any(Option::is_some);
     let rows = runs
         .iter()
-        .map(|m| {
-            vec![
+        .zip(&links)
+        .map(|(m, link)| {
+            let mut row = vec![
                 m.run_id.clone(),
                 m.status.clone(),
                 m.flow.clone(),
                 short_hash(&m.plan_hash),
                 time(m.created_ms),
                 time(m.updated_ms),
-            ]
+            ];
+            if any_link {
+                row.push(link_text(link.as_ref()));
+            }
+            row
         })
         .collect();
-    super::emit(&table(
-        &["RUN", "STATUS", "FLOW", "PLAN", "STARTED", "UPDATED"],
-        rows,
-    ));
+    let mut headers = vec!["RUN", "STATUS", "FLOW", "PLAN", "STARTED", "UPDATED"];
+    if any_link {
+        headers.push("RETRY OF");
+    }
+    super::emit(&table(&headers, rows));
     Exit::Ok
+}
+
+/// `RUN` or `RUN from STEP`; `-` for an ordinary run.
+fn link_text(link: Option<&(String, Option<String>)>) -> String {
+    match link {
+        None => "-".to_string(),
+        Some((run, None)) => run.clone(),
+        Some((run, Some(from))) => format!("{run} from {from}"),
+    }
 }
 
 fn gates(engine: &mut Engine, format: Format) -> Exit {
@@ -241,7 +268,7 @@ pub fn gate_json(run_id: &str, flow: &str, g: &GateView) -> Value {
 }
 
 fn step_json(s: &StepView) -> Value {
-    json!({
+    let mut step = json!({
         "id": s.id,
         "depth": s.depth,
         "kind": s.kind,
@@ -256,7 +283,12 @@ fn step_json(s: &StepView) -> Value {
         "failure": s.failure,
         "spent": spend_json(&s.spent),
         "items": s.items.map(|c| json!({"total": c.total, "succeeded": c.succeeded, "failed": c.failed, "inFlight": c.in_flight})),
-    })
+    });
+    // X8: the key is there only for a reused step
+    if let Some(from) = &s.reused_from {
+        step["reusedFrom"] = json!(from);
+    }
+    step
 }
 
 /// `{spent, budget}` of the entry flow (budget `null` without one).
@@ -295,6 +327,14 @@ pub fn run_json(v: &RunView) -> Value {
             .iter()
             .map(|o| json!({"id": o.id, "attempt": o.attempt, "timeoutMs": o.timeout_ms, "lateMs": o.late_ms}))
             .collect();
+    }
+    // X8: the links, only when there are some
+    if let Some((old, from)) = &v.retry_of {
+        run["retryOf"] = json!(old);
+        run["from"] = json!(from);
+    }
+    if !v.retried_by.is_empty() {
+        run["retriedBy"] = json!(v.retried_by);
     }
     run
 }
@@ -413,6 +453,9 @@ pub fn step_note(s: &StepView, width: usize) -> String {
         }
         parts.push(t);
     }
+    if let Some(from) = &s.reused_from {
+        parts.push(format!("reused from {from}"));
+    }
     if let Some(d) = &s.decision {
         parts.push(format!("decided {d}"));
     }
@@ -491,6 +534,16 @@ pub fn summary(v: &RunView, with_times: bool) -> String {
     out.push_str(&format!("{}\n", spend_line(v)));
     if let Some(f) = &v.failure {
         out.push_str(&format!("failure: {f}\n"));
+    }
+    if let Some((old, from)) = &v.retry_of {
+        let from = from
+            .as_ref()
+            .map(|s| format!(" from `{s}`"))
+            .unwrap_or_default();
+        out.push_str(&format!("retry of {old}{from}\n"));
+    }
+    if !v.retried_by.is_empty() {
+        out.push_str(&format!("retried by {}\n", v.retried_by.join(", ")));
     }
     out.push('\n');
     out.push_str(&step_table(v));

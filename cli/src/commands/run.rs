@@ -31,8 +31,16 @@ pub struct RunArgs {
     /// The spec (`.stratum.yaml`) or plan (`.stratumc`); not needed with `--resume`.
     pub source: Option<PathBuf>,
     /// Continue this run (after a crash, or to decide a gate).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "retry")]
     pub resume: Option<String>,
+    /// Start a new run of this finished run's flow and inputs (on SPEC when
+    /// given, else on its own plan), reusing the steps that succeeded and
+    /// whose step, inputs and evidence are unchanged (X8).
+    #[arg(long, value_name = "RUN")]
+    pub retry: Option<String>,
+    /// With `--retry`: run this step and everything downstream of it again.
+    #[arg(long, value_name = "STEP", requires = "retry")]
+    pub from: Option<String>,
     /// The flow input: JSON text, or `@FILE`.
     #[arg(long)]
     pub inputs: Option<String>,
@@ -267,6 +275,44 @@ fn resume(
     }
 }
 
+/// `--retry RUN [--from STEP] [SPEC]`: the new run (X8), on the plan SPEC
+/// builds when given. Errors are printed here.
+fn retry(
+    engine: &mut Engine,
+    args: &RunArgs,
+    source: Option<&Path>,
+    host: &mut StdHost,
+    frozen: &config::Frozen,
+) -> Result<(String, Outcome), Exit> {
+    let old = args.retry.as_deref().unwrap_or_default();
+    let plan = match source {
+        None => None,
+        Some(source) => {
+            let bytes = plan_bytes(source).map_err(|(code, msg)| {
+                eprintln!("{msg}");
+                code
+            })?;
+            Some(engine.add_plan(&bytes).map_err(|e| {
+                eprintln!("error: {e}");
+                Exit::Usage
+            })?)
+        }
+    };
+    if args.inputs.is_some() || args.flow.is_some() {
+        eprintln!(
+            "error: --retry runs the old run's flow with its inputs; drop --inputs and --flow"
+        );
+        return Err(Exit::Usage);
+    }
+    let started = engine
+        .retry(old, args.from.as_deref(), plan.as_ref(), host, Some(frozen))
+        .map_err(|e| {
+            eprintln!("error: {e}; nothing was started");
+            Exit::Usage
+        })?;
+    Ok(started)
+}
+
 /// The hash of the plan `source` builds (a spec) or holds (a plan file).
 fn plan_hash(source: &Path) -> Result<String, (Exit, String)> {
     let bytes = plan_bytes(source)?;
@@ -441,7 +487,8 @@ pub fn run(args: &RunArgs) -> Exit {
     };
     let mut engine = Engine::new(Box::new(store));
     // a resumed run keeps the workspace it was started with, unless told otherwise
-    let recorded = match (args.resume.as_deref(), args.workspace.as_deref()) {
+    let old = args.resume.as_deref().or(args.retry.as_deref());
+    let recorded = match (old, args.workspace.as_deref()) {
         (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
         _ => None,
     };
@@ -459,6 +506,14 @@ pub fn run(args: &RunArgs) -> Exit {
             Ok(o) => (id.to_string(), o),
             Err(code) => return code,
         },
+        (None, source) if args.retry.is_some() => {
+            let frozen =
+                frozen.expect("invariant: run_host freezes the configuration of a new run");
+            match retry(&mut engine, args, source, &mut host, &frozen) {
+                Ok(x) => x,
+                Err(code) => return code,
+            }
+        }
         (None, Some(source)) => {
             let frozen =
                 frozen.expect("invariant: run_host freezes the configuration of a new run");
@@ -504,6 +559,14 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
     eprintln!("run: {run_id}");
+    if let Some(old) = &args.retry {
+        let from = args
+            .from
+            .as_ref()
+            .map(|s| format!(" from `{s}`"))
+            .unwrap_or_default();
+        eprintln!("retry of {old}{from}: reused steps are not dispatched");
+    }
     loop {
         if outcome.status.is_terminal() {
             break;

@@ -14,6 +14,7 @@ pub mod flow_cancel;
 pub mod gate_resolve;
 pub mod plan;
 pub mod resume;
+pub mod retry;
 pub mod revert;
 pub mod step_done;
 pub mod usage_report;
@@ -69,6 +70,7 @@ pub const ALL: &[(&str, &[Field])] = &[
     (gate_resolve::NAME, gate_resolve::FIELDS),
     (plan::NAME, plan::FIELDS),
     (resume::NAME, resume::FIELDS),
+    (retry::NAME, retry::FIELDS),
     (revert::NAME, revert::FIELDS),
     (step_done::NAME, step_done::FIELDS),
     (usage_report::NAME, usage_report::FIELDS),

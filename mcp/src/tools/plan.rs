@@ -51,37 +51,9 @@ pub const FIELDS: &[Field] = &[
 
 /// Runs the tool.
 pub fn call(state: &mut State, args: &Args) -> Reply {
-    let text = spec_text(args.get("spec").unwrap_or(&Value::Null));
-    let analysis = analyze_bytes(text.as_bytes());
-    let errors = analysis.error_count();
-    if errors > 0 {
-        let diagnostics: Vec<_> = analysis
-            .diagnostics
-            .iter()
-            .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
-            .collect();
-        let first = analysis
-            .diagnostics
-            .iter()
-            .find(|d| d.is_error())
-            .map(|d| format!(" (first: {} {})", d.code.as_str(), d.message))
-            .unwrap_or_default();
-        return Reply::error_with(
-            "spec_validation_failed",
-            format!(
-                "the spec has {errors} error{}{first}; nothing was started. Fix them and call stratum_plan again",
-                if errors == 1 { "" } else { "s" }
-            ),
-            json!({"diagnostics": diagnostics}),
-        );
-    }
-    let Some(plan) = build_plan(&analysis) else {
-        return Reply::error("spec_validation_failed", "the spec could not be built");
-    };
-    let (bytes, _) = stratum_vm::plan::file::encode(&plan);
-    let loaded = match state.engine.add_plan(&bytes) {
+    let loaded = match compile(state, args.get("spec").unwrap_or(&Value::Null)) {
         Ok(p) => p,
-        Err(e) => return engine_error(&e),
+        Err(r) => return r,
     };
     let root = match args.str("workspaceRoot") {
         Some(r) => PathBuf::from(r),
@@ -120,4 +92,41 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         }
         Err(e) => engine_error(&e),
     }
+}
+
+/// Compiles a spec (YAML text or object) and stores its plan; a spec with
+/// errors is refused with its diagnostics (`stratum_plan`, `stratum_retry`).
+pub fn compile(state: &mut State, spec: &Value) -> Result<stratum_vm::engine::LoadedPlan, Reply> {
+    let text = spec_text(spec);
+    let analysis = analyze_bytes(text.as_bytes());
+    let errors = analysis.error_count();
+    if errors > 0 {
+        let diagnostics: Vec<_> = analysis
+            .diagnostics
+            .iter()
+            .map(|d| render::json_diagnostic(&analysis.text, &analysis.lines, d))
+            .collect();
+        let first = analysis
+            .diagnostics
+            .iter()
+            .find(|d| d.is_error())
+            .map(|d| format!(" (first: {} {})", d.code.as_str(), d.message))
+            .unwrap_or_default();
+        return Err(Reply::error_with(
+            "spec_validation_failed",
+            format!(
+                "the spec has {errors} error{}{first}; nothing was started. Fix them and call stratum_plan again",
+                if errors == 1 { "" } else { "s" }
+            ),
+            json!({"diagnostics": diagnostics}),
+        ));
+    }
+    let Some(plan) = build_plan(&analysis) else {
+        return Err(Reply::error(
+            "spec_validation_failed",
+            "the spec could not be built",
+        ));
+    };
+    let (bytes, _) = stratum_vm::plan::file::encode(&plan);
+    state.engine.add_plan(&bytes).map_err(|e| engine_error(&e))
 }

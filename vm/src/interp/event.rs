@@ -222,6 +222,19 @@ pub enum EventKind {
     /// A step failed for good and `on_fail: continue` let the flow go on
     /// past it (X2): the failure is handled, its dependents run.
     StepContinued { failure: Failure },
+    /// A retried run took this step over from the old run (X8): nothing was
+    /// dispatched or spent; the step's row says `reused` too.
+    StepReused {
+        #[serde(rename = "fromRun")]
+        from_run: String,
+        attempt: u32,
+    },
+    /// This (finished) run was retried by a new run; its status is unchanged.
+    Retried {
+        run: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -260,6 +273,8 @@ impl EventKind {
             EventKind::CheckpointReverted { .. } => "checkpoint_reverted",
             EventKind::JudgeError { .. } => "judge_error",
             EventKind::StepContinued { .. } => "step_continued",
+            EventKind::StepReused { .. } => "step_reused",
+            EventKind::Retried { .. } => "retried",
         }
     }
 
@@ -275,7 +290,9 @@ impl EventKind {
             | EventKind::FlowCancelled { .. }
             | EventKind::Resumed
             | EventKind::DriverInterrupted { .. }
-            | EventKind::CheckpointReverted { .. } => "—",
+            | EventKind::CheckpointReverted { .. }
+            | EventKind::Retried { .. } => "—",
+            EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
@@ -304,7 +321,21 @@ impl EventKind {
         all.extend(Self::run_examples());
         all.extend(Self::fanout_examples());
         all.extend(Self::revision_examples());
+        all.extend(Self::retry_examples());
         all
+    }
+
+    fn retry_examples() -> Vec<EventKind> {
+        vec![
+            EventKind::StepReused {
+                from_run: "run-5b0c7f3a9e21d4c8".into(),
+                attempt: 1,
+            },
+            EventKind::Retried {
+                run: "run-a41d09e7c3b25f61".into(),
+                from: Some("simulate".into()),
+            },
+        ]
     }
 
     fn failure_example() -> Failure {

@@ -31,9 +31,10 @@ pub use host::{
 };
 pub use index::PlanIndex;
 pub use machine::{
-    JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue, Saved,
-    cancel, checkpoint_allowed, checkpoint_label, expire, interrupted, overdue, report,
-    resolve_gate, resume, revert, start, usage_report, view,
+    JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue, Prior,
+    RetryRefused, Saved, cancel, checkpoint_allowed, checkpoint_label, expire, interrupted,
+    overdue, prior, report, resolve_gate, resume, retried, revert, start, start_retry,
+    usage_report, view,
 };
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;

@@ -249,6 +249,73 @@ pub struct StepState {
     pub items: Vec<ItemState>,
     /// Frame of a running sub-flow.
     pub child: Option<FrameIx>,
+    /// Taken over from the run this one retries instead of being run (X8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<Reused>,
+}
+
+/// A step a retried run took over from the old run (X8): its output (or a
+/// gate's approval) is the old run's, nothing was dispatched or spent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reused {
+    /// The run it was taken from.
+    pub from_run: String,
+    /// The attempt of the old run whose result it is.
+    pub attempt: u32,
+}
+
+/// What a retried run knows of the run it retries (X8), in its header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryOf {
+    /// The old run's id.
+    pub run: String,
+    /// `--from STEP`: that step and everything downstream of it run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The entry-flow steps of the old run that may be reused, by id
+    /// (the `--from` closure already left out); whether one is reused is
+    /// decided when it would become ready (`machine/reuse.rs`).
+    #[serde(default)]
+    pub candidates: BTreeMap<String, Candidate>,
+}
+
+/// A step of the old run that may be reused, with what it was computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    /// Its step hash in the old plan ([`crate::plan::hash::step_hash`]).
+    pub hash: String,
+    /// The canonical digest of the inputs it read in the old run.
+    pub inputs: String,
+    /// The attempt that succeeded.
+    pub attempt: u32,
+    /// Its output (`None` for a gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The evidence its checks read, to verify again before reuse.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceRecord>,
+}
+
+/// One piece of evidence a step's checks read in the old run; reuse
+/// requires each to verify again, through the host, unchanged. A closed
+/// enum: new kinds of evidence (file reads, artifact manifests) are new
+/// variants with their own re-check in `machine/reuse.rs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EvidenceRecord {
+    /// A file predicate's file in the workspace: whether it existed and its blake3.
+    File {
+        /// Path relative to the workspace root.
+        path: String,
+        /// A regular file was there.
+        exists: bool,
+        /// Its blake3 hex digest, when it was read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blake3: Option<String>,
+    },
 }
 
 /// The revise that re-entered a step.
@@ -352,6 +419,10 @@ pub struct Header {
     /// configurations were frozen, or by an embedder that gave none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// The run this one retries, with its reusable steps (X8; `None` for
+    /// ordinary runs and runs stored before retries existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Box<RetryOf>>,
 }
 
 /// A whole run in memory.

@@ -12,6 +12,7 @@
 
 pub mod disasm;
 pub mod file;
+pub mod hash;
 pub mod op;
 mod v1;
 mod v2;

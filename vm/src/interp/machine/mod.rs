@@ -15,8 +15,9 @@
 //! `gates` (decisions, resets), `carry`, `fanout` (items, stages, worktree
 //! merges), `subflow` (frames), `values` (references, templates,
 //! expressions), `ops` (locating ids, tokens, cancel, checkpoints), `leases`
-//! (X7: overdue dispatches, orphans, re-dispatch), `views` (the outcome
-//! handed back).
+//! (X7: overdue dispatches, orphans, re-dispatch), `reuse` (X8: steps a
+//! retried run takes over from the old run), `views` (the outcome handed
+//! back).
 
 mod attempt;
 mod carry;
@@ -26,6 +27,7 @@ mod gates;
 mod leases;
 mod ledger;
 mod ops;
+mod reuse;
 mod schedule;
 mod subflow;
 mod values;
@@ -38,6 +40,7 @@ use serde_json::Value;
 pub use checks::{JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE};
 pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
+pub use reuse::{Prior, RetryRefused, prior, retried, start_retry};
 
 use super::event::{Event, EventKind};
 use super::host::Host;
@@ -279,6 +282,25 @@ pub fn start(
     workspace: Option<String>,
     host: &mut dyn Host,
 ) -> Result<(Run, Outcome), VmError> {
+    begin(
+        plan, index, plan_hash, run_id, flow, input, workspace, None, host,
+    )
+}
+
+/// Starts a run, a retry when `retry` is given (its link is in the header
+/// before the first step is looked at).
+#[allow(clippy::too_many_arguments)]
+fn begin(
+    plan: &Plan,
+    index: &PlanIndex,
+    plan_hash: &str,
+    run_id: &str,
+    flow: Option<&str>,
+    input: Value,
+    workspace: Option<String>,
+    retry: Option<Box<RetryOf>>,
+    host: &mut dyn Host,
+) -> Result<(Run, Outcome), VmError> {
     let flow_i = ops::entry_flow(plan, index, flow)?;
     ops::check_startable(plan, flow_i, workspace.as_deref(), host)?;
     let fd = &plan.flows[flow_i as usize];
@@ -293,6 +315,7 @@ pub fn start(
         workspace,
         host.now_ms(),
     );
+    run.header.retry = retry;
     let mut t = Transition::new(plan, index, &mut run, host);
     t.event(
         EventKind::Planned {

@@ -116,6 +116,7 @@ pub(super) fn new_run(
         receipts: Default::default(),
         receipt_seq: 0,
         config: None,
+        retry: None,
     };
     Run {
         header,

@@ -118,6 +118,10 @@ impl Transition<'_> {
                 Err(e) => return self.fail_forced(at, format!("when_error: {e}")),
             }
         }
+        // X8: a retried run takes over what the old run did, when it still holds
+        if self.try_reuse(at) {
+            return;
+        }
         match &def.kind {
             StepKindDef::Do { .. } => self.issue(at),
             StepKindDef::Set { fields } => self.run_set(at, fields),
