@@ -265,6 +265,7 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
                 on_revise,
                 on_kill,
                 max_rounds,
+                ..
             } = def.kind
             else {
                 return None;

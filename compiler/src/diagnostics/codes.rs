@@ -95,6 +95,9 @@ codes! {
     ConsumerWorktreeFilesystem = "S0313", Error, "a file predicate in a consumer worktree fanout";
     ConsumerWorktreeGate = "S0314", Error, "a consumer worktree fanout without a gate after it";
     UnreachableStep = "S0315", Warning, "a step that can never run";
+    ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
+    InvalidArtifactPath = "S0321", Error, "an `artifacts` entry that leaves the workspace, or a glob that does not parse";
+    GateShowNotText = "S0322", Error, "a gate `show` entry or `prompt` that does not render to text";
 
     // S04xx — `${...}` references and the types that flow through them.
     InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
@@ -144,6 +147,7 @@ codes! {
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
 
     // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
+    PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }

@@ -129,6 +129,24 @@ fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
     format!("{:?}{mode}", body)
 }
 
+/// One line per `artifacts` entry (X4): `artifact` or `artifact glob`.
+fn artifacts_listing(
+    plan: &Plan,
+    flow: &FlowDef,
+    artifacts: &[super::ArtifactDef],
+    indent: &str,
+    out: &mut String,
+) {
+    for a in artifacts {
+        let _ = writeln!(
+            out,
+            "{indent}artifact{} {}",
+            if a.glob { " glob" } else { "" },
+            template_text(plan, flow, a.template)
+        );
+    }
+}
+
 fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
     let s = |id: StrId| plan.str(id);
     let _ = writeln!(
@@ -215,6 +233,8 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt,
+                show,
             } => {
                 let t = |x: &Option<u32>| {
                     x.map_or("null".to_string(), |i| step_name(plan, flow, i).to_string())
@@ -227,6 +247,12 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     t(on_kill),
                     max_rounds.map_or(String::new(), |m| format!(" max_rounds {m}"))
                 );
+                if let Some(p) = prompt {
+                    let _ = writeln!(out, "    prompt {}", template_text(plan, flow, *p));
+                }
+                for p in show {
+                    let _ = writeln!(out, "    show {}", template_text(plan, flow, *p));
+                }
             }
             StepKindDef::Fanout {
                 over,
@@ -262,6 +288,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     for p in &stage.ensure {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, p));
                     }
+                    artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
                 }
                 for p in pre_merge {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
@@ -295,6 +322,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         if let Some(t) = st.timeout_ms {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
+        artifacts_listing(plan, flow, &st.artifacts, "    ", out);
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

@@ -226,6 +226,7 @@ impl StepDef {
             budget: self.budget,
             on_fail: self.on_fail,
             timeout_ms: self.timeout_ms,
+            artifacts: Vec::new(),
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }
@@ -258,6 +259,8 @@ impl StepKindDef {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt: None,
+                show: Vec::new(),
             },
             StepKindDef::Fanout {
                 over,
@@ -291,6 +294,7 @@ impl StageDef {
             attempts: self.attempts,
             when: self.when,
             timeout_ms: self.timeout_ms,
+            artifacts: Vec::new(),
         }
     }
 }

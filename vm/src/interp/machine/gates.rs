@@ -44,6 +44,7 @@ impl Transition<'_> {
             on_revise,
             on_kill,
             max_rounds,
+            ..
         } = self.def(at).kind
         else {
             return Err(VmError::NotAwaiting(format!("`{id}` is not a gate")));

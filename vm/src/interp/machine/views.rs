@@ -39,6 +39,7 @@ impl Transition<'_> {
             on_revise,
             on_kill,
             max_rounds,
+            ..
         } = self.def(at).kind
         else {
             return None;
