@@ -311,7 +311,14 @@ mod hash_tests {
         assert_eq!(h.size, 200_000);
         assert_eq!(h.sha256, crate::eval::sha256_hex(&body));
         assert_eq!(ws.sha256("nope.md").expect("no error"), None);
-        assert_eq!(ws.sha256("dir").expect("no error"), None, "not a regular file");
-        assert!(ws.sha256("../x").is_err(), "the jail refuses paths above the root");
+        assert_eq!(
+            ws.sha256("dir").expect("no error"),
+            None,
+            "not a regular file"
+        );
+        assert!(
+            ws.sha256("../x").is_err(),
+            "the jail refuses paths above the root"
+        );
     }
 }

@@ -24,7 +24,7 @@ pub mod state;
 use serde_json::Value;
 
 pub use error::{CheckpointError, VmError};
-pub use event::{Event, EventKind};
+pub use event::{Event, EventKind, Manifest, ShownFile};
 pub use host::{
     FileEvidence, FileHash, FileRoot, Host, HostError, NO_ARTIFACTS, NO_WORKTREES, Verdict,
 };

@@ -109,18 +109,25 @@ fn step_name<'p>(plan: &'p Plan, flow: &FlowDef, i: u32) -> &'p str {
     flow.steps.get(i as usize).map_or("?", |s| plan.str(s.id))
 }
 
-fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
+/// Template `t` of `flow` as written (`${...}` references spelled out).
+pub fn template_source(plan: &Plan, flow: &FlowDef, t: u32) -> String {
     let Some(t) = flow.templates.get(t as usize) else {
         return "?".into();
     };
-    let body: String = t
-        .pieces
+    t.pieces
         .iter()
         .map(|p| match p {
             PieceDef::Text(s) => plan.str(*s).replace('\n', "\\n"),
             PieceDef::Ref(r) => ref_text(plan, flow, r),
         })
-        .collect();
+        .collect()
+}
+
+fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
+    let body = template_source(plan, flow, t);
+    let Some(t) = flow.templates.get(t as usize) else {
+        return "?".into();
+    };
     let mode = match t.mode {
         TemplateMode::Interpolate => "",
         TemplateMode::FullValue => " (full value)",

@@ -15,7 +15,7 @@ use crate::eval::value::type_name;
 use crate::interp::event::{EventKind, JudgeUsage};
 use crate::interp::host::FileRoot;
 use crate::interp::state::*;
-use crate::plan::{PredDef, Stakes};
+use crate::plan::{ArtifactDef, PredDef, Stakes};
 
 /// A predicate that did not hold: the failure reason and its violation.
 type Violation = (String, Value);
@@ -28,7 +28,7 @@ impl Transition<'_> {
         &mut self,
         f: FrameIx,
         out: Option<u32>,
-        ensure: &[PredDef],
+        (ensure, artifacts): (&[PredDef], &[ArtifactDef]),
         output: &Value,
         attempt: u32,
         item: Option<(&Value, Option<&Value>)>,
@@ -44,6 +44,20 @@ impl Transition<'_> {
                 violations: vec![json!({"kind": "contract", "message": e})],
             };
             return (Err(failure), usage);
+        }
+        self.artifacts_seen = None;
+        if !artifacts.is_empty() {
+            match self.check_artifacts(f, artifacts, item) {
+                Ok(files) => self.artifacts_seen = Some(files),
+                Err((reason, violation)) => {
+                    let failure = Failure {
+                        attempt,
+                        reason,
+                        violations: vec![violation],
+                    };
+                    return (Err(failure), usage);
+                }
+            }
         }
         for p in ensure {
             let verdict = match p {

@@ -117,6 +117,12 @@ impl Transition<'_> {
             target: d.target.map(|t| self.own_id(at.sibling(t)).to_string()),
             note: d.note.map(str::to_string),
             resolved_by: d.by.to_string(),
+            shown: self
+                .st(at)
+                .shown
+                .as_ref()
+                .map(|s| s.files.clone())
+                .unwrap_or_default(),
         };
         self.event(kind, Some(d.id.to_string()));
     }

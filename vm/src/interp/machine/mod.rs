@@ -18,6 +18,7 @@
 //! (X7: overdue dispatches, orphans, re-dispatch), `views` (the outcome
 //! handed back).
 
+mod artifacts;
 mod attempt;
 mod carry;
 mod checks;
@@ -57,6 +58,9 @@ struct Transition<'a> {
     /// Root of file predicates while an item of a worktree fanout is checked
     /// (its worktree); `None`: the workspace root.
     file_root: Option<String>,
+    /// The artifacts (X4) of the output being checked, hashed by its check;
+    /// taken by the success that records their manifest.
+    artifacts_seen: Option<Vec<super::host::FileHash>>,
 }
 
 impl<'a> Transition<'a> {
@@ -68,6 +72,7 @@ impl<'a> Transition<'a> {
             host,
             queue: VecDeque::new(),
             file_root: None,
+            artifacts_seen: None,
         }
     }
 
