@@ -159,9 +159,16 @@ flows:
 ";
     let s = server();
     let root = dir.path().display().to_string();
-    let env = ok(call(&s, "plan", json!({"spec": spec, "workspaceRoot": root})));
+    let env = ok(call(
+        &s,
+        "plan",
+        json!({"spec": spec, "workspaceRoot": root}),
+    ));
     let run = env["runId"].as_str().unwrap().to_string();
-    let token = env["ready"][0]["dispatchToken"].as_str().unwrap().to_string();
+    let token = env["ready"][0]["dispatchToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let env = ok(call(
         &s,
         "step_done",
