@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError, LoadedPlan};
 use stratum_vm::host::Workspace;
 use stratum_vm::interp::{
-    FileEvidence, FileRoot, Host, HostError, JudgeAsk, JudgeRequest, Outcome, Receipt, Report,
-    Verdict,
+    FileEvidence, FileHash, FileRoot, Host, HostError, JudgeAsk, JudgeRequest, Outcome, Receipt,
+    Report, Verdict,
 };
 use stratum_vm::store::SqliteStore;
 
@@ -170,6 +170,16 @@ impl Host for ScriptHost {
         self.jail(root)?
             .file_contains(path, text)
             .map_err(HostError::from)
+    }
+
+    fn hash_file(&mut self, root: FileRoot<'_>, path: &str) -> Result<Option<FileHash>, HostError> {
+        self.jail(root)?.sha256(path).map_err(HostError::from)
+    }
+
+    fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
+        let ws = self.jail(root)?;
+        stratum_vm::host::glob::glob(&ws, pattern, stratum_vm::host::glob::MAX_MATCHES)
+            .map_err(|e| HostError::Refused(e.to_string()))
     }
 
     fn judge(
@@ -510,6 +520,28 @@ impl Ctx {
                     .map_err(coded)?
                     .0
             }
+            "write" => {
+                // an agent's effect on the workspace: files written (`null` removes one)
+                let root = self
+                    .host
+                    .workspace
+                    .as_ref()
+                    .map(|w| w.root().to_path_buf())
+                    .ok_or("harness: no workspace")?;
+                let files = arg.as_object().ok_or("harness: write needs {path: text}")?;
+                for (path, content) in files {
+                    let p = root.join(path);
+                    let r = match content.as_str() {
+                        Some(text) => p
+                            .parent()
+                            .map_or(Ok(()), std::fs::create_dir_all)
+                            .and_then(|()| std::fs::write(&p, text)),
+                        None => std::fs::remove_file(&p),
+                    };
+                    r.map_err(|e| format!("harness: write {path}: {e}"))?;
+                }
+                return Ok(Observed::default());
+            }
             "advance" => {
                 // the scripted clock moves on; nothing touches the run
                 let ms = arg.as_i64().ok_or("harness: advance needs milliseconds")?;
@@ -815,8 +847,9 @@ impl Ctx {
     }
 }
 
-const ACTIONS: [&str; 10] = [
-    "report", "gate", "cancel", "commit", "revert", "resume", "receipt", "advance", "view", "retry",
+const ACTIONS: [&str; 11] = [
+    "report", "gate", "cancel", "commit", "revert", "resume", "receipt", "advance", "view",
+    "retry", "write",
 ];
 
 /// Runs one scenario; the list of problems is empty when it passes.

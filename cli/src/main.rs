@@ -72,6 +72,8 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Decide a waiting gate as a human: approve, reject (= kill) or revise (exit 0: recorded; 1: the gate is not waiting, the run is over, or the token is stale; 2: unknown run, step or not a gate).
     Gate(commands::gate::GateArgs),
+    /// Re-hash every file a run's manifests recorded (`artifacts`) and list the changed or missing ones (exit 0: all match; 1: differences; 2: unknown run or store error).
+    Verify(commands::verify::VerifyArgs),
     /// Check the run store for damage: `store check` (exit 0: healthy; 1: damage found; 2: cannot open).
     Store(commands::store::StoreArgs),
     /// Operate on runs: `flow cancel RUN`.
@@ -138,6 +140,7 @@ fn main() -> ExitCode {
         Command::Gate(args) => commands::gate::run(args),
         Command::Flow(args) => commands::flow::run(args),
         Command::Store(args) => commands::store::run(args),
+        Command::Verify(args) => commands::verify::run(args),
         Command::Watch(args) => commands::watch::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Init(args) => commands::init::run(args),

@@ -595,20 +595,21 @@ shift_fields! {
     ast::CarryVar => name, initial, on_revise;
     ast::Predicate => kind, span;
     ast::Iterate => max, until;
-    ast::Gate => on_approve, on_revise, on_kill, max_rounds;
-    ast::Stage => span, task, out, ensure, attempts, when;
+    ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show;
+    ast::Stage => span, task, out, ensure, attempts, when, artifacts;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
-        iterate, budget, on_fail;
+        iterate, budget, on_fail, artifacts;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;
     ir::RefIr => span;
     ir::TemplateIr => pieces, span;
     ir::ExprIr => span;
-    ir::StageIr => task, ensure, when;
+    ir::StageIr => task, ensure, when, artifacts;
+    ir::ArtifactIr => template;
     ir::IterateIr => until;
-    ir::StepIr => span, kind, when, ensure, budget;
+    ir::StepIr => span, kind, when, ensure, budget, artifacts;
     ir::CarryIr => initial, on_revise;
     crate::diagnostics::Label => span;
     Fact => span;
@@ -724,7 +725,10 @@ impl Shift for ir::StepKindIr {
                 iterate.shift(d);
             }
             ir::StepKindIr::Set { fields } => fields.shift(d),
-            ir::StepKindIr::Gate { .. } => {}
+            ir::StepKindIr::Gate { prompt, show, .. } => {
+                prompt.shift(d);
+                show.shift(d);
+            }
             ir::StepKindIr::Fanout { over, stages, .. } => {
                 over.shift(d);
                 stages.shift(d);

@@ -291,6 +291,18 @@ pub struct StageIr {
     pub cost: Option<CostHint>,
     /// The stage's own `timeout_ms` (X7).
     pub timeout_ms: Option<u64>,
+    /// `artifacts` (X4), resolved in the item's worktree when it has one.
+    pub artifacts: Vec<ArtifactIr>,
+}
+
+/// One checked `artifacts` entry (X4).
+#[derive(Debug, Clone)]
+pub struct ArtifactIr {
+    /// The path template; a full reference may render to a list of paths.
+    pub template: TemplateIr,
+    /// Its literal text has glob metacharacters (`*`, `?`, `[`): the
+    /// rendered text is a pattern that must match at least one file.
+    pub glob: bool,
 }
 
 /// A value given in `with`.
@@ -335,6 +347,10 @@ pub enum StepKindIr {
         on_kill: Option<StepId>,
         /// Per-gate revision cap.
         max_rounds: Option<u64>,
+        /// `prompt` (X4).
+        prompt: Option<TemplateIr>,
+        /// `show` path templates (X4).
+        show: Vec<TemplateIr>,
     },
     /// Fan-out over a list.
     Fanout {
@@ -396,6 +412,8 @@ pub struct StepIr {
     pub cost: Option<CostHint>,
     /// The step's own `timeout_ms` (X7; `do` steps only).
     pub timeout_ms: Option<u64>,
+    /// `artifacts` (X4; `do` steps only).
+    pub artifacts: Vec<ArtifactIr>,
     /// Failure route.
     pub on_fail: Option<StepId>,
     /// `on_fail: continue` (X2): when attempts run out the step ends

@@ -438,11 +438,15 @@ impl Lowerer<'_> {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt,
+                show,
             } => StepKindDef::Gate {
                 on_approve: on_approve.map(|x| t.index[x]),
                 on_revise: on_revise.map(|x| t.index[x]),
                 on_kill: on_kill.map(|x| t.index[x]),
                 max_rounds: max_rounds.map(u),
+                prompt: prompt.as_ref().map(|p| self.template(t, p, true)),
+                show: show.iter().map(|p| self.template(t, p, true)).collect(),
             },
             StepKindIr::Fanout {
                 over,
@@ -468,6 +472,7 @@ impl Lowerer<'_> {
                             .as_ref()
                             .map(|w| self.chunk(t, w, Context::StageWhen)),
                         timeout_ms: st.timeout_ms.or(default_timeout),
+                        artifacts: self.artifacts(t, &st.artifacts),
                     })
                     .collect();
                 StepKindDef::Fanout {
@@ -509,9 +514,22 @@ impl Lowerer<'_> {
                 StepKindIr::Do { .. } => s.timeout_ms.or(default_timeout),
                 _ => None,
             },
+            artifacts: self.artifacts(t, &s.artifacts),
             entries,
             worst_dispatches,
         }
+    }
+
+    /// `artifacts` entries (X4): a full reference keeps its value (a path or
+    /// a list of paths, checked when the step runs), others interpolate.
+    fn artifacts(&mut self, t: &mut FlowTables, artifacts: &[ir::ArtifactIr]) -> Vec<ArtifactDef> {
+        artifacts
+            .iter()
+            .map(|a| ArtifactDef {
+                template: self.template(t, &a.template, false),
+                glob: a.glob,
+            })
+            .collect()
     }
 }
 

@@ -55,6 +55,13 @@ fn doc(key: &str) -> Option<&'static str> {
         "timeout_ms" => {
             "The dispatch lease in milliseconds (language 1.1): a dispatch not reported within it is an orphan, revoked and dispatched again (an attempt is not consumed; 3 orphans in a row fail the step with reason `orphaned`)."
         }
+        "artifacts" => {
+            "Files the step must leave (language 1.1): paths and globs (`*`, `?`, `[`, `**`) relative to the workspace, templates allowed; checked after `out`, hashed into a manifest when the step succeeds."
+        }
+        "show" => {
+            "Files shown with the gate's decision, with their current sha256 (language 1.1): template paths."
+        }
+        "prompt" => "The text shown to the person deciding the gate (a template; language 1.1).",
         "id" => "The step id: lowercase letters, digits, `_` and `-`, starting with a letter.",
         "after" => "Steps that must finish before this one.",
         "when" => "Run the step only when this expression is true (otherwise it is skipped).",
@@ -181,13 +188,16 @@ fn value_of(key: &str) -> Json {
             "propertyNames": {"not": {"enum": RESERVED}},
             "additionalProperties": {"type": "string", "description": "An expression."}
         }),
-        "gate" => strict(GATE_FIELDS, &["on_approve", "on_revise", "on_kill"], |k| {
-            if k == "max_rounds" {
-                pos_int()
-            } else {
-                json!({"oneOf": [step_id(), {"type": "null"}]})
-            }
-        }),
+        "gate" => strict(
+            GATE_FIELDS,
+            &["on_approve", "on_revise", "on_kill"],
+            |k| match k {
+                "max_rounds" => pos_int(),
+                "prompt" => string(),
+                "show" => json!({"type": "array", "items": string()}),
+                _ => json!({"oneOf": [step_id(), {"type": "null"}]}),
+            },
+        ),
         "fanout" => strict(
             FANOUT_FIELDS,
             &[
@@ -214,6 +224,7 @@ fn value_of(key: &str) -> Json {
         "agent" => json!({"enum": names(AGENTS)}),
         "ensure" => json!({"type": "array", "items": {"$ref": "#/definitions/predicate"}}),
         "attempts" | "timeout_ms" => pos_int(),
+        "artifacts" => json!({"type": "array", "items": string()}),
         "iterate" => strict(ITERATE_FIELDS, ITERATE_FIELDS, |k| {
             if k == "max" { pos_int() } else { string() }
         }),

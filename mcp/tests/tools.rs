@@ -138,3 +138,56 @@ fn validate_renders_like_check() {
     assert_eq!(v["status"], "invalid");
     assert_eq!(v["diagnostics"], Value::Array(want));
 }
+
+#[test]
+fn audit_carries_the_manifest_of_a_steps_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("report.md"), "the report").unwrap();
+    let spec = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${a.output}\", contract: R}
+    steps:
+      - id: a
+        do: \"a\"
+        out: R
+        artifacts: [\"report.md\"]
+";
+    let s = server();
+    let root = dir.path().display().to_string();
+    let env = ok(call(
+        &s,
+        "plan",
+        json!({"spec": spec, "workspaceRoot": root}),
+    ));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let token = env["ready"][0]["dispatchToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = ok(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "a", "dispatchToken": token, "result": {"value": "x"}}),
+    ));
+    assert_eq!(env["status"], "completed", "{env}");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    let m = &audit["manifests"][0];
+    assert_eq!(m["step"], "a");
+    assert_eq!(m["files"][0]["path"], "report.md");
+    assert_eq!(
+        m["files"][0]["sha256"],
+        "14e4cce86788499d03144f70ab24ca83d1abe97d55153c71ee1df55c5296c1f9"
+    );
+    assert!(
+        audit["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "artifacts_recorded" && e["detail"]["digest"] == m["digest"])
+    );
+}

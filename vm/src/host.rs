@@ -53,10 +53,11 @@ use serde::Serialize;
 use crate::plan::Stakes;
 use serde_json::{Value, json};
 
-pub use crate::interp::FileEvidence;
+pub use crate::interp::{FileEvidence, FileHash};
 
 mod beneath;
 pub mod git;
+pub mod glob;
 mod std_host;
 mod workspace;
 pub use git::{

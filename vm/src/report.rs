@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::engine::{Engine, EngineError};
 use crate::interp::event::{AttemptResult, UsageDebit};
 use crate::interp::host::InputDigest;
-use crate::interp::{Event, EventKind, FileEvidence, Spend};
+use crate::interp::{Event, EventKind, FileEvidence, Manifest, ShownFile, Spend};
 use crate::view::{self, RunView, StepView};
 
 /// The evidence chain of one run.
@@ -68,6 +68,9 @@ pub struct StepReport {
     pub orphans: u32,
     /// Files its checks read, the latest read of each path last.
     pub evidence: Vec<FileEvidence>,
+    /// The manifests of its artifacts (X4), one per successful attempt
+    /// (per item for a fanout): every file with its size and sha256.
+    pub manifests: Vec<Manifest>,
     /// The judge's verdicts on its `judged` ensures.
     pub verdicts: Vec<VerdictRecord>,
     /// Judge calls that erred (transport, timeout, malformed answer): not
@@ -145,6 +148,8 @@ pub struct DecisionRecord {
     pub note: Option<String>,
     /// Who decided (`human`, `agent`, ...).
     pub resolved_by: String,
+    /// The files the gate showed, with the digests the decision was made on (X4).
+    pub shown: Vec<ShownFile>,
 }
 
 /// Spend in every dimension.
@@ -252,6 +257,7 @@ fn step_of(s: &StepView) -> StepReport {
         tries: Vec::new(),
         orphans: 0,
         evidence: Vec::new(),
+        manifests: Vec::new(),
         verdicts: Vec::new(),
         judge_errors: 0,
         decisions: Vec::new(),
@@ -313,17 +319,20 @@ fn record(step: &mut StepReport, event: &Event) {
             inputs: inputs.clone(),
         }),
         EventKind::JudgeError { .. } => step.judge_errors += 1,
+        EventKind::ArtifactsRecorded(m) => step.manifests.push(m.clone()),
         EventKind::GateResolved {
             decision,
             target,
             note,
             resolved_by,
+            shown,
         } => step.decisions.push(DecisionRecord {
             at: event.at,
             decision: decision.clone(),
             target: target.clone(),
             note: note.clone(),
             resolved_by: resolved_by.clone(),
+            shown: shown.clone(),
         }),
         EventKind::Skipped { reason } => step.skipped = Some(reason.clone()),
         _ => {}

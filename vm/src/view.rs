@@ -4,6 +4,9 @@
 //!
 //! Owns: turning a stored run (its header, step rows and plan) into plain
 //! [`RunView`] records, and the compact one-line summary of a JSON value.
+//! Also the manifests a run recorded (X4) and their re-hashing for
+//! `stratumc verify` (through the `Host`, which does the hashing).
+//!
 //! Must never: write to the store, change a run, or decide anything (gate
 //! decisions and cancellation go through [`Engine`]); it reads the state the
 //! interpreter wrote and interprets no execution rule.
@@ -11,7 +14,9 @@
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
-use crate::interp::{Run, RunStatus, Spend, StepStatus};
+use crate::interp::{
+    Event, EventKind, FileHash, FileRoot, Host, Manifest, Run, RunStatus, Spend, StepStatus,
+};
 use crate::plan::{BudgetDef, Plan, StepKindDef};
 use crate::store::RunMeta;
 
@@ -299,6 +304,7 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
                 on_revise,
                 on_kill,
                 max_rounds,
+                ..
             } = def.kind
             else {
                 return None;
@@ -391,4 +397,89 @@ mod tests {
         assert_eq!(long.chars().count(), 10);
         assert!(long.ends_with('…'));
     }
+}
+
+/// The manifests a run recorded (X4 `artifacts_recorded` events), in order.
+pub fn manifests(engine: &Engine, run_id: &str) -> Result<Vec<Manifest>, EngineError> {
+    let lines = engine.store().events(run_id, 0, u64::MAX)?;
+    Ok(lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .filter_map(|e| match e.kind {
+            EventKind::ArtifactsRecorded(m) => Some(m),
+            _ => None,
+        })
+        .collect())
+}
+
+/// How a recorded file compares with the workspace now (`stratumc verify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileCheck {
+    /// Same sha256 as recorded.
+    Same,
+    /// A regular file with other contents.
+    Changed {
+        /// Its sha256 now.
+        sha256: String,
+        /// Its size now.
+        size: u64,
+    },
+    /// No regular file is there any more.
+    Missing,
+    /// The host could not hash it (refused path, too large, unreadable).
+    Unreadable(String),
+}
+
+/// One recorded file, re-hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedFile {
+    /// The manifest's step (`fan` for items, with `item`).
+    pub step: String,
+    /// The fanout item, for an item's manifest.
+    pub item: Option<u32>,
+    /// The attempt that recorded it.
+    pub attempt: u32,
+    /// The recorded file.
+    pub recorded: FileHash,
+    /// What is there now.
+    pub check: FileCheck,
+}
+
+impl VerifiedFile {
+    /// Whether the file still matches its manifest.
+    pub fn matches(&self) -> bool {
+        self.check == FileCheck::Same
+    }
+}
+
+/// Re-hashes every file of every manifest of `run_id` through `host`
+/// (relative to the run's workspace; items' worktree files too, which a
+/// merge put there). Reads the store only; hashing is the host's.
+pub fn verify(
+    engine: &Engine,
+    run_id: &str,
+    host: &mut dyn Host,
+) -> Result<Vec<VerifiedFile>, EngineError> {
+    let mut out = Vec::new();
+    for m in manifests(engine, run_id)? {
+        for f in m.files {
+            let check = match host.hash_file(FileRoot::Workspace, &f.path) {
+                Ok(Some(now)) if now.sha256 == f.sha256 => FileCheck::Same,
+                Ok(Some(now)) => FileCheck::Changed {
+                    sha256: now.sha256,
+                    size: now.size,
+                },
+                Ok(None) => FileCheck::Missing,
+                Err(e) => FileCheck::Unreadable(e.to_string()),
+            };
+            out.push(VerifiedFile {
+                step: m.step.clone(),
+                item: m.item_index,
+                attempt: m.attempt,
+                recorded: f,
+                check,
+            });
+        }
+    }
+    Ok(out)
 }

@@ -19,6 +19,7 @@ pub mod run;
 pub mod schema;
 pub mod speckit;
 pub mod store;
+pub mod verify;
 pub mod watch;
 
 /// Writes to stdout, ignoring a closed pipe (`stratumc inspect x | head`).

@@ -52,6 +52,9 @@ pub enum Cmd {
     Flow {
         /// The run id (`run-…`).
         run: String,
+        /// Show the manifests of the run's artifacts (X4): step, attempt, files with size and sha256, digest.
+        #[arg(long)]
+        artifacts: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -106,7 +109,12 @@ pub fn run(args: &QueryArgs) -> Exit {
     };
     match cmd {
         Cmd::Flows { status, format } => flows(&mut engine, status.as_deref(), *format),
-        Cmd::Flow { run, format } => match load(&mut engine, run) {
+        Cmd::Flow {
+            run,
+            format,
+            artifacts: true,
+        } => manifests(&mut engine, run, *format),
+        Cmd::Flow { run, format, .. } => match load(&mut engine, run) {
             Ok(v) => {
                 let text = match format {
                     Format::Json => format!("{}\n", json!({"version": 1, "run": run_json(&v)})),
@@ -119,6 +127,53 @@ pub fn run(args: &QueryArgs) -> Exit {
         },
         Cmd::Gates { format } => gates(&mut engine, *format),
     }
+}
+
+/// `query flow RUN --artifacts`: the manifests the run recorded.
+fn manifests(engine: &mut Engine, run: &str, format: Format) -> Exit {
+    if let Err(code) = load(engine, run) {
+        return code;
+    }
+    let list = match view::manifests(engine, run) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: run `{run}`: {e}");
+            return Exit::Usage;
+        }
+    };
+    let text = match format {
+        Format::Json => {
+            let list = serde_json::to_value(&list).unwrap_or(Value::Null);
+            format!(
+                "{}\n",
+                json!({"version": 1, "runId": run, "manifests": list})
+            )
+        }
+        Format::Human if list.is_empty() => format!("run {run} recorded no artifacts\n"),
+        Format::Human => {
+            let mut out = String::new();
+            for m in &list {
+                let who = m
+                    .item_index
+                    .map_or(m.step.clone(), |k| format!("{}/{k}", m.step));
+                out.push_str(&format!(
+                    "{who} attempt {}: {} files, digest {}\n",
+                    m.attempt,
+                    m.files.len(),
+                    m.digest
+                ));
+                let rows = m
+                    .files
+                    .iter()
+                    .map(|f| vec![f.path.clone(), f.size.to_string(), f.sha256.clone()])
+                    .collect();
+                out.push_str(&table(&["PATH", "SIZE", "SHA256"], rows));
+            }
+            out
+        }
+    };
+    super::emit(&text);
+    Exit::Ok
 }
 
 fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {

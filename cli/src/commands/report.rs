@@ -227,7 +227,7 @@ fn steps_table(steps: &[StepReport]) -> Block {
                     Cell::text(&s.kind),
                     Cell::status(&s.status),
                     Cell::text(s.attempts.to_string()),
-                    Cell::text(s.evidence.len().to_string()),
+                    Cell::text(s.manifests.last().map_or(0, |m| m.files.len()).to_string()),
                     Cell::text((s.verdicts.len() + s.decisions.len()).to_string()),
                     Cell::text(format!("{:.2}", s.spent.usd)),
                 ]
@@ -278,6 +278,29 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
                         Cell::text(if f.exists { "yes" } else { "no" }),
                         Cell::text(f.size.map(|n| n.to_string()).unwrap_or_default()),
                         Cell::code(f.blake3.clone().unwrap_or_default()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    for m in &s.manifests {
+        let who = m.item_index.map_or_else(
+            || format!("attempt {}", m.attempt),
+            |k| format!("item {k}, attempt {}", m.attempt),
+        );
+        doc.push(Block::Para(format!(
+            "Artifacts ({who}), manifest digest {}",
+            m.digest
+        )));
+        doc.push(Block::Table(
+            vec!["artifact", "size", "sha256"],
+            m.files
+                .iter()
+                .map(|f| {
+                    vec![
+                        Cell::code(&f.path),
+                        Cell::text(f.size.to_string()),
+                        Cell::code(&f.sha256),
                     ]
                 })
                 .collect(),

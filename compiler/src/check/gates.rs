@@ -1,12 +1,19 @@
 //! Revise gates: `on_revise` needs the flow's `max_rounds`, names a step of
-//! the flow other than the gate, and that step comes before the gate.
+//! the flow other than the gate, and that step comes before the gate; what
+//! a gate shows (X4): its `prompt` and `show` templates render to text.
 //!
-//! Owns: reference v1-language §6.2 items 43–46.
+//! Owns: reference v1-language §6.2 items 43–46; X4's gate `show`/`prompt`.
 //! Must never: compute the region a revise resets (`graph` does, once).
 
+use super::template::{Leaf, StageScope};
 use super::{Checker, FlowCtx};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::syntax::ast::StepKind;
+use crate::ir::{Piece, StepId, TemplateIr};
+use crate::syntax::ast::{self, StepKind};
+use crate::types::Type;
+
+/// A gate's checked `prompt` and `show` templates.
+pub(super) type GateDisplay = (Option<TemplateIr>, Vec<TemplateIr>);
 
 impl<'a> Checker<'a> {
     pub(super) fn revise_gates(&mut self, fc: &mut FlowCtx<'a>) {
@@ -52,5 +59,49 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+    }
+
+    /// A gate's `prompt` and `show` (X4): templates that render to text (a
+    /// full reference must be a string; S0322 otherwise).
+    pub(super) fn gate_display(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        g: &ast::Gate,
+    ) -> Option<GateDisplay> {
+        let mut ok = true;
+        let mut one = |c: &mut Self, s: &crate::yaml::Str, what: &str| {
+            let t = c.template(fc, Some(i), s, Leaf::Artifact, &StageScope::default());
+            let t = t.filter(|t| c.gate_text_fits(t, what));
+            ok &= t.is_some();
+            t
+        };
+        let prompt = g.prompt.as_ref().and_then(|p| one(self, p, "`prompt`"));
+        let show: Vec<TemplateIr> = g
+            .show
+            .iter()
+            .filter_map(|s| one(self, s, "a `show` entry"))
+            .collect();
+        ok.then_some((prompt, show))
+    }
+
+    fn gate_text_fits(&mut self, t: &TemplateIr, what: &str) -> bool {
+        let Some(Piece::Ref(r)) = t.pieces.first().filter(|_| t.full_value) else {
+            return true;
+        };
+        if r.ty.is_stringy() || r.ty == Type::Any {
+            return true;
+        }
+        let shown = self.types.display(&r.ty);
+        self.sink.push(
+            Diagnostic::new(
+                Code::GateShowNotText,
+                r.span,
+                format!("a gate's {what} must render to text, but this reference is {shown}"),
+            )
+            .with_span_label(format!("this is {shown}"))
+            .with_help("reference a string field, or embed the value in text to show it as JSON"),
+        );
+        false
     }
 }

@@ -1,7 +1,7 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
-//! S0902: X2, S0905: X5, S0906: X6, S0907: X7).
+//! S0902: X2, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -34,12 +34,18 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             if let Some(t) = &step.timeout_ms {
                 out.push(lease(t, "timeout_ms"));
             }
+            out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
                     out.extend(scored(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
+                    out.extend(s.artifacts.first().map(|a| artifacts(a, "artifacts")));
                 }
+            }
+            if let StepKind::Gate(g) = &step.kind {
+                out.extend(g.prompt.as_ref().map(|p| artifacts(p, "prompt")));
+                out.extend(g.show.first().map(|s| artifacts(s, "show")));
             }
         }
     }
@@ -159,6 +165,21 @@ fn cost_hint(c: &CostHint) -> Diagnostic {
     .with_help("remove `cost` for the original engine; `stratumc cost` then uses the agent profiles")
 }
 
+/// One warning per `artifacts` list, gate `show` list or `prompt` (X4), at
+/// its first entry.
+fn artifacts(at: &Str, key: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableArtifacts,
+        at.span,
+        format!("`{key}` is a stratumc addition (language 1.1, X4); the original engine rejects the key"),
+    )
+    .with_help(if key == "artifacts" {
+        "remove `artifacts` for the original engine; check the files with `file_exists` ensures instead"
+    } else {
+        "remove `show` and `prompt` for the original engine; the gate then shows only its step id"
+    })
+}
+
 fn lease(t: &Int, key: &str) -> Diagnostic {
     Diagnostic::new(
         Code::PortableLease,
@@ -197,6 +218,11 @@ mod tests {
             ["S0906", "S0906"]
         );
         assert!(codes("../examples/minimal-classifier.stratum.yaml").is_empty());
+        // two steps' lists, a stage's list, a gate's prompt and its show list
+        assert_eq!(
+            codes("../tests/conformance/ext/x4-artifacts-ok.stratum.yaml"),
+            ["S0904"; 5]
+        );
     }
 
     #[test]

@@ -194,15 +194,18 @@ impl<'a> Checker<'a> {
             }
             StepKind::Set(fields) => self.set_step(fc, s, i, fields),
             StepKind::Gate(g) => {
+                let display = self.gate_display(fc, i, g);
                 let route = |r: &Route| {
                     r.step()
                         .and_then(|n| fc.index.get(n.text.as_str()).copied())
                 };
-                Some(ir::StepKindIr::Gate {
+                display.map(|(prompt, show)| ir::StepKindIr::Gate {
                     on_approve: route(&g.on_approve),
                     on_revise: route(&g.on_revise),
                     on_kill: route(&g.on_kill),
                     max_rounds: g.max_rounds.map(|m| m.value),
+                    prompt,
+                    show,
                 })
             }
             StepKind::Fanout(f) => self.fanout_step(fc, s, i, f),
@@ -221,6 +224,7 @@ impl<'a> Checker<'a> {
             },
             _ => None,
         };
+        let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -239,6 +243,7 @@ impl<'a> Checker<'a> {
             budget: s.budget.clone(),
             cost: s.cost,
             timeout_ms: s.timeout_ms.map(|t| t.value),
+            artifacts: artifacts?,
             on_fail,
             continues: s
                 .on_fail
@@ -409,6 +414,7 @@ impl<'a> Checker<'a> {
                 reader: i,
             };
             let ensure = self.predicates(fc, &st.ensure, &sc);
+            let artifacts = self.artifacts(fc, i, &st.artifacts, &stage_scope);
             let out = match own {
                 Type::Record(r) => Some(r),
                 _ => None,
@@ -418,8 +424,8 @@ impl<'a> Checker<'a> {
             } else {
                 Type::Any
             });
-            match (task, ensure, when) {
-                (Some(task), Some(ensure), w) if !matches!(w, Some(None)) => {
+            match (task, ensure, when, artifacts) {
+                (Some(task), Some(ensure), w, Some(artifacts)) if !matches!(w, Some(None)) => {
                     stages.push(ir::StageIr {
                         task,
                         agent: st.agent.unwrap_or_default(),
@@ -429,6 +435,7 @@ impl<'a> Checker<'a> {
                         when: w.flatten(),
                         cost: st.cost,
                         timeout_ms: st.timeout_ms.map(|t| t.value),
+                        artifacts,
                     })
                 }
                 _ => ok = false,
@@ -447,6 +454,99 @@ impl<'a> Checker<'a> {
             dispatch: f.dispatch,
             attempts: s.attempts.map_or(2, |a| a.value),
         })
+    }
+
+    /// `artifacts` entries (X4) of a `do` step or a fanout stage (`stage`
+    /// binds `${item}`/`${prev}`): each a template that renders to a path —
+    /// a full reference may be a list of paths —, or a glob when its literal
+    /// text has `*`, `?` or `[`. Literal text must stay in the workspace.
+    fn artifacts(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        entries: &[Str],
+        stage: &StageScope,
+    ) -> Option<Vec<ir::ArtifactIr>> {
+        let leaf = if stage.item.is_some() {
+            Leaf::StageArtifact
+        } else {
+            Leaf::Artifact
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        for e in entries {
+            let Some(template) = self.template(fc, Some(i), e, leaf, stage) else {
+                ok = false;
+                continue;
+            };
+            let literal: String = template
+                .pieces
+                .iter()
+                .filter_map(|p| match p {
+                    Piece::Text(t) => Some(t.as_str()),
+                    Piece::Ref(_) => None,
+                })
+                .collect();
+            let glob = stratum_vm::host::glob::is_glob(&literal);
+            if !self.artifact_fits(e, &template, glob) {
+                ok = false;
+                continue;
+            }
+            out.push(ir::ArtifactIr { template, glob });
+        }
+        ok.then_some(out)
+    }
+
+    /// S0320 (a full reference that is not a path or a list of paths) and
+    /// S0321 (literal text that leaves the workspace, a glob that does not
+    /// parse); true when the entry is fine.
+    fn artifact_fits(&mut self, e: &Str, t: &ir::TemplateIr, glob: bool) -> bool {
+        if t.full_value
+            && let Some(Piece::Ref(r)) = t.pieces.first()
+        {
+            let fits = match &r.ty {
+                Type::List(inner) => inner.is_stringy() || **inner == Type::Any,
+                ty => ty.is_stringy() || *ty == Type::Any,
+            };
+            if !fits {
+                let shown = self.types.display(&r.ty);
+                self.sink.push(
+                    Diagnostic::new(Code::ArtifactNotPath, r.span, format!("an `artifacts` entry must render to a path or a list of paths, but this reference is {shown}"))
+                        .with_span_label(format!("this is {shown}"))
+                        .with_note("a full reference may be a string or a string list (`string[]`); anything else has no path to check")
+                        .with_help("reference a string field holding the path, e.g. `${write.output.path}`"),
+                );
+                return false;
+            }
+            return true;
+        }
+        let text: String = t
+            .pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => t.as_str(),
+                Piece::Ref(_) => "x",
+            })
+            .collect();
+        let leaves = text.starts_with('/') || text.split(['/', '\\']).any(|c| c == "..");
+        let problem = if leaves {
+            Some("it leaves the workspace (absolute, or with `..`)".to_string())
+        } else if glob {
+            stratum_vm::host::glob::compile(&text)
+                .err()
+                .map(|e| e.to_string())
+        } else {
+            None
+        };
+        let Some(problem) = problem else {
+            return true;
+        };
+        self.sink.push(
+            Diagnostic::new(Code::InvalidArtifactPath, e.span, format!("the `artifacts` entry `{}` is not usable: {problem}", e.text))
+                .with_note("artifacts are paths or globs relative to the workspace (or the item's worktree); `*` and `?` stay in one directory, `**` crosses directories")
+                .with_help("write a relative path such as `out/report.md` or a glob such as `out/**/*.md`"),
+        );
+        false
     }
 
     fn run_step(

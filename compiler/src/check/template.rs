@@ -34,6 +34,10 @@ pub(super) enum Leaf {
     OutputFrom,
     /// A carry `initial` or `on_revise` value.
     Carry,
+    /// A `do` step's `artifacts` entry, or a gate's `show` or `prompt` (X4).
+    Artifact,
+    /// A fanout stage's `artifacts` entry (X4: `${item}`, `${prev}` bound).
+    StageArtifact,
 }
 
 /// Bindings of a fanout stage.
@@ -62,11 +66,16 @@ impl<'a> Checker<'a> {
         let s = &fc.flow.steps[i];
         let mut leaves: Vec<&Str> = Vec::new();
         match &s.kind {
-            StepKind::Do(t) => leaves.push(t),
+            StepKind::Do(t) => {
+                leaves.push(t);
+                leaves.extend(s.artifacts.iter());
+            }
             StepKind::Fanout(f) => {
                 leaves.extend(f.over.iter());
                 leaves.extend(f.stages.iter().filter_map(|st| st.task.as_ref()));
+                leaves.extend(f.stages.iter().flat_map(|st| st.artifacts.iter()));
             }
+            StepKind::Gate(g) => leaves.extend(g.prompt.iter().chain(&g.show)),
             StepKind::Run {
                 with: Some(with), ..
             } => {
@@ -211,7 +220,7 @@ impl<'a> Checker<'a> {
         stage: &StageScope,
     ) -> Option<RefIr> {
         let path: Vec<Segment> = r.path.iter().map(seg).collect();
-        let in_stage = leaf == Leaf::StageTask;
+        let in_stage = matches!(leaf, Leaf::StageTask | Leaf::StageArtifact);
         let word = if r.kind == RefKind::Item {
             "item"
         } else {

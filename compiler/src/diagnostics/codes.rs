@@ -100,6 +100,9 @@ codes! {
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
+    ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
+    InvalidArtifactPath = "S0321", Error, "an `artifacts` entry that leaves the workspace, or a glob that does not parse";
+    GateShowNotText = "S0322", Error, "a gate `show` entry or `prompt` that does not render to text";
 
     // S04xx — `${...}` references and the types that flow through them.
     InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
@@ -156,6 +159,7 @@ codes! {
     PortableScoredJudge = "S0905", Warning, "the scored form of `judged` (`rubric`, `threshold`, `judge`, `inputs`), which the original engine does not know";
     PortableStepState = "S0901", Warning, "step status in expressions and templates (`steps.<id>`, `${<id>.status}`), which the original engine does not know";
     PortableContinue = "S0902", Warning, "`on_fail: continue`, which the original engine reads as a step named `continue`";
+    PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }

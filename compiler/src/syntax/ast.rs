@@ -265,6 +265,10 @@ pub struct Gate {
     pub on_kill: Route,
     /// Per-gate revision cap.
     pub max_rounds: Option<Int>,
+    /// `prompt`: a template shown to the person deciding (X4).
+    pub prompt: Option<Str>,
+    /// `show`: template paths of files shown with their sha256 (X4).
+    pub show: Vec<Str>,
 }
 
 /// Fanout isolation.
@@ -318,6 +322,8 @@ pub struct Stage {
     pub cost: Option<CostHint>,
     /// `timeout_ms`: the dispatch lease of this stage's dispatches (X7).
     pub timeout_ms: Option<Int>,
+    /// `artifacts`: template paths and globs the stage must leave (X4).
+    pub artifacts: Vec<Str>,
 }
 
 /// `fanout: {...}`.
@@ -417,6 +423,8 @@ pub struct Step {
     pub cost: Option<CostHint>,
     /// `timeout_ms`: the dispatch lease of a `do` step (X7).
     pub timeout_ms: Option<Int>,
+    /// `artifacts`: template paths and globs a `do` step must leave (X4).
+    pub artifacts: Vec<Str>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
     /// `out` was given but is not a string (already reported).

@@ -1,7 +1,8 @@
 //! `stratum_audit {runId}`: a run's audit trail and where it stands now.
 //!
 //! Owns: combining the stored event log (`Engine::audit`), the current
-//! outcome (`Engine::poll`, which records nothing) and the checkpoint labels.
+//! outcome (`Engine::poll`, which records nothing), the checkpoint labels and
+//! the manifests of the run's artifacts (X4, `stratum_vm::view::manifests`).
 //! Must never: change the run (no event, no token, no commit).
 
 use serde_json::Value;
@@ -16,7 +17,7 @@ pub const NAME: &str = "stratum_audit";
 
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Read a run's audit trail without changing it: {runId, planHash, status, events: [{at, type, stepId?, detail}], \
-ready, gates, ledger, output?, failure?, checkpoints}. Use it to explain what happened (attempts, violations, gate decisions, \
+ready, gates, ledger, output?, failure?, checkpoints, manifests: [{step, attempt, itemIndex?, files: [{path, size, sha256}], digest}]}. Use it to explain what happened (attempts, violations, gate decisions, \
 routes, budget) or to recover the outstanding ready entries and gate tokens.";
 
 /// Request fields.
@@ -42,6 +43,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         .store()
         .checkpoint_labels(run)
         .unwrap_or_default();
+    let manifests = match stratum_vm::view::manifests(access.engine, run) {
+        Ok(m) => serde_json::to_value(m).unwrap_or(Value::Null),
+        Err(e) => return engine_error(&e),
+    };
     let mut v = envelope(&outcome, run, &access.plan_hash, access.agents);
     if crate::driver::has_work(&outcome, access.agents) {
         state.dispatches.want(run);
@@ -49,6 +54,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
     if let Some(m) = v.as_object_mut() {
         m.insert("events".into(), Value::Array(events));
         m.insert("checkpoints".into(), checkpoints.into());
+        m.insert("manifests".into(), manifests);
     }
     Reply::Ok(v)
 }

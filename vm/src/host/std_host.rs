@@ -22,7 +22,7 @@ use super::{
 use crate::config::ConfigError;
 use crate::eval::sha256_hex;
 use crate::interp::{
-    FileEvidence, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, Verdict,
+    FileEvidence, FileHash, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, Verdict,
 };
 
 /// Why a standard host could not be made for a run.
@@ -40,7 +40,9 @@ impl From<JailError> for HostError {
     fn from(e: JailError) -> Self {
         let message = e.to_string();
         match e {
-            JailError::Refused { .. } | JailError::TooLarge { .. } => HostError::Refused(message),
+            JailError::Refused { .. }
+            | JailError::TooLarge { .. }
+            | JailError::ArtifactTooLarge { .. } => HostError::Refused(message),
             JailError::RootUnusable { .. }
             | JailError::RootNotADirectory { .. }
             | JailError::Resolve { .. }
@@ -235,6 +237,15 @@ impl Host for StdHost {
         self.jail(root)?
             .file_contains(path, text)
             .map_err(HostError::from)
+    }
+
+    fn hash_file(&mut self, root: FileRoot<'_>, path: &str) -> Result<Option<FileHash>, HostError> {
+        self.jail(root)?.sha256(path).map_err(HostError::from)
+    }
+
+    fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
+        super::glob::glob(&self.jail(root)?, pattern, super::glob::MAX_MATCHES)
+            .map_err(|e| HostError::Refused(e.to_string()))
     }
 
     fn judge(

@@ -11,17 +11,22 @@
 //! is not regular, or read more than [`MAX_FILE_BYTES`] + 1 bytes.
 
 use std::io::{self, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags, openat};
 
 use super::beneath::{Found, LookupError, open_beneath};
-use crate::interp::FileEvidence;
+use crate::interp::{FileEvidence, FileHash};
 
 /// The largest file `file_contains` reads (and `file_exists` hashes): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest artifact (X4) the host hashes: 1 GiB.
+pub const MAX_ARTIFACT_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// A workspace root that file predicates are jailed to.
 #[derive(Debug, Clone)]
@@ -93,6 +98,9 @@ pub enum JailError {
     /// The file (its normalized path) is over [`MAX_FILE_BYTES`].
     #[error("file {path:?} is {size} bytes, over the 16 MiB limit of file predicates")]
     TooLarge { path: String, size: u64 },
+    /// An artifact (its normalized path) is over [`MAX_ARTIFACT_BYTES`].
+    #[error("artifact {path:?} is {size} bytes, over the 1 GiB limit of artifact hashing")]
+    ArtifactTooLarge { path: String, size: u64 },
 }
 
 /// What [`Workspace::read_capped`] found.
@@ -140,6 +148,60 @@ impl Workspace {
     /// The canonical root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The root's descriptor, for walks that start from it (`glob.rs`).
+    pub(super) fn dir(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// The sha256 of a regular file (X4 artifacts), read in a streaming way
+    /// from the descriptor the jail opened: `None` when no regular file is
+    /// there; a file over [`MAX_ARTIFACT_BYTES`] is refused.
+    pub fn sha256(&self, path: &str) -> Result<Option<FileHash>, JailError> {
+        let Looked { rel, found } = self.look(path)?;
+        let (fd, size) = match found {
+            Found::File(fd, size) => (fd, size),
+            Found::NotRegular | Found::Missing => return Ok(None),
+        };
+        if size > MAX_ARTIFACT_BYTES {
+            return Err(JailError::ArtifactTooLarge { path: rel, size });
+        }
+        let read_err = |source| JailError::Read {
+            path: rel.clone(),
+            source,
+        };
+        let mut hasher = sha2::Sha256::new();
+        let mut reader = std::fs::File::from(fd).take(MAX_ARTIFACT_BYTES + 1);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total: u64 = 0;
+        loop {
+            let n = reader.read(&mut buf).map_err(read_err)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            hasher.update(&buf[..n]);
+        }
+        if total > MAX_ARTIFACT_BYTES {
+            return Err(JailError::ArtifactTooLarge {
+                path: rel,
+                size: total,
+            });
+        }
+        let sha256 = hasher
+            .finalize()
+            .iter()
+            .fold(String::with_capacity(64), |mut s, b| {
+                use std::fmt::Write;
+                let _ = write!(s, "{b:02x}");
+                s
+            });
+        Ok(Some(FileHash {
+            path: rel,
+            size: total,
+            sha256,
+        }))
     }
 
     /// `file_exists(path)`: `exists` is true iff the path resolves to a

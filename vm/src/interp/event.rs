@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::host::{FileEvidence, InputDigest};
+use super::host::{FileEvidence, FileHash, InputDigest};
 use super::state::{Failure, RunStatus};
 
 /// One audit event.
@@ -107,6 +107,10 @@ pub enum EventKind {
         note: Option<String>,
         #[serde(rename = "resolvedBy")]
         resolved_by: String,
+        /// The files the gate showed (X4 `show`), as hashed when it started
+        /// waiting: what the decision was made on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        shown: Vec<ShownFile>,
     },
     /// The run completed with its output.
     Completed { output: Value },
@@ -235,6 +239,76 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<String>,
     },
+    /// A step (or a fanout item's last stage) succeeded with `artifacts`
+    /// (X4): the manifest of the files it left.
+    ArtifactsRecorded(Manifest),
+}
+
+/// The manifest of an attempt's artifacts (X4): what `stratumc verify`
+/// re-hashes. `digest` is the sha256 of the canonical JSON of `files`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The step id (`fan` for a fanout's items).
+    pub step: String,
+    /// The attempt that produced the files.
+    pub attempt: u32,
+    /// The fanout item, for an item's stage.
+    #[serde(rename = "itemIndex", default, skip_serializing_if = "Option::is_none")]
+    pub item_index: Option<u32>,
+    /// `worktree` when the files are in the item's worktree (else the
+    /// workspace; a merged worktree's files are in the workspace after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The files, sorted by path, each once.
+    pub files: Vec<FileHash>,
+    /// `canonical_digest` of `files`.
+    pub digest: String,
+}
+
+impl Manifest {
+    /// A manifest of `files` (sorted by path and deduplicated here), with
+    /// its digest: the one place that computes it.
+    pub fn new(
+        step: String,
+        attempt: u32,
+        item_index: Option<u32>,
+        root: Option<String>,
+        mut files: Vec<FileHash>,
+    ) -> Manifest {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files.dedup_by(|a, b| a.path == b.path);
+        let digest = Self::digest_of(&files);
+        Manifest {
+            step,
+            attempt,
+            item_index,
+            root,
+            files,
+            digest,
+        }
+    }
+
+    /// `canonical_digest` of the JSON of `files`.
+    pub fn digest_of(files: &[FileHash]) -> String {
+        let json = serde_json::to_value(files).unwrap_or(Value::Null);
+        crate::eval::canonical_digest(&json)
+    }
+}
+
+/// A file a gate showed (X4 `show`): its current hash, or missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShownFile {
+    /// The rendered path (normalized when the file exists).
+    pub path: String,
+    /// Its size, when it is a regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Its sha256, when it is a regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why there is no hash (`missing`, or the host's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl EventKind {
@@ -275,6 +349,7 @@ impl EventKind {
             EventKind::StepContinued { .. } => "step_continued",
             EventKind::StepReused { .. } => "step_reused",
             EventKind::Retried { .. } => "retried",
+            EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
         }
     }
 
@@ -294,6 +369,7 @@ impl EventKind {
             | EventKind::Retried { .. } => "—",
             EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
+            EventKind::ArtifactsRecorded(_) => "step, or fanout (for an item)",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
                 "the checked step or item; none inside `when`/`set` expressions"
@@ -425,7 +501,27 @@ impl EventKind {
                 target: Some("draft".into()),
                 note: Some("tighten section 2".into()),
                 resolved_by: "human".into(),
+                shown: vec![ShownFile {
+                    path: "paper/draft.md".into(),
+                    size: Some(5120),
+                    sha256: Some(
+                        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+                    ),
+                    note: None,
+                }],
             },
+            EventKind::ArtifactsRecorded(Manifest::new(
+                "write".into(),
+                1,
+                None,
+                None,
+                vec![FileHash {
+                    path: "paper/draft.md".into(),
+                    size: 5120,
+                    sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                        .into(),
+                }],
+            )),
         ]
     }
 

@@ -51,6 +51,21 @@ impl FileEvidence {
     }
 }
 
+/// The sha256 of one regular file (X4: manifests, gate `show`), as the
+/// audit records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileHash {
+    /// The path relative to the root after lexical normalization.
+    pub path: String,
+    /// Bytes hashed.
+    pub size: u64,
+    /// Lowercase hex sha256 of the contents.
+    pub sha256: String,
+}
+
+/// What a host without artifact support answers.
+pub const NO_ARTIFACTS: &str = "this host hashes no artifacts";
+
 /// A judge's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Verdict {
@@ -190,6 +205,23 @@ pub trait Host {
     /// Waits `ms` milliseconds between judge tries (the standard host
     /// sleeps; a scripted host records it and does not).
     fn pause_ms(&mut self, _ms: u64) {}
+
+    // ----- X4 artifacts: jailed like the file predicates -----
+
+    /// The sha256 of the regular file at `path` under `root` (streaming,
+    /// bounded); `None` when no regular file is there.
+    fn hash_file(
+        &mut self,
+        _root: FileRoot<'_>,
+        _path: &str,
+    ) -> Result<Option<FileHash>, HostError> {
+        Err(HostError::Unsupported(NO_ARTIFACTS.into()))
+    }
+    /// The sorted relative paths of the regular files under `root` that the
+    /// glob `pattern` matches (at most 10,000; more is an error).
+    fn glob(&mut self, _root: FileRoot<'_>, _pattern: &str) -> Result<Vec<String>, HostError> {
+        Err(HostError::Unsupported(NO_ARTIFACTS.into()))
+    }
 
     // ----- `isolation: worktree` with engine dispatch (reference v1-runtime §4.12) -----
     // A host that makes no git worktrees keeps the defaults: runs with such a

@@ -24,10 +24,10 @@ pub mod state;
 use serde_json::Value;
 
 pub use error::{CheckpointError, VmError};
-pub use event::{Event, EventKind};
+pub use event::{Event, EventKind, Manifest, ShownFile};
 pub use host::{
-    FileEvidence, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, NO_WORKTREES,
-    Verdict,
+    FileEvidence, FileHash, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest,
+    NO_ARTIFACTS, NO_WORKTREES, Verdict,
 };
 pub use index::PlanIndex;
 pub use machine::{

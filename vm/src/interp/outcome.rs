@@ -201,6 +201,13 @@ pub struct WaitingGate {
     pub gate_max_rounds: Option<u32>,
     /// Where each decision goes.
     pub routes: GateRoutes,
+    /// The gate's rendered `prompt` (X4), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Its `show` files with the sha256 they had when it started waiting
+    /// (X4; a missing file has no hash and a note).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub show: Vec<crate::interp::event::ShownFile>,
 }
 
 /// A gate's targets (`None`: approve continues, kill ends the flow).

@@ -194,6 +194,9 @@ pub struct ItemState {
     /// when its final stage succeeded and merged when the fanout settles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+    /// The digest of the manifest of its final stage's artifacts (X4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -252,6 +255,13 @@ pub struct StepState {
     /// Taken over from the run this one retries instead of being run (X8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<Reused>,
+    /// The digest of the manifest of its artifacts, once it succeeded (X4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// What a waiting gate shows (X4 `prompt`/`show`), fixed when it
+    /// started waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<GateShown>,
 }
 
 /// A step a retried run took over from the old run (X8): its output (or a
@@ -316,6 +326,17 @@ pub enum EvidenceRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         blake3: Option<String>,
     },
+}
+
+/// A gate's rendered `prompt` and its `show` files with their hashes (X4).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GateShown {
+    /// The rendered prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The files, in `show` order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<super::event::ShownFile>,
 }
 
 /// The revise that re-entered a step.

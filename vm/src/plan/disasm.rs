@@ -112,24 +112,49 @@ fn step_name<'p>(plan: &'p Plan, flow: &FlowDef, i: u32) -> &'p str {
     flow.steps.get(i as usize).map_or("?", |s| plan.str(s.id))
 }
 
-fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
+/// Template `t` of `flow` as written (`${...}` references spelled out).
+pub fn template_source(plan: &Plan, flow: &FlowDef, t: u32) -> String {
     let Some(t) = flow.templates.get(t as usize) else {
         return "?".into();
     };
-    let body: String = t
-        .pieces
+    t.pieces
         .iter()
         .map(|p| match p {
             PieceDef::Text(s) => plan.str(*s).replace('\n', "\\n"),
             PieceDef::Ref(r) => ref_text(plan, flow, r),
         })
-        .collect();
+        .collect()
+}
+
+fn template_text(plan: &Plan, flow: &FlowDef, t: u32) -> String {
+    let body = template_source(plan, flow, t);
+    let Some(t) = flow.templates.get(t as usize) else {
+        return "?".into();
+    };
     let mode = match t.mode {
         TemplateMode::Interpolate => "",
         TemplateMode::FullValue => " (full value)",
         TemplateMode::FullValueString => " (full value, string)",
     };
     format!("{:?}{mode}", body)
+}
+
+/// One line per `artifacts` entry (X4): `artifact` or `artifact glob`.
+fn artifacts_listing(
+    plan: &Plan,
+    flow: &FlowDef,
+    artifacts: &[super::ArtifactDef],
+    indent: &str,
+    out: &mut String,
+) {
+    for a in artifacts {
+        let _ = writeln!(
+            out,
+            "{indent}artifact{} {}",
+            if a.glob { " glob" } else { "" },
+            template_text(plan, flow, a.template)
+        );
+    }
 }
 
 fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
@@ -218,6 +243,8 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt,
+                show,
             } => {
                 let t = |x: &Option<u32>| {
                     x.map_or("null".to_string(), |i| step_name(plan, flow, i).to_string())
@@ -230,6 +257,12 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     t(on_kill),
                     max_rounds.map_or(String::new(), |m| format!(" max_rounds {m}"))
                 );
+                if let Some(p) = prompt {
+                    let _ = writeln!(out, "    prompt {}", template_text(plan, flow, *p));
+                }
+                for p in show {
+                    let _ = writeln!(out, "    show {}", template_text(plan, flow, *p));
+                }
             }
             StepKindDef::Fanout {
                 over,
@@ -265,6 +298,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     for p in &stage.ensure {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, p));
                     }
+                    artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
                 }
                 for p in pre_merge {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
@@ -301,6 +335,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         if let Some(t) = st.timeout_ms {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
+        artifacts_listing(plan, flow, &st.artifacts, "    ", out);
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

@@ -21,6 +21,7 @@
 
 use serde_json::{Value, json};
 
+use super::ArtifactDef;
 use super::op::{self, Op};
 use super::{
     BaseType, BudgetDef, Chunk, ConstDef, FlowDef, Plan, PredDef, RefDef, RefTarget, Seg, StageDef,
@@ -71,6 +72,7 @@ impl Resolver<'_> {
             "budget": sd.budget.as_ref().map(budget),
             "onFail": self.target(sd.on_fail),
             "onFailContinue": sd.on_fail_continue,
+            "artifacts": self.artifacts(&sd.artifacts),
         })
     }
 
@@ -95,12 +97,16 @@ impl Resolver<'_> {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt,
+                show,
             } => json!({
                 "gate": {
                     "onApprove": self.target(*on_approve),
                     "onRevise": self.target(*on_revise),
                     "onKill": self.target(*on_kill),
                     "maxRounds": max_rounds,
+                    "prompt": prompt.map(|t| self.template(t)),
+                    "show": show.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
                 },
             }),
             StepKindDef::Fanout {
@@ -135,7 +141,16 @@ impl Resolver<'_> {
             "ensure": s.ensure.iter().map(|p| self.pred(p)).collect::<Vec<_>>(),
             "attempts": s.attempts,
             "when": s.when.map(|c| self.chunk(c)),
+            "artifacts": self.artifacts(&s.artifacts),
         })
+    }
+
+    /// `artifacts` entries (X4): what the checks require to exist.
+    fn artifacts(&self, entries: &[ArtifactDef]) -> Value {
+        entries
+            .iter()
+            .map(|a| json!({"template": self.template(a.template), "glob": a.glob}))
+            .collect()
     }
 
     fn pred(&self, p: &PredDef) -> Value {
@@ -336,6 +351,7 @@ mod tests {
             budget: None,
             on_fail: None,
             on_fail_continue: false,
+            artifacts: Vec::new(),
             timeout_ms: Some(pos.line.into()),
             entries: pos.col,
             worst_dispatches: Bound::Finite(pos.col.into()),

@@ -317,6 +317,8 @@ pub struct StepDef {
     /// `timeout_ms`, else the flow's `dispatch_timeout_ms`); `None` for other
     /// constructs and for steps without one.
     pub timeout_ms: Option<u64>,
+    /// `artifacts` of a `do` step (X4; empty for other constructs).
+    pub artifacts: Vec<ArtifactDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -352,6 +354,10 @@ pub enum StepKindDef {
         on_kill: Option<u32>,
         /// Per-gate revision cap.
         max_rounds: Option<u32>,
+        /// `prompt` template (X4), rendered when the gate starts waiting.
+        prompt: Option<u32>,
+        /// `show` path templates (X4): files hashed when the gate waits.
+        show: Vec<u32>,
     },
     /// Fanout.
     Fanout {
@@ -408,6 +414,19 @@ pub struct StageDef {
     /// The dispatch lease of this stage's dispatches in milliseconds (X7: the
     /// stage's `timeout_ms`, else the flow's `dispatch_timeout_ms`).
     pub timeout_ms: Option<u64>,
+    /// `artifacts` of the stage (X4), resolved in the item's worktree.
+    pub artifacts: Vec<ArtifactDef>,
+}
+
+/// One `artifacts` entry (X4): a template rendering to a path (or, for a
+/// full reference, a list of paths), or a glob pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactDef {
+    /// The template (its rendering mode says whether it is a full value).
+    pub template: u32,
+    /// The entry's literal text has glob metacharacters: the rendered text is
+    /// a pattern that must match at least one regular file.
+    pub glob: bool,
 }
 
 /// Judge stakes.

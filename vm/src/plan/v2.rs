@@ -227,6 +227,7 @@ impl StepDef {
             on_fail: self.on_fail,
             on_fail_continue: false,
             timeout_ms: self.timeout_ms,
+            artifacts: Vec::new(),
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }
@@ -259,6 +260,8 @@ impl StepKindDef {
                 on_revise,
                 on_kill,
                 max_rounds,
+                prompt: None,
+                show: Vec::new(),
             },
             StepKindDef::Fanout {
                 over,
@@ -292,6 +295,7 @@ impl StageDef {
             attempts: self.attempts,
             when: self.when,
             timeout_ms: self.timeout_ms,
+            artifacts: Vec::new(),
         }
     }
 }

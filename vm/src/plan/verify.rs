@@ -205,6 +205,12 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         if s.timeout_ms.is_some() && !matches!(s.kind, StepKindDef::Do { .. }) {
             return v.fail("only `do` steps have a dispatch lease (`timeout_ms`)");
         }
+        if !s.artifacts.is_empty() && !matches!(s.kind, StepKindDef::Do { .. }) {
+            return v.fail("only `do` steps and fanout stages have `artifacts`");
+        }
+        for a in &s.artifacts {
+            template_ok(v, a.template)?;
+        }
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
         match &s.kind {
@@ -224,10 +230,15 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 on_approve,
                 on_revise,
                 on_kill,
+                prompt,
+                show,
                 ..
             } => {
                 for t in [on_approve, on_revise, on_kill].into_iter().flatten() {
                     v.idx(*t, n, "gate target")?;
+                }
+                for t in prompt.iter().chain(show) {
+                    template_ok(v, *t)?;
                 }
             }
             StepKindDef::Fanout {
@@ -240,6 +251,9 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 for st in stages {
                     template_ok(v, st.task)?;
                     lease(v, st.timeout_ms)?;
+                    for a in &st.artifacts {
+                        template_ok(v, a.template)?;
+                    }
                     if let Some(o) = st.out {
                         v.record(o)?;
                     }

@@ -44,6 +44,7 @@ pub const STEP_FIELDS: &[&str] = &[
     "with",
     "cost",
     "timeout_ms",
+    "artifacts",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
@@ -57,6 +58,7 @@ pub const STAGE_FIELDS: &[&str] = &[
     "when",
     "cost",
     "timeout_ms",
+    "artifacts",
 ];
 /// Keys of `cost` hints (X6).
 pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
@@ -70,7 +72,14 @@ pub const FANOUT_FIELDS: &[&str] = &[
     "pre_merge",
     "dispatch",
 ];
-pub const GATE_FIELDS: &[&str] = &["on_approve", "on_revise", "on_kill", "max_rounds"];
+pub const GATE_FIELDS: &[&str] = &[
+    "on_approve",
+    "on_revise",
+    "on_kill",
+    "max_rounds",
+    "prompt",
+    "show",
+];
 pub const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
 /// Fields of `iterate`.
 pub const ITERATE_FIELDS: &[&str] = &["max", "until"];
@@ -127,6 +136,7 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
             "on_fail",
             "cost",
             "timeout_ms",
+            "artifacts",
         ],
         "set" => &["out", "ensure"],
         "gate" => &[],
@@ -279,6 +289,21 @@ impl Decoder<'_> {
             _ => {
                 self.wrong_type(node, "a string", what);
                 None
+            }
+        }
+    }
+
+    /// A list of strings (X4's `artifacts` and a gate's `show`): each entry
+    /// that is not a string is reported and left out.
+    fn string_list(&mut self, node: &Node, what: &str) -> Vec<Str> {
+        match &node.value {
+            Value::Sequence(items) => items
+                .iter()
+                .filter_map(|i| self.string(i, &format!("an entry of {what}")))
+                .collect(),
+            _ => {
+                self.wrong_type(node, "a list of strings (paths or globs)", what);
+                Vec::new()
             }
         }
     }

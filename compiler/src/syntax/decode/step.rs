@@ -55,6 +55,7 @@ impl Decoder<'_> {
             budget: None,
             cost: None,
             timeout_ms: None,
+            artifacts: Vec::new(),
             on_fail: None,
             out_broken: false,
         };
@@ -177,6 +178,9 @@ impl Decoder<'_> {
         }
         if let Some(t) = obj.get("timeout_ms").filter(|_| allowed("timeout_ms")) {
             step.timeout_ms = self.lease(&t.value, "`timeout_ms`");
+        }
+        if let Some(a) = obj.get("artifacts").filter(|_| allowed("artifacts")) {
+            step.artifacts = self.string_list(&a.value, "`artifacts`");
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
@@ -320,11 +324,20 @@ impl Decoder<'_> {
         let max_rounds = obj
             .get("max_rounds")
             .and_then(|m| self.positive_int(&m.value, "`gate.max_rounds`"));
+        let prompt = obj
+            .get("prompt")
+            .and_then(|p| self.string(&p.value, "`gate.prompt`"));
+        let show = obj
+            .get("show")
+            .map(|s| self.string_list(&s.value, "`gate.show`"))
+            .unwrap_or_default();
         Some(Gate {
             on_approve,
             on_revise,
             on_kill,
             max_rounds,
+            prompt,
+            show,
         })
     }
 
@@ -436,6 +449,10 @@ impl Decoder<'_> {
             timeout_ms: obj
                 .get("timeout_ms")
                 .and_then(|t| self.lease(&t.value, "`timeout_ms`")),
+            artifacts: obj
+                .get("artifacts")
+                .map(|a| self.string_list(&a.value, "`artifacts`"))
+                .unwrap_or_default(),
         })
     }
 }

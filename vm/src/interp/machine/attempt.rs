@@ -152,7 +152,7 @@ impl Transition<'_> {
             return self.check_output(
                 slot.at.frame,
                 def.out,
-                &def.ensure,
+                (&def.ensure, &def.artifacts),
                 output,
                 attempt,
                 None,
@@ -171,7 +171,7 @@ impl Transition<'_> {
         let r = self.check_output(
             slot.at.frame,
             stage.out,
-            &stage.ensure,
+            (&stage.ensure, &stage.artifacts),
             output,
             attempt,
             Some((&value, prev.as_ref())),
@@ -263,6 +263,7 @@ impl Transition<'_> {
 
     /// A step's output passed: `iterate`, then the flow output, then success.
     fn step_passed(&mut self, at: StepAt, attempt: u32, output: Value) {
+        let artifacts = self.artifacts_seen.take();
         if !self.iteration_done(at, attempt, &output) {
             return;
         }
@@ -270,6 +271,9 @@ impl Transition<'_> {
             return self.attempt_failed(Slot::step(at), failure, Some(output), Retry::Allowed);
         }
         self.succeed(at, output);
+        if let Some(files) = artifacts {
+            self.record_manifest(at, None, attempt, files);
+        }
     }
 
     /// `iterate … until`: true when the step is done iterating (or has no
@@ -348,6 +352,7 @@ impl Transition<'_> {
     /// An item's stage passed: the next stage, or (last stage) the item
     /// succeeds with its patch taken.
     fn item_passed(&mut self, at: StepAt, k: u32, attempt: u32, output: Value) {
+        let artifacts = self.artifacts_seen.take();
         let Some((stages, _, _)) = self.fanout_def(at) else {
             return;
         };
@@ -382,6 +387,10 @@ impl Transition<'_> {
             it.stage += 1;
             it.stage_attempts = 0;
             self.set_item_status(at, k, StepStatus::Pending);
+        }
+        // every passed stage with artifacts records its manifest (the row keeps the latest)
+        if let Some(files) = artifacts {
+            self.record_manifest(at, Some(k), attempt, files);
         }
     }
 

@@ -19,7 +19,7 @@ use crate::eval::value::type_name;
 use crate::interp::event::{EventKind, JudgeUsage};
 use crate::interp::host::{FileRoot, HostError, JudgeAsk, JudgeRequest, Verdict};
 use crate::interp::state::*;
-use crate::plan::PredDef;
+use crate::plan::{ArtifactDef, PredDef};
 
 /// A predicate that did not hold: the failure reason and its violation.
 type Violation = (String, Value);
@@ -78,7 +78,7 @@ impl Transition<'_> {
         &mut self,
         f: FrameIx,
         out: Option<u32>,
-        ensure: &[PredDef],
+        (ensure, artifacts): (&[PredDef], &[ArtifactDef]),
         output: &Value,
         attempt: u32,
         item: Option<(&Value, Option<&Value>)>,
@@ -94,6 +94,20 @@ impl Transition<'_> {
                 violations: vec![json!({"kind": "contract", "message": e})],
             };
             return (Err((failure, Retry::Allowed)), usage);
+        }
+        self.artifacts_seen = None;
+        if !artifacts.is_empty() {
+            match self.check_artifacts(f, artifacts, item) {
+                Ok(files) => self.artifacts_seen = Some(files),
+                Err((reason, violation)) => {
+                    let failure = Failure {
+                        attempt,
+                        reason,
+                        violations: vec![violation],
+                    };
+                    return (Err((failure, Retry::Allowed)), usage);
+                }
+            }
         }
         for p in ensure {
             let allowed = |r: Result<(), Violation>| r.map_err(|v| (v, Retry::Allowed));

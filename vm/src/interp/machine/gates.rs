@@ -44,6 +44,7 @@ impl Transition<'_> {
             on_revise,
             on_kill,
             max_rounds,
+            ..
         } = self.def(at).kind
         else {
             return Err(VmError::NotAwaiting(format!("`{id}` is not a gate")));
@@ -117,6 +118,12 @@ impl Transition<'_> {
             target: d.target.map(|t| self.own_id(at.sibling(t)).to_string()),
             note: d.note.map(str::to_string),
             resolved_by: d.by.to_string(),
+            shown: self
+                .st(at)
+                .shown
+                .as_ref()
+                .map(|s| s.files.clone())
+                .unwrap_or_default(),
         };
         self.event(kind, Some(d.id.to_string()));
     }

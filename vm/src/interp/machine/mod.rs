@@ -19,6 +19,7 @@
 //! retried run takes over from the old run), `views` (the outcome handed
 //! back).
 
+mod artifacts;
 mod attempt;
 mod carry;
 mod checks;
@@ -61,6 +62,9 @@ struct Transition<'a> {
     /// Root of file predicates while an item of a worktree fanout is checked
     /// (its worktree); `None`: the workspace root.
     file_root: Option<String>,
+    /// The artifacts (X4) of the output being checked, hashed by its check;
+    /// taken by the success that records their manifest.
+    artifacts_seen: Option<Vec<super::host::FileHash>>,
 }
 
 impl<'a> Transition<'a> {
@@ -72,6 +76,7 @@ impl<'a> Transition<'a> {
             host,
             queue: VecDeque::new(),
             file_root: None,
+            artifacts_seen: None,
         }
     }
 

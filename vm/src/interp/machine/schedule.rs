@@ -229,6 +229,8 @@ impl Transition<'_> {
         let id = self.sid(at);
         let round = self.frame(at.frame).rounds;
         self.event(EventKind::GateWaiting { round }, Some(id));
+        let shown = self.gate_shown(at);
+        self.st_mut(at).shown = shown;
     }
 
     /// A `set` step: its fields' expressions, then its contract and ensures
@@ -251,7 +253,7 @@ impl Transition<'_> {
         let def = self.def(at);
         let id = self.sid(at);
         match self
-            .check_output(at.frame, def.out, &def.ensure, &output, 1, None, &id)
+            .check_output(at.frame, def.out, (&def.ensure, &[]), &output, 1, None, &id)
             .0
         {
             Ok(()) => self.succeed(at, output),

@@ -40,11 +40,13 @@ impl Transition<'_> {
             on_revise,
             on_kill,
             max_rounds,
+            ..
         } = self.def(at).kind
         else {
             return None;
         };
         let name = |t: Option<u32>| t.map(|t| self.own_id(at.sibling(t)).to_string());
+        let shown = self.st(at).shown.clone().unwrap_or_default();
         Some(WaitingGate {
             step_id: self.sid(at),
             gate_token: self.st(at).token.clone().unwrap_or_default(),
@@ -56,6 +58,8 @@ impl Transition<'_> {
                 revise: name(on_revise),
                 kill: name(on_kill),
             },
+            prompt: shown.prompt,
+            show: shown.files,
         })
     }
 
