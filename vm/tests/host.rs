@@ -61,6 +61,7 @@ fn file_exists_records_evidence() {
             size: Some(content.len() as u64),
             blake3: Some(hash(content)),
             note: None,
+            sha256: None,
         }
     );
     // Lexical normalization: `a/../x`, `./`, doubled separators.

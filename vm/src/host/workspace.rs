@@ -147,6 +147,7 @@ impl Workspace {
                 size: Some(size),
                 blake3: None,
                 note: Some("larger than 16 MiB, not hashed".to_owned()),
+                sha256: None,
             });
         }
         let bytes = read_bounded(fd, &rel)?;
@@ -218,6 +219,7 @@ fn read_evidence(rel: String, bytes: &[u8]) -> FileEvidence {
         size: Some(bytes.len() as u64),
         blake3: Some(blake3::hash(bytes).to_hex().to_string()),
         note: None,
+        sha256: None,
     }
 }
 

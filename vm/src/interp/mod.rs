@@ -25,7 +25,10 @@ use serde_json::Value;
 
 pub use error::{CheckpointError, VmError};
 pub use event::{Event, EventKind};
-pub use host::{FileEvidence, FileRoot, Host, HostError, NO_WORKTREES, Verdict};
+pub use host::{
+    FileEvidence, FileRead, FileRoot, Host, HostError, MAX_GLOB_MATCHES, MAX_HASH_BYTES,
+    MAX_TEXT_BYTES, NO_WORKTREES, Verdict,
+};
 pub use index::PlanIndex;
 pub use machine::{
     MAX_ORPHANS, ORPHANED, Overdue, Saved, cancel, checkpoint_allowed, checkpoint_label, expire,
