@@ -139,11 +139,15 @@ codes! {
     NonBooleanCondition = "S0614", Error, "a condition that can never be a boolean";
     InvalidRegex = "S0615", Error, "a `matches` pattern that can never be used";
     SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
+    MisplacedLambda = "S0619", Error, "a lambda that is not the last argument of `all`, `any`, `count`, `filter` or `map`";
+    LambdaShadows = "S0620", Error, "a lambda parameter that hides a binding or an outer parameter";
+    LambdaBodyType = "S0621", Error, "a lambda body that must be a boolean but is not";
 
     // S07xx — cost
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
 
     // S09xx — portability (`check --portable`): S09NN is addition XNN of language 1.1
+    PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }
