@@ -167,6 +167,18 @@ impl Host for ScriptHost {
             .map_err(HostError::from)
     }
 
+    fn read_file(
+        &mut self,
+        root: FileRoot<'_>,
+        path: &str,
+    ) -> Result<(stratum_vm::interp::FileRead, FileEvidence), HostError> {
+        self.jail(root)?.read_file(path).map_err(HostError::from)
+    }
+
+    fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
+        self.jail(root)?.glob(pattern).map_err(HostError::from)
+    }
+
     fn judge(
         &mut self,
         statement: &str,

@@ -52,6 +52,7 @@ use serde_json::{Value, json};
 pub use crate::interp::FileEvidence;
 
 mod beneath;
+mod glob;
 pub mod git;
 mod std_host;
 mod workspace;

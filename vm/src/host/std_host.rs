@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::{GitError, JailError, JudgeConfig, JudgeError, Workspace};
 use crate::config::ConfigError;
-use crate::interp::{FileEvidence, FileRoot, Host, HostError, Verdict};
+use crate::interp::{FileEvidence, FileRead, FileRoot, Host, HostError, Verdict};
 
 /// Why a standard host could not be made for a run.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,10 @@ impl From<JailError> for HostError {
     fn from(e: JailError) -> Self {
         let message = e.to_string();
         match e {
-            JailError::Refused { .. } | JailError::TooLarge { .. } => HostError::Refused(message),
+            JailError::Refused { .. }
+            | JailError::TooLarge { .. }
+            | JailError::BadGlob { .. }
+            | JailError::TooMany { .. } => HostError::Refused(message),
             JailError::RootUnusable { .. }
             | JailError::RootNotADirectory { .. }
             | JailError::Resolve { .. }
@@ -155,6 +158,18 @@ impl Host for StdHost {
         self.jail(root)?
             .file_contains(path, text)
             .map_err(HostError::from)
+    }
+
+    fn read_file(
+        &mut self,
+        root: FileRoot<'_>,
+        path: &str,
+    ) -> Result<(FileRead, FileEvidence), HostError> {
+        self.jail(root)?.read_file(path).map_err(HostError::from)
+    }
+
+    fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
+        self.jail(root)?.glob(pattern).map_err(HostError::from)
     }
 
     fn judge(

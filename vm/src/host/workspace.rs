@@ -6,9 +6,13 @@
 //! the descriptor of the root held for the jail's lifetime, reading a file
 //! (at most [`MAX_FILE_BYTES`]) from the descriptor [`super::beneath`]
 //! opened, the [`FileEvidence`] of each call and the typed [`JailError`].
+//! `file(path)` (X3) reads through the same lookup (its text up to
+//! [`MAX_TEXT_BYTES`], its hash up to [`MAX_HASH_BYTES`]); `glob(pattern)`
+//! walks beneath the same descriptor (`super::glob`).
 //! Must never: open a path by its text (every lookup goes through
 //! `beneath::open_beneath` from the root's descriptor), read a file that
-//! is not regular, or read more than [`MAX_FILE_BYTES`] + 1 bytes.
+//! is not regular, or read more than [`MAX_FILE_BYTES`] + 1 bytes for a
+//! predicate ([`MAX_HASH_BYTES`] + 1 for `file()`).
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
@@ -18,7 +22,8 @@ use std::sync::Arc;
 use rustix::fs::{Mode, OFlags, openat};
 
 use super::beneath::{Found, LookupError, open_beneath};
-use crate::interp::FileEvidence;
+use crate::eval::sha256_hex;
+use crate::interp::{FileEvidence, FileRead, MAX_HASH_BYTES, MAX_TEXT_BYTES};
 
 /// The largest file `file_contains` reads (and `file_exists` hashes): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -93,6 +98,13 @@ pub enum JailError {
     /// The file (its normalized path) is over [`MAX_FILE_BYTES`].
     #[error("file {path:?} is {size} bytes, over the 16 MiB limit of file predicates")]
     TooLarge { path: String, size: u64 },
+    /// A `glob` pattern that is not a relative glob.
+    #[error("glob pattern {pattern:?} is invalid: {why}")]
+    BadGlob { pattern: String, why: String },
+    /// A `glob` matched more than [`crate::interp::MAX_GLOB_MATCHES`] files
+    /// (or its walk met more than [`super::glob::MAX_ENTRIES`] entries).
+    #[error("glob pattern {pattern:?} {what}; narrow the pattern")]
+    TooMany { pattern: String, what: String },
 }
 
 /// What a path leads to, with its normalized relative form.
@@ -184,6 +196,69 @@ impl Workspace {
         }
     }
 
+    /// `file(path)` (X3): what is at the path, its text (UTF-8, at most
+    /// [`MAX_TEXT_BYTES`]) and SHA-256 (at most [`MAX_HASH_BYTES`]), with
+    /// the evidence (blake3 and sha256 when hashed). `Err` only for refused
+    /// paths and read failures.
+    pub fn read_file(&self, path: &str) -> Result<(FileRead, FileEvidence), JailError> {
+        let Looked { rel, found } = self.look(path)?;
+        let absent = |rel: String, note: &str| {
+            let read = FileRead {
+                path: rel.clone(),
+                ..FileRead::default()
+            };
+            (read, FileEvidence::missing(rel, note))
+        };
+        let (fd, size) = match found {
+            Found::File(fd, size) => (fd, size),
+            Found::NotRegular => return Ok(absent(rel, "not a regular file")),
+            Found::Missing => return Ok(absent(rel, "no such file")),
+        };
+        let bytes = if size > MAX_HASH_BYTES {
+            None
+        } else {
+            read_limited(fd, &rel, MAX_HASH_BYTES)?
+        };
+        let Some(bytes) = bytes else {
+            let read = FileRead {
+                path: rel.clone(),
+                exists: true,
+                size,
+                text: None,
+                sha256: None,
+            };
+            let mut evidence = FileEvidence::missing(rel, "larger than 64 MiB, not hashed");
+            (evidence.exists, evidence.size) = (true, Some(size));
+            return Ok((read, evidence));
+        };
+        let mut evidence = read_evidence(rel.clone(), &bytes);
+        let sha256 = sha256_hex(&bytes);
+        evidence.sha256 = Some(sha256.clone());
+        let size = bytes.len() as u64;
+        let text = if size <= MAX_TEXT_BYTES {
+            String::from_utf8(bytes).ok()
+        } else {
+            None
+        };
+        if text.is_none() {
+            evidence.note = Some("no text: not UTF-8 or larger than 8 MiB".to_owned());
+        }
+        let read = FileRead {
+            path: rel,
+            exists: true,
+            size,
+            text,
+            sha256: Some(sha256),
+        };
+        Ok((read, evidence))
+    }
+
+    /// `glob(pattern)` (X3): the sorted root-relative paths of the regular
+    /// files matching; see [`super::glob`].
+    pub fn glob(&self, pattern: &str) -> Result<Vec<String>, JailError> {
+        super::glob::glob(self.dir.as_fd(), pattern)
+    }
+
     /// Applies the jail: the path's syntax and lexical containment, then a
     /// lookup beneath the root's descriptor.
     fn look(&self, path: &str) -> Result<Looked, JailError> {
@@ -240,6 +315,20 @@ fn read_bounded(fd: OwnedFd, rel: &str) -> Result<Vec<u8>, JailError> {
         });
     }
     Ok(bytes)
+}
+
+/// Reads at most `limit` bytes; `None` when the file holds more (it grew
+/// past the limit after its size was read).
+fn read_limited(fd: OwnedFd, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, JailError> {
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| JailError::Read {
+            path: rel.to_owned(),
+            source,
+        })?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// Checks the syntax of a jailed path and normalizes it lexically. Both `/`
