@@ -104,6 +104,10 @@ impl Walk<'_, '_, '_> {
             }
         };
         self.check_param(param, *param_span);
+        // hover on the parameter shows the element type
+        let kind = crate::check::FactKind::Binding(param.clone());
+        self.ck
+            .fact_at(self.scalar, (param_span.start, param_span.end), kind, &element);
         self.params.push((param.clone(), element.clone()));
         let body_ty = self.ty(body);
         self.params.pop();
