@@ -489,3 +489,113 @@ fn where_text((what, flow, index): (&'static str, usize, usize)) -> String {
         other => format!("flow {flow} {other} {index}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(code: &[(Op, &[u32])]) -> Result<(), String> {
+        let plan = Plan {
+            strings: vec!["x".into()],
+            records: Vec::new(),
+            flows: Vec::new(),
+            entry: 0,
+        };
+        let v = V {
+            plan: &plan,
+            at: ("chunk", 0, 0),
+        };
+        let mut bytes = Vec::new();
+        for (o, args) in code {
+            op::encode(&mut bytes, *o, args);
+        }
+        let c = Chunk {
+            source: 0,
+            context: Context::Output,
+            code: bytes,
+            consts: vec![ConstDef::Bool(true)],
+            max_stack: 8,
+            pos: Pos::default(),
+            spans: Vec::new(),
+        };
+        chunk(&v, &c).map_err(|e| e.what)
+    }
+
+    const ALL: u32 = 2;
+    const MAP: u32 = 19;
+
+    #[test]
+    fn lambda_bodies_must_nest_and_close() {
+        assert_eq!(op::builtin("all"), Some(ALL as u8));
+        assert_eq!(op::builtin("map"), Some(MAP as u8));
+        // all(input, p -> p): Each(4 bytes) Param(2) EachEnd(1)
+        let good: &[(Op, &[u32])] = &[
+            (Op::LoadInput, &[]),
+            (Op::Each, &[ALL, 3]),
+            (Op::Param, &[0]),
+            (Op::EachEnd, &[]),
+            (Op::Return, &[]),
+        ];
+        assert_eq!(check(good), Ok(()));
+        // nested: map(input, x -> all(input, y -> x))
+        let nested: &[(Op, &[u32])] = &[
+            (Op::LoadInput, &[]),
+            (Op::Each, &[MAP, 9]),
+            (Op::LoadInput, &[]),
+            (Op::Each, &[ALL, 3]),
+            (Op::Param, &[1]),
+            (Op::EachEnd, &[]),
+            (Op::EachEnd, &[]),
+            (Op::Return, &[]),
+        ];
+        assert_eq!(check(nested), Ok(()));
+        let bad: Vec<(&[(Op, &[u32])], &str)> = vec![
+            // a parameter outside any lambda, or too far out
+            (&[(Op::Param, &[0]), (Op::Return, &[])], "outside its lambda"),
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[ALL, 3]),
+                    (Op::Param, &[1]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "outside its lambda",
+            ),
+            // the end does not close the body it names
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[ALL, 2]),
+                    (Op::Param, &[0]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "does not close",
+            ),
+            // `len` takes no lambda; `map` never runs through `Call`
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[0, 3]),
+                    (Op::Param, &[0]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "takes no lambda",
+            ),
+            (
+                &[(Op::LoadInput, &[]), (Op::LoadInput, &[]), (Op::Call, &[MAP, 2]), (Op::Return, &[])],
+                "only with a lambda",
+            ),
+            (
+                &[(Op::LoadInput, &[]), (Op::EachEnd, &[]), (Op::Return, &[])],
+                "without `Each`",
+            ),
+        ];
+        for (code, want) in bad {
+            let got = check(code).unwrap_err();
+            assert!(got.contains(want), "{got} (wanted {want})");
+        }
+    }
+}
