@@ -552,7 +552,12 @@ impl Compiler<'_, '_> {
             }
             ExprKind::Ident(name) if self.params.contains(name) => {
                 // Invariant: the guard found the name among the parameters.
-                let outward = self.params.iter().rev().position(|p| p == name).unwrap_or(0);
+                let outward = self
+                    .params
+                    .iter()
+                    .rev()
+                    .position(|p| p == name)
+                    .unwrap_or(0);
                 self.emit(Op::Param, &[outward as u32], at);
             }
             // Invariant: the checker lets a lambda stand only as the last

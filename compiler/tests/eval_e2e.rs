@@ -299,10 +299,12 @@ impl stratum_vm::eval::Files for X3Files {
             "data.json" => Some("{\"ok\": true, \"n\": [1, 2]}"),
             "notes.md" => Some("# Notes\n## Method\nsteps"),
             "bin" => None,
-            _ => return Ok(stratum_vm::interp::FileRead {
-                path: path.into(),
-                ..Default::default()
-            }),
+            _ => {
+                return Ok(stratum_vm::interp::FileRead {
+                    path: path.into(),
+                    ..Default::default()
+                });
+            }
         };
         Ok(stratum_vm::interp::FileRead {
             path: path.into(),
@@ -347,9 +349,15 @@ fn x3_builtins_evaluate_as_documented() {
         ("count(input.l, x -> x >= 2)", Val(json!(2))),
         ("filter(input.l, x -> x != 2)", Val(json!([1, 3]))),
         ("map(input.l, x -> x * 10)", Val(json!([10, 20, 30]))),
-        ("map(input.e, s -> s + input.s)", Val(json!(["xabc", "yabc"]))),
+        (
+            "map(input.e, s -> s + input.s)",
+            Val(json!(["xabc", "yabc"])),
+        ),
         // nesting: the inner lambda reads the outer parameter
-        ("map(input.l, x -> count(input.l, y -> y < x))", Val(json!([0, 1, 2]))),
+        (
+            "map(input.l, x -> count(input.l, y -> y < x))",
+            Val(json!([0, 1, 2])),
+        ),
         ("all(input.o.list, x -> x)", Err("type_error")),
         ("map(input.o.s, x -> x)", Err("type_error")),
         ("all(input.o.mixed, x -> x > 0)", Err("type_error")),
@@ -362,13 +370,18 @@ fn x3_builtins_evaluate_as_documented() {
         ("keys(input.o)[0]", Val(json!("a"))),
         ("keys(input.l)", Static),
         ("keys(input.o.l)", Err("type_error")),
-        ("coalesce(result.plan.note, input.o.nul, 'none')", Val(json!("none"))),
+        (
+            "coalesce(result.plan.note, input.o.nul, 'none')",
+            Val(json!("none")),
+        ),
         ("coalesce(input.o.nul)", Val(json!(null))),
         ("coalesce(input.n, 1)", Val(json!(3))),
         // sha256 of the canonical JSON `{"k":[1,{"m":"deep"}]}`
         (
             "digest(input.o.nested)",
-            Val(json!(stratum_vm::eval::sha256_hex(br#"{"k":[1,{"m":"deep"}]}"#))),
+            Val(json!(stratum_vm::eval::sha256_hex(
+                br#"{"k":[1,{"m":"deep"}]}"#
+            ))),
         ),
         ("digest(1.0) == digest(1)", Val(json!(true))),
         ("file('data.json').json.n[1]", Val(json!(2))),
@@ -379,10 +392,15 @@ fn x3_builtins_evaluate_as_documented() {
         ("file('bin').text", Val(json!(null))),
         ("file('bin').json", Err("validation_error")),
         ("file('notes.md').size", Val(json!(23))),
-        ("matches(file('notes.md').text, '(^|\\n)## Method')", Val(json!(true))),
+        (
+            "matches(file('notes.md').text, '(^|\\n)## Method')",
+            Val(json!(true)),
+        ),
         (
             "file('notes.md').sha256",
-            Val(json!(stratum_vm::eval::sha256_hex(b"# Notes\n## Method\nsteps"))),
+            Val(json!(stratum_vm::eval::sha256_hex(
+                b"# Notes\n## Method\nsteps"
+            ))),
         ),
         ("file('data.json').nope", Static),
         ("glob('**/*.md')", Val(json!(["a/x.md", "b.md"]))),

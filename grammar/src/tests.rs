@@ -244,9 +244,18 @@ fn lambda_errors() {
         assert!(msg.contains("last one of `all`"), "{text}: {msg}");
     }
     // one parameter only, a name
-    assert_eq!(first_err("all(xs, (p, q) -> p)").0, ParseErrorKind::UnexpectedToken);
-    assert_eq!(first_err("all(xs, 1 -> p)").0, ParseErrorKind::UnexpectedToken);
-    assert_eq!(first_err("all(xs, p ->)").0, ParseErrorKind::UnexpectedToken);
+    assert_eq!(
+        first_err("all(xs, (p, q) -> p)").0,
+        ParseErrorKind::UnexpectedToken
+    );
+    assert_eq!(
+        first_err("all(xs, 1 -> p)").0,
+        ParseErrorKind::UnexpectedToken
+    );
+    assert_eq!(
+        first_err("all(xs, p ->)").0,
+        ParseErrorKind::UnexpectedToken
+    );
     // `a->b` was never valid v1; `a - >b` is still the old error
     assert_eq!(first_err("a - > b").0, ParseErrorKind::UnexpectedToken);
     // the depth limit holds for nested lambdas (each call adds a level)

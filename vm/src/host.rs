@@ -52,8 +52,8 @@ use serde_json::{Value, json};
 pub use crate::interp::FileEvidence;
 
 mod beneath;
-mod glob;
 pub mod git;
+mod glob;
 mod std_host;
 mod workspace;
 pub use git::{

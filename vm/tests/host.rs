@@ -323,7 +323,10 @@ fn glob_is_sorted_relative_and_jailed() {
     std::os::unix::fs::symlink(root.join("a.md"), root.join("c.md")).unwrap();
     std::fs::write(dir.path().join("outside.md"), "").unwrap();
     assert_eq!(ws.glob("*.md").unwrap(), ["a.md", "b.md"]);
-    assert_eq!(ws.glob("**/*.md").unwrap(), ["a.md", "b.md", "src/deep/z.md"]);
+    assert_eq!(
+        ws.glob("**/*.md").unwrap(),
+        ["a.md", "b.md", "src/deep/z.md"]
+    );
     assert_eq!(ws.glob("src/*").unwrap(), ["src/x.ts"]);
     assert_eq!(ws.glob("src/**").unwrap(), ["src/deep/z.md", "src/x.ts"]);
     assert!(ws.glob("nothing/*").unwrap().is_empty());

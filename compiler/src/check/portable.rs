@@ -21,7 +21,11 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         for step in &flow.steps {
             out.extend(step.when.iter().flat_map(builtins));
             out.extend(ensures(&step.ensure));
-            out.extend(step.iterate.iter().flat_map(|i| i.until.iter().flat_map(builtins)));
+            out.extend(
+                step.iterate
+                    .iter()
+                    .flat_map(|i| i.until.iter().flat_map(builtins)),
+            );
             if let StepKind::Set(fields) = &step.kind {
                 out.extend(fields.iter().flat_map(|(_, v)| v.iter().flat_map(builtins)));
             }

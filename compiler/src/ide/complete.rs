@@ -143,7 +143,9 @@ fn expression_start() -> Vec<CompletionItem> {
     for (i, (name, arity)) in crate::check::expr::BUILTINS.iter().enumerate() {
         let detail = match docs.get(i) {
             Some(doc) => format!("builtin: {doc}"),
-            None if *arity == stratum_vm::plan::op::VARIADIC => "builtin, 1 or more arguments".into(),
+            None if *arity == stratum_vm::plan::op::VARIADIC => {
+                "builtin, 1 or more arguments".into()
+            }
             None => format!("builtin, {arity:?} argument(s)"),
         };
         out.push(CompletionItem {

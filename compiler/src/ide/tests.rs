@@ -335,6 +335,12 @@ fn x3_lambda_parameters_hover_with_their_element_type_and_builtins_complete() {
     let h = hover(&db, file, at(&text, "p.doi", 0, 0)).unwrap();
     assert!(h.markdown.contains("p: Ref"), "{}", h.markdown);
     let got = completion(&db, file, at(&text, "expr: ", 0, 6));
-    let map = got.iter().find(|c| c.label == "map").expect("map is offered");
-    assert!(map.detail.as_deref().unwrap_or("").contains("p -> value"), "{map:?}");
+    let map = got
+        .iter()
+        .find(|c| c.label == "map")
+        .expect("map is offered");
+    assert!(
+        map.detail.as_deref().unwrap_or("").contains("p -> value"),
+        "{map:?}"
+    );
 }

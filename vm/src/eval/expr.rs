@@ -18,9 +18,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::forms::{self, Form, Frame};
 use super::regex as pattern;
 use super::value::{self, MAX_DEPTH, MAX_VALUE_BYTES, Value, as_number, equal, truthy, type_name};
-use super::forms::{self, Form, Frame};
 use crate::interp::HostError;
 use crate::interp::host::FileRead;
 use crate::plan::op::{self, BUILTINS, Op};
@@ -484,7 +484,9 @@ impl<'a> Machine<'a, '_> {
         match name {
             "file" => forms::file(&mut *self.files, &args[0]).map(|f| Slot::File(Box::new(f))),
             "coalesce" => Ok(Slot::Val(forms::coalesce(args))),
-            _ => self.call_value(name, args).map(|v| Slot::Val(Cow::Owned(v))),
+            _ => self
+                .call_value(name, args)
+                .map(|v| Slot::Val(Cow::Owned(v))),
         }
     }
 
@@ -492,7 +494,8 @@ impl<'a> Machine<'a, '_> {
     /// empty list) the result at once. Answers the next pc.
     fn each(&mut self, pc: usize, i: &op::Instr) -> R<usize> {
         let name = BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0);
-        let form = Form::of(name).ok_or_else(|| malformed(pc, "`Each` of a builtin without a lambda"))?;
+        let form =
+            Form::of(name).ok_or_else(|| malformed(pc, "`Each` of a builtin without a lambda"))?;
         let list = self.pop_val(pc)?;
         let after = pc + i.len + i.args[1] as usize;
         match Frame::open(form, list, pc + i.len, after)? {

@@ -128,9 +128,8 @@ impl<'a> Frame<'a> {
     pub(super) fn fold(&mut self, v: Cow<'_, Value>) -> R<Option<usize>> {
         if self.form == Form::Map {
             let room = MAX_VALUE_BYTES.saturating_sub(self.bytes);
-            let text = value::compact_json_within(&v, room).ok_or_else(|| {
-                EvalError::ResourceLimit(value::too_large_message("`map`", None))
-            })?;
+            let text = value::compact_json_within(&v, room)
+                .ok_or_else(|| EvalError::ResourceLimit(value::too_large_message("`map`", None)))?;
             self.bytes += text.len() + 1;
             self.out.push(v.into_owned());
         } else {

@@ -85,7 +85,9 @@ fn compile(pattern: &str) -> Result<GlobMatcher, JailError> {
         return Err(bad("it contains a NUL character"));
     }
     if pattern.starts_with('/') || pattern.starts_with('\\') {
-        return Err(bad("it is absolute; patterns are relative to the workspace root"));
+        return Err(bad(
+            "it is absolute; patterns are relative to the workspace root",
+        ));
     }
     if pattern.split(['/', '\\']).any(|part| part == "..") {
         return Err(bad("`..` would leave the workspace root"));

@@ -470,10 +470,11 @@ fn operands(
             Some(_) => return v.fail(format!("`EachEnd` at pc {pc} does not close its body")),
             None => return v.fail(format!("`EachEnd` at pc {pc} without `Each`")),
         },
-        Op::Param => {
-            if i.args[0] as usize >= loops.len() {
-                return v.fail(format!("`Param {}` at pc {pc} outside its lambda", i.args[0]));
-            }
+        Op::Param if i.args[0] as usize >= loops.len() => {
+            return v.fail(format!(
+                "`Param {}` at pc {pc} outside its lambda",
+                i.args[0]
+            ));
         }
         _ => {}
     }
@@ -494,7 +495,10 @@ fn where_text((what, flow, index): (&'static str, usize, usize)) -> String {
 mod tests {
     use super::*;
 
-    fn check(code: &[(Op, &[u32])]) -> Result<(), String> {
+    /// Instructions with their operands.
+    type Code<'a> = &'a [(Op, &'a [u32])];
+
+    fn check(code: Code<'_>) -> Result<(), String> {
         let plan = Plan {
             strings: vec!["x".into()],
             records: Vec::new(),
@@ -549,9 +553,12 @@ mod tests {
             (Op::Return, &[]),
         ];
         assert_eq!(check(nested), Ok(()));
-        let bad: Vec<(&[(Op, &[u32])], &str)> = vec![
+        let bad: Vec<(Code<'_>, &str)> = vec![
             // a parameter outside any lambda, or too far out
-            (&[(Op::Param, &[0]), (Op::Return, &[])], "outside its lambda"),
+            (
+                &[(Op::Param, &[0]), (Op::Return, &[])],
+                "outside its lambda",
+            ),
             (
                 &[
                     (Op::LoadInput, &[]),
@@ -585,7 +592,12 @@ mod tests {
                 "takes no lambda",
             ),
             (
-                &[(Op::LoadInput, &[]), (Op::LoadInput, &[]), (Op::Call, &[MAP, 2]), (Op::Return, &[])],
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::LoadInput, &[]),
+                    (Op::Call, &[MAP, 2]),
+                    (Op::Return, &[]),
+                ],
                 "only with a lambda",
             ),
             (

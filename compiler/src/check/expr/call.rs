@@ -45,11 +45,7 @@ impl Walk<'_, '_, '_> {
                 }
             })
             .collect();
-        let Some(arity) = BUILTINS
-            .iter()
-            .find(|(n, _)| *n == callee)
-            .map(|&(_, a)| a)
-        else {
+        let Some(arity) = BUILTINS.iter().find(|(n, _)| *n == callee).map(|&(_, a)| a) else {
             self.unknown_function(callee, callee_span);
             return Type::Any;
         };
@@ -106,8 +102,12 @@ impl Walk<'_, '_, '_> {
         self.check_param(param, *param_span);
         // hover on the parameter shows the element type
         let kind = crate::check::FactKind::Binding(param.clone());
-        self.ck
-            .fact_at(self.scalar, (param_span.start, param_span.end), kind, &element);
+        self.ck.fact_at(
+            self.scalar,
+            (param_span.start, param_span.end),
+            kind,
+            &element,
+        );
         self.params.push((param.clone(), element.clone()));
         let body_ty = self.ty(body);
         self.params.pop();
