@@ -172,14 +172,20 @@ impl Host for ScriptHost {
             .map_err(HostError::from)
     }
 
+    fn read_file(
+        &mut self,
+        root: FileRoot<'_>,
+        path: &str,
+    ) -> Result<(stratum_vm::interp::FileRead, FileEvidence), HostError> {
+        self.jail(root)?.read_file(path).map_err(HostError::from)
+    }
+
     fn hash_file(&mut self, root: FileRoot<'_>, path: &str) -> Result<Option<FileHash>, HostError> {
         self.jail(root)?.sha256(path).map_err(HostError::from)
     }
 
     fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
-        let ws = self.jail(root)?;
-        stratum_vm::host::glob::glob(&ws, pattern, stratum_vm::host::glob::MAX_MATCHES)
-            .map_err(|e| HostError::Refused(e.to_string()))
+        self.jail(root)?.glob(pattern).map_err(HostError::from)
     }
 
     fn judge(

@@ -245,6 +245,7 @@ impl Lowerer<'_> {
             max: 0,
             spans: Vec::new(),
             strings: self,
+            params: Vec::new(),
         };
         c.expr(&e.ast);
         c.emit(Op::Return, &[], e.ast.span.start);
@@ -542,6 +543,8 @@ struct Compiler<'l, 'a> {
     max: u32,
     spans: Vec<(u32, u32)>,
     strings: &'l mut Lowerer<'a>,
+    /// The lambda parameters in scope, innermost last (X3).
+    params: Vec<String>,
 }
 
 impl Compiler<'_, '_> {
@@ -583,6 +586,19 @@ impl Compiler<'_, '_> {
                 let id = self.strings.s(s);
                 self.constant(ConstDef::Str(id), at);
             }
+            ExprKind::Ident(name) if self.params.contains(name) => {
+                // Invariant: the guard found the name among the parameters.
+                let outward = self
+                    .params
+                    .iter()
+                    .rev()
+                    .position(|p| p == name)
+                    .unwrap_or(0);
+                self.emit(Op::Param, &[outward as u32], at);
+            }
+            // Invariant: the checker lets a lambda stand only as the last
+            // argument of a lambda form, which `call` compiles.
+            ExprKind::Lambda { body, .. } => self.expr(body),
             ExprKind::Ident(name) => {
                 let op = match name.as_str() {
                     "result" => Op::LoadResult,
@@ -651,8 +667,26 @@ impl Compiler<'_, '_> {
         }
     }
 
-    /// A builtin call: its arguments, then `Call f argc`.
+    /// A builtin call: its arguments, then `Call f argc`; a lambda form
+    /// (X3): the list, `Each f end`, the body, `EachEnd`.
     fn call(&mut self, callee: &str, at: u32, args: &[Expr]) {
+        if let [list, lambda] = args
+            && let ExprKind::Lambda { param, body, .. } = &lambda.kind
+        {
+            // Invariant: the checker accepts lambdas only in builtin lambda forms.
+            let f = op::builtin(callee).expect("invariant: lambda forms are builtins");
+            self.expr(list);
+            let each_at = self.code.len();
+            self.emit(Op::Each, &[u32::from(f), 0], at);
+            let body_start = self.code.len();
+            self.params.push(param.clone());
+            self.expr(body);
+            self.params.pop();
+            self.emit(Op::EachEnd, &[], lambda.span.end);
+            let distance = u16::try_from(self.code.len() - body_start).unwrap_or(u16::MAX);
+            self.code[each_at + 2..each_at + 4].copy_from_slice(&distance.to_le_bytes());
+            return;
+        }
         for a in args {
             self.expr(a);
         }

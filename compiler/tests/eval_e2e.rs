@@ -277,3 +277,155 @@ fn example_chunks_evaluate_on_arbitrary_bindings() {
     }
     assert!(evaluated > 0);
 }
+
+/// Files for the X3 cases: `data.json` (JSON), `notes.md` (text), `bin`
+/// (not UTF-8), and two paths that `glob` matches.
+struct X3Files;
+
+impl stratum_vm::eval::Files for X3Files {
+    fn file_exists(&mut self, path: &str) -> Result<bool, stratum_vm::interp::HostError> {
+        Ok(path == "data.json")
+    }
+
+    fn file_contains(&mut self, _: &str, _: &str) -> Result<bool, stratum_vm::interp::HostError> {
+        Ok(false)
+    }
+
+    fn read_file(
+        &mut self,
+        path: &str,
+    ) -> Result<stratum_vm::interp::FileRead, stratum_vm::interp::HostError> {
+        let text = match path {
+            "data.json" => Some("{\"ok\": true, \"n\": [1, 2]}"),
+            "notes.md" => Some("# Notes\n## Method\nsteps"),
+            "bin" => None,
+            _ => {
+                return Ok(stratum_vm::interp::FileRead {
+                    path: path.into(),
+                    ..Default::default()
+                });
+            }
+        };
+        Ok(stratum_vm::interp::FileRead {
+            path: path.into(),
+            exists: true,
+            size: text.map_or(3, str::len) as u64,
+            text: text.map(str::to_owned),
+            sha256: text.map(|t| stratum_vm::eval::sha256_hex(t.as_bytes())),
+        })
+    }
+
+    fn glob(&mut self, pattern: &str) -> Result<Vec<String>, stratum_vm::interp::HostError> {
+        if pattern.starts_with('/') {
+            return Result::Err(stratum_vm::interp::HostError::Refused(
+                "leaves the root".into(),
+            ));
+        }
+        Ok(vec!["a/x.md".into(), "b.md".into()])
+    }
+}
+
+/// Language 1.1 X3 through the real front end: lambdas, the new built-ins,
+/// `file()` and `glob()`.
+#[test]
+fn x3_builtins_evaluate_as_documented() {
+    let input = input();
+    let outputs = Outputs(vec![(
+        "plan",
+        json!({"tasks": ["a", "b", "a"], "ok": true, "n": 2, "note": null}),
+    )]);
+    let b = Bindings {
+        result: ResultBinding::Steps(&outputs),
+        input: &input,
+        item: None,
+        prev: None,
+    };
+    let cases: Vec<(&str, Want)> = vec![
+        ("all(input.l, x -> x > 0)", Val(json!(true))),
+        ("all(input.l, x -> x > 1)", Val(json!(false))),
+        ("all(input.o.empty, x -> x > 1)", Val(json!(true))),
+        ("any(input.l, x -> x == 3)", Val(json!(true))),
+        ("any(input.o.empty, x -> x == 3)", Val(json!(false))),
+        ("count(input.l, x -> x >= 2)", Val(json!(2))),
+        ("filter(input.l, x -> x != 2)", Val(json!([1, 3]))),
+        ("map(input.l, x -> x * 10)", Val(json!([10, 20, 30]))),
+        (
+            "map(input.e, s -> s + input.s)",
+            Val(json!(["xabc", "yabc"])),
+        ),
+        // nesting: the inner lambda reads the outer parameter
+        (
+            "map(input.l, x -> count(input.l, y -> y < x))",
+            Val(json!([0, 1, 2])),
+        ),
+        ("all(input.o.list, x -> x)", Err("type_error")),
+        ("map(input.o.s, x -> x)", Err("type_error")),
+        ("all(input.o.mixed, x -> x > 0)", Err("type_error")),
+        // all/any decide early: the failing element is never reached
+        ("any(input.o.mixed, x -> x == 1 || x > 0)", Val(json!(true))),
+        ("all(input.l)", Val(json!(true))),
+        ("unique(result.plan.tasks)", Val(json!(["a", "b"]))),
+        ("unique([1, 1.0][0] == 1)", Static),
+        ("keys(input.o.nested)", Val(json!(["k"]))),
+        ("keys(input.o)[0]", Val(json!("a"))),
+        ("keys(input.l)", Static),
+        ("keys(input.o.l)", Err("type_error")),
+        (
+            "coalesce(result.plan.note, input.o.nul, 'none')",
+            Val(json!("none")),
+        ),
+        ("coalesce(input.o.nul)", Val(json!(null))),
+        ("coalesce(input.n, 1)", Val(json!(3))),
+        // sha256 of the canonical JSON `{"k":[1,{"m":"deep"}]}`
+        (
+            "digest(input.o.nested)",
+            Val(json!(stratum_vm::eval::sha256_hex(
+                br#"{"k":[1,{"m":"deep"}]}"#
+            ))),
+        ),
+        ("digest(1.0) == digest(1)", Val(json!(true))),
+        ("file('data.json').json.n[1]", Val(json!(2))),
+        ("file('data.json').exists", Val(json!(true))),
+        ("file('missing').exists", Val(json!(false))),
+        ("file('missing').json", Val(json!(null))),
+        ("file('notes.md').json", Err("validation_error")),
+        ("file('bin').text", Val(json!(null))),
+        ("file('bin').json", Err("validation_error")),
+        ("file('notes.md').size", Val(json!(23))),
+        (
+            "matches(file('notes.md').text, '(^|\\n)## Method')",
+            Val(json!(true)),
+        ),
+        (
+            "file('notes.md').sha256",
+            Val(json!(stratum_vm::eval::sha256_hex(
+                b"# Notes\n## Method\nsteps"
+            ))),
+        ),
+        ("file('data.json').nope", Static),
+        ("glob('**/*.md')", Val(json!(["a/x.md", "b.md"]))),
+        ("len(glob('/etc/*'))", Err("validation_error")),
+    ];
+    let mut failures = Vec::new();
+    for (expr, want) in &cases {
+        let compiled = compile(expr);
+        let got = compiled
+            .as_ref()
+            .map(|(plan, fi, ci)| eval(plan, &plan.flows[*fi].chunks[*ci], &b, &mut X3Files));
+        let good = match (want, &got) {
+            (Static, None) => true,
+            (Val(v), Some(Ok(g))) => v == g,
+            (Err(code), Some(Result::Err(e))) => e.code() == *code,
+            _ => false,
+        };
+        if !good {
+            let got = match &got {
+                None => "rejected by the compiler".to_string(),
+                Some(Ok(v)) => format!("value {v}"),
+                Some(Result::Err(e)) => format!("error {e}"),
+            };
+            failures.push(format!("`{expr}`: got {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -149,6 +149,16 @@ pub enum ExprKind {
     },
     /// A parenthesised expression, kept so that spans and printing stay faithful.
     Paren(Box<Expr>),
+    /// A lambda `param -> body`, only ever a call argument (language 1.1,
+    /// X3; which calls take one is the checker's rule).
+    Lambda {
+        /// The parameter name.
+        param: String,
+        /// Span of the parameter name.
+        param_span: Span,
+        /// The body.
+        body: Box<Expr>,
+    },
 }
 
 /// Prefix operators.
@@ -266,6 +276,7 @@ impl Expr {
         match &self.kind {
             ExprKind::Binary { op, .. } => op.precedence(),
             ExprKind::Unary { .. } => UNARY_PREC,
+            ExprKind::Lambda { .. } => 0,
             _ => POSTFIX_PREC,
         }
     }
@@ -283,6 +294,7 @@ impl Expr {
             ExprKind::Unary { operand, .. } => vec![operand],
             ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
             ExprKind::Paren(inner) => vec![inner],
+            ExprKind::Lambda { body, .. } => vec![body],
         }
     }
 
@@ -353,6 +365,13 @@ impl Expr {
                 }
             }
             ExprKind::Paren(_) => ExprKind::Paren(next()),
+            ExprKind::Lambda {
+                param, param_span, ..
+            } => ExprKind::Lambda {
+                param: param.clone(),
+                param_span: *param_span,
+                body: next(),
+            },
         };
         Expr::new(kind, span)
     }
@@ -414,6 +433,18 @@ impl Expr {
                 },
             ) => a == b && sa == sb,
             (ExprKind::Paren(_), ExprKind::Paren(_)) => true,
+            (
+                ExprKind::Lambda {
+                    param: a,
+                    param_span: sa,
+                    ..
+                },
+                ExprKind::Lambda {
+                    param: b,
+                    param_span: sb,
+                    ..
+                },
+            ) => a == b && sa == sb,
             _ => false,
         }
     }
@@ -489,6 +520,9 @@ impl fmt::Display for Head<'_> {
                 write!(f, "Binary {op:?} @{span} (op @{op_span})")
             }
             ExprKind::Paren(_) => write!(f, "Paren @{span}"),
+            ExprKind::Lambda {
+                param, param_span, ..
+            } => write!(f, "Lambda {param} @{span} (param @{param_span})"),
         }
     }
 }
@@ -644,6 +678,11 @@ impl fmt::Display for Expr {
                     f.write_str("(")?;
                     stack.push(Item::Text(")"));
                     stack.push(Item::Node(inner, 0));
+                }
+                ExprKind::Lambda { param, body, .. } => {
+                    f.write_str(param)?;
+                    f.write_str(" -> ")?;
+                    stack.push(Item::Node(body, 0));
                 }
             }
         }

@@ -71,6 +71,9 @@ pub(crate) enum Token {
     Plus,
     #[token("-")]
     Minus,
+    /// `->` between a lambda's parameter and its body (language 1.1, X3).
+    #[token("->")]
+    Arrow,
     #[token("*")]
     Star,
     #[token("/")]
@@ -458,6 +461,16 @@ mod tests {
         assert_eq!(
             toks("!!=<<="),
             vec![Token::Bang, Token::NotEq, Token::Lt, Token::Le]
+        );
+        assert_eq!(
+            toks("p->q - >"),
+            vec![
+                Token::Ident("p".into()),
+                Token::Arrow,
+                Token::Ident("q".into()),
+                Token::Minus,
+                Token::Gt,
+            ]
         );
         assert_eq!(
             toks("--1"),

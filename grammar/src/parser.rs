@@ -137,6 +137,8 @@ fn check_limits(tokens: &[Spanned]) -> Option<ParseError> {
                 }
             }
             Token::Dot => nodes += 1,
+            // the parameter before it already counted as the lambda node
+            Token::Arrow => {}
             Token::Number(_) if after_bracket => {}
             _ if after_dot => {}
             _ => nodes += 1,
@@ -286,6 +288,18 @@ impl Builder<'_> {
         )
     }
 
+    pub(crate) fn lambda(&mut self, param: String, l: usize, pr: usize, body: Expr) -> Expr {
+        let span = sp(l, body.span.end as usize);
+        Expr::new(
+            ExprKind::Lambda {
+                param,
+                param_span: sp(l, pr),
+                body: Box::new(body),
+            },
+            span,
+        )
+    }
+
     pub(crate) fn member(&mut self, object: Expr, name: String, nl: usize, nr: usize) -> Expr {
         let name_span = sp(nl, nr);
         if FORBIDDEN_MEMBERS.contains(&name.as_str()) {
@@ -380,6 +394,9 @@ impl Builder<'_> {
                 let hint = match tok {
                     Token::In if what == "a member name" => {
                         "; `in` is an operator and cannot be used as a member name"
+                    }
+                    Token::Arrow => {
+                        "; a lambda `p -> …` can only be an argument of a call: the last one of `all`, `any`, `count`, `filter` or `map`"
                     }
                     _ => "",
                 };

@@ -30,6 +30,7 @@ fn shape(e: &Expr) -> String {
             format!("({} {op} {})", shape(lhs), shape(rhs))
         }
         ExprKind::Paren(inner) => format!("[{}]", shape(inner)),
+        ExprKind::Lambda { param, body, .. } => format!("{{{param} -> {}}}", shape(body)),
     }
 }
 
@@ -194,6 +195,74 @@ fn calls() {
         ("matches", Span::new(0, 7), 2)
     );
     assert_eq!(e.span, Span::new(0, 15));
+}
+
+#[test]
+fn lambdas_are_call_arguments() {
+    assert_eq!(s("all(xs, p -> p.ok)"), "all(xs, {p -> p.ok})");
+    // the body extends as far as an expression does
+    assert_eq!(
+        s("any(xs, p -> p.a || p.b && !q)"),
+        "any(xs, {p -> (p.a || (p.b && (!q)))})"
+    );
+    // nesting, and a lambda in any argument position parses (the checker
+    // decides where one may stand)
+    assert_eq!(
+        s("map(xs, x -> count(ys, y -> y < x))"),
+        "map(xs, {x -> count(ys, {y -> (y < x)})})"
+    );
+    assert_eq!(s("f(p -> p, xs)"), "f({p -> p}, xs)");
+    let e = ok("all(xs, p -> p)");
+    let ExprKind::Call { args, .. } = &e.kind else {
+        panic!()
+    };
+    let ExprKind::Lambda {
+        param, param_span, ..
+    } = &args[1].kind
+    else {
+        panic!()
+    };
+    assert_eq!((param.as_str(), *param_span), ("p", Span::new(8, 9)));
+    assert_eq!(args[1].span, Span::new(8, 14));
+    assert_eq!(e.to_string(), "all(xs, p -> p)");
+    assert_eq!(
+        ok("all(xs,p->p.ok&&q)").to_string(),
+        "all(xs, p -> p.ok && q)"
+    );
+    // nodes: the lambda counts once (its parameter), not the arrow
+    let mut count = 0;
+    walk(&e, &mut |_| count += 1);
+    assert_eq!(count, 4);
+}
+
+#[test]
+fn lambda_errors() {
+    // not an argument: a syntax error that says where lambdas go
+    for text in ["p -> p", "(p -> p)", "a + (p -> p)", "f(a + p -> p)"] {
+        let (k, _, msg) = first_err(text);
+        assert_eq!(k, ParseErrorKind::UnexpectedToken, "{text}");
+        assert!(msg.contains("last one of `all`"), "{text}: {msg}");
+    }
+    // one parameter only, a name
+    assert_eq!(
+        first_err("all(xs, (p, q) -> p)").0,
+        ParseErrorKind::UnexpectedToken
+    );
+    assert_eq!(
+        first_err("all(xs, 1 -> p)").0,
+        ParseErrorKind::UnexpectedToken
+    );
+    assert_eq!(
+        first_err("all(xs, p ->)").0,
+        ParseErrorKind::UnexpectedToken
+    );
+    // `a->b` was never valid v1; `a - >b` is still the old error
+    assert_eq!(first_err("a - > b").0, ParseErrorKind::UnexpectedToken);
+    // the depth limit holds for nested lambdas (each call adds a level)
+    let deep = format!("{}x{}", "all(xs, p -> ".repeat(129), ")".repeat(129));
+    assert_eq!(first_err(&deep).0, ParseErrorKind::TooDeep);
+    let fits = format!("{}x{}", "all(xs, p -> ".repeat(128), ")".repeat(128));
+    assert!(parse_expr(&fits).0.is_some());
 }
 
 #[test]

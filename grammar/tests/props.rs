@@ -42,6 +42,7 @@ fn shape(expr: &Expr) -> String {
             ExprKind::Unary { op, .. } => format!("u{op}"),
             ExprKind::Binary { op, .. } => format!("b{op}"),
             ExprKind::Paren(_) => "p".to_owned(),
+            ExprKind::Lambda { param, .. } => format!("l{param}"),
         };
         out.push_str(&head);
         out.push(' ');
@@ -102,6 +103,9 @@ fn token_soup() -> impl Strategy<Value = String> {
         "[0]",
         "[-1]",
         "\t",
+        "->",
+        "p ->",
+        "all(x, p -> ",
     ];
     prop::collection::vec(prop::sample::select(pieces), 0..40).prop_map(|v| v.concat())
 }
@@ -143,9 +147,16 @@ fn valid_expr() -> impl Strategy<Value = String> {
                     f.as_str(),
                     "in" | "null" | "true" | "false"
                 )),
-                prop::collection::vec(inner, 0..3)
+                prop::collection::vec(inner.clone(), 0..3)
             )
                 .prop_map(|(f, args)| format!("{f}({})", args.join(", "))),
+            // X3: a lambda as the last argument
+            (
+                prop::sample::select(vec!["all", "any", "count", "filter", "map"]),
+                inner.clone(),
+                inner
+            )
+                .prop_map(|(f, a, b)| format!("{f}({a}, p -> {b})")),
         ]
     })
 }

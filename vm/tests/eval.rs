@@ -600,13 +600,13 @@ fn matches_filters_and_limits() {
     let e = matches(json!("x"), json!("[z-a]")).unwrap_err();
     assert_eq!(e.code(), "validation_error");
     assert!(e.message().starts_with("invalid `matches` pattern"), "{e}");
-    // limits count characters (C7)
-    assert!(matches(json!("😀".repeat(4096)), json!("x")).is_ok());
+    // inputs up to 8 MiB (X3: as large as a file's text); patterns count characters (C7)
+    assert!(matches(json!("a".repeat(8 * 1024 * 1024)), json!("a$")).is_ok());
     assert_eq!(
-        matches(json!("a".repeat(4097)), json!("x"))
+        matches(json!("a".repeat(8 * 1024 * 1024 + 1)), json!("x"))
             .unwrap_err()
             .to_string(),
-        "resource_limit: `matches` input is longer than 4096 characters"
+        "resource_limit: `matches` input is 8388609 bytes, longer than the 8 MiB limit"
     );
     assert!(matches(json!("x"), json!("a".repeat(256))).is_ok());
     assert_eq!(

@@ -61,6 +61,7 @@ fn file_exists_records_evidence() {
             size: Some(content.len() as u64),
             blake3: Some(hash(content)),
             note: None,
+            sha256: None,
         }
     );
     // Lexical normalization: `a/../x`, `./`, doubled separators.
@@ -243,6 +244,115 @@ fn evidence_serializes_for_the_audit() {
 }
 
 // --- judge configuration -------------------------------------------------------
+
+// --- file() and glob() (language 1.1, X3) ------------------------------------
+
+#[test]
+fn file_reads_text_json_and_sha256_with_evidence() {
+    let (dir, ws) = setup();
+    let root = dir.path().join("ws");
+    std::fs::write(root.join("data.json"), "{\"ok\": true}").unwrap();
+    let (read, ev) = ws.read_file("src/../data.json").unwrap();
+    assert_eq!(read.path, "data.json");
+    assert!(read.exists);
+    assert_eq!(read.size, 12);
+    assert_eq!(read.text.as_deref(), Some("{\"ok\": true}"));
+    let sha = stratum_vm::eval::sha256_hex(b"{\"ok\": true}");
+    assert_eq!(read.sha256.as_deref(), Some(sha.as_str()));
+    assert_eq!(ev.sha256.as_deref(), Some(sha.as_str()));
+    assert_eq!(ev.blake3, Some(hash(b"{\"ok\": true}")));
+    // missing and non-regular: exists false, nothing read
+    let (read, ev) = ws.read_file("nope.md").unwrap();
+    assert!(!read.exists && read.text.is_none() && read.sha256.is_none());
+    assert_eq!(ev.note.as_deref(), Some("no such file"));
+    assert!(!ws.read_file("src").unwrap().0.exists);
+}
+
+#[test]
+fn file_text_is_null_for_non_utf8_and_large_files() {
+    let (dir, ws) = setup();
+    let root = dir.path().join("ws");
+    std::fs::write(root.join("bin"), [0xff, 0xfe, 0x00]).unwrap();
+    let (read, ev) = ws.read_file("bin").unwrap();
+    assert!(read.exists && read.text.is_none());
+    assert!(read.sha256.is_some(), "binary files are still hashed");
+    assert!(ev.note.unwrap().contains("not UTF-8"));
+    // over 8 MiB: hashed, no text
+    let f = std::fs::File::create(root.join("big.txt")).unwrap();
+    f.set_len(stratum_vm::interp::MAX_TEXT_BYTES + 1).unwrap();
+    let (read, _) = ws.read_file("big.txt").unwrap();
+    assert_eq!(read.size, stratum_vm::interp::MAX_TEXT_BYTES + 1);
+    assert!(read.text.is_none() && read.sha256.is_some());
+    // exactly 8 MiB: text
+    let f = std::fs::File::create(root.join("edge.txt")).unwrap();
+    f.set_len(stratum_vm::interp::MAX_TEXT_BYTES).unwrap();
+    assert!(ws.read_file("edge.txt").unwrap().0.text.is_some());
+    // over 64 MiB: neither hashed nor read (sparse, so cheap)
+    let f = std::fs::File::create(root.join("huge.bin")).unwrap();
+    f.set_len(stratum_vm::interp::MAX_HASH_BYTES + 1).unwrap();
+    let (read, ev) = ws.read_file("huge.bin").unwrap();
+    assert!(read.exists && read.sha256.is_none() && read.text.is_none());
+    assert_eq!(ev.size, Some(stratum_vm::interp::MAX_HASH_BYTES + 1));
+    assert!(ev.note.unwrap().contains("not hashed"));
+}
+
+#[test]
+fn file_is_jailed_like_file_exists() {
+    let (dir, ws) = setup();
+    let root = dir.path().join("ws");
+    std::os::unix::fs::symlink(dir.path().join("secret.txt"), root.join("leak")).unwrap();
+    for bad in ["leak", "../secret.txt", "/etc/passwd", ""] {
+        assert!(
+            matches!(ws.read_file(bad), Err(JailError::Refused { .. })),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn glob_is_sorted_relative_and_jailed() {
+    let (dir, ws) = setup();
+    let root = dir.path().join("ws");
+    std::fs::write(root.join("b.md"), "").unwrap();
+    std::fs::write(root.join("a.md"), "").unwrap();
+    std::fs::write(root.join("src/deep/z.md"), "").unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::write(root.join(".git/HEAD.md"), "").unwrap();
+    // links are neither matched nor walked into, inside or outside the root
+    std::os::unix::fs::symlink(dir.path(), root.join("up")).unwrap();
+    std::os::unix::fs::symlink(root.join("a.md"), root.join("c.md")).unwrap();
+    std::fs::write(dir.path().join("outside.md"), "").unwrap();
+    assert_eq!(ws.glob("*.md").unwrap(), ["a.md", "b.md"]);
+    assert_eq!(
+        ws.glob("**/*.md").unwrap(),
+        ["a.md", "b.md", "src/deep/z.md"]
+    );
+    assert_eq!(ws.glob("src/*").unwrap(), ["src/x.ts"]);
+    assert_eq!(ws.glob("src/**").unwrap(), ["src/deep/z.md", "src/x.ts"]);
+    assert!(ws.glob("nothing/*").unwrap().is_empty());
+    for bad in ["/etc/*", "../*", "src/../../*", "", "a[", "\\x"] {
+        let e = ws.glob(bad).unwrap_err();
+        assert!(matches!(e, JailError::BadGlob { .. }), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn glob_refuses_more_than_ten_thousand_matches() {
+    let (dir, ws) = setup();
+    let many = dir.path().join("ws/many");
+    std::fs::create_dir_all(&many).unwrap();
+    for i in 0..stratum_vm::interp::MAX_GLOB_MATCHES {
+        std::fs::write(many.join(format!("{i}.txt")), "").unwrap();
+    }
+    assert_eq!(
+        ws.glob("many/*.txt").unwrap().len(),
+        stratum_vm::interp::MAX_GLOB_MATCHES
+    );
+    std::fs::write(many.join("last.txt"), "").unwrap();
+    let e = ws.glob("many/*.txt").unwrap_err();
+    assert!(matches!(e, JailError::TooMany { .. }), "{e}");
+    assert!(e.to_string().contains("more than 10000 files"), "{e}");
+}
 
 #[test]
 fn judge_config_is_read_from_stratum_toml() {

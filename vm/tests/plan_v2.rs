@@ -25,6 +25,7 @@ impl Agreeable {
             size: Some(5),
             blake3: None,
             note: None,
+            sha256: None,
         }
     }
 }

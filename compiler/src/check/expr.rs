@@ -5,7 +5,8 @@
 //! Owns: the typing rules of the expression language. This file holds the
 //! entry point (parse errors, the height limit, constant conditions, the
 //! IR), the scopes and the walk over the tree; its rooms hold the rest:
-//! [`names`] (bindings, members, `result.<step>`), [`call`] (builtins),
+//! [`names`] (bindings, members, `result.<step>`), [`call`] (builtins,
+//! lambdas and their parameters' scopes),
 //! [`ops`] (operators), [`fold`] (constant folding).
 //! Must never: evaluate expressions against run-time values (the VM does),
 //! or parse them (the grammar crate does).
@@ -84,6 +85,8 @@ struct Walk<'a, 'c, 'f> {
     /// Depth of `coalesce(...)` calls around the node being typed (a read
     /// inside one handles `null`: X2).
     coalesced: u32,
+    /// The lambda parameters in scope with their element types, innermost last.
+    params: Vec<(String, Type)>,
 }
 
 impl Checker<'_> {
@@ -153,6 +156,7 @@ impl Checker<'_> {
             scope,
             dynamic: false,
             coalesced: 0,
+            params: Vec::new(),
         };
         let ty = w.ty(&ast);
         let dynamic = w.dynamic;
@@ -293,6 +297,9 @@ impl Walk<'_, '_, '_> {
                 name_span,
             } => {
                 let base = self.ty(object);
+                if let Some(t) = self.file_member(object, name, *name_span) {
+                    return t;
+                }
                 let t = self.member(&base, object, name, *name_span, e);
                 let kind = match &base {
                     _ if self.ck.facts.is_none() => None,
@@ -377,6 +384,10 @@ impl Walk<'_, '_, '_> {
                 let l = self.ty(lhs);
                 let r = self.ty(rhs);
                 self.binary(*op, *op_span, lhs, &l, rhs, &r, e)
+            }
+            ExprKind::Lambda { .. } => {
+                self.misplaced_lambda(e, None);
+                Type::Any
             }
         }
     }

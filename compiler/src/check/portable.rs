@@ -1,7 +1,7 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
-//! S0902: X2, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
+//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -23,6 +23,16 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             out.push(lease(t, "dispatch_timeout_ms"));
         }
         for step in &flow.steps {
+            out.extend(step.when.iter().flat_map(builtins));
+            out.extend(ensures(&step.ensure));
+            out.extend(
+                step.iterate
+                    .iter()
+                    .flat_map(|i| i.until.iter().flat_map(builtins)),
+            );
+            if let StepKind::Set(fields) = &step.kind {
+                out.extend(fields.iter().flat_map(|(_, v)| v.iter().flat_map(builtins)));
+            }
             out.extend(scored(&step.ensure));
             out.extend(step_states(flow, step));
             if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
@@ -37,6 +47,8 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
+                    out.extend(s.when.iter().flat_map(builtins));
+                    out.extend(ensures(&s.ensure));
                     out.extend(scored(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
@@ -50,6 +62,49 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// The expressions of ensure entries.
+fn ensures(preds: &[Predicate]) -> Vec<Diagnostic> {
+    preds
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::Expr(e)) => Some(builtins(e)),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// X3: one warning per lambda and per call of a language 1.1 built-in in
+/// one expression (on the expression's span).
+fn builtins(expr: &Str) -> Vec<Diagnostic> {
+    const ADDED: &[&str] = &[
+        "count", "filter", "map", "unique", "keys", "coalesce", "digest", "file", "glob",
+    ];
+    let (Some(ast), _) = stratum_grammar::parse_expr(&expr.text) else {
+        return Vec::new();
+    };
+    let mut uses = Vec::new();
+    stratum_grammar::walk(&ast, &mut |e| match &e.kind {
+        stratum_grammar::ExprKind::Lambda { .. } => uses.push("a lambda `p -> …`".to_owned()),
+        stratum_grammar::ExprKind::Call { callee, .. } if ADDED.contains(&callee.as_str()) => {
+            uses.push(format!("`{callee}()`"));
+        }
+        _ => {}
+    });
+    uses.into_iter()
+        .map(|what| {
+            Diagnostic::new(
+                Code::PortableBuiltins,
+                expr.span,
+                format!(
+                    "{what} is a stratumc addition (language 1.1, X3); the original engine cannot evaluate it"
+                ),
+            )
+            .with_help("write the condition with the v1 built-ins, or compute the value in a step, for the original engine")
+        })
+        .collect()
 }
 
 /// One S0905 per scored `judged` (X5) of an ensure list.
@@ -218,6 +273,10 @@ mod tests {
             ["S0906", "S0906"]
         );
         assert!(codes("../examples/minimal-classifier.stratum.yaml").is_empty());
+        // X3: every lambda and every new built-in, in ensures and `set`
+        let x3 = codes("../tests/conformance/ext/x3-lambda-ok.stratum.yaml");
+        assert_eq!(x3.len(), 21, "{x3:?}");
+        assert!(x3.iter().all(|c| *c == "S0903"));
         // two steps' lists, a stage's list, a gate's prompt and its show list
         assert_eq!(
             codes("../tests/conformance/ext/x4-artifacts-ok.stratum.yaml"),

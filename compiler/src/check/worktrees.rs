@@ -81,7 +81,10 @@ fn calls_file_fn(text: &str) -> bool {
     if let Some(ast) = ast {
         stratum_grammar::walk(&ast, &mut |e| {
             if let stratum_grammar::ExprKind::Call { callee, .. } = &e.kind
-                && (callee == "file_exists" || callee == "file_contains")
+                && matches!(
+                    callee.as_str(),
+                    "file_exists" | "file_contains" | "file" | "glob"
+                )
             {
                 found = true;
             }

@@ -151,6 +151,9 @@ codes! {
     SetContractMismatch = "S0616", Error, "`set` keys or values that the `out` contract rejects";
     UnorderedStepRead = "S0617", Error, "a read of `steps.<id>` that may happen before the step finished";
     UnknownStepState = "S0618", Error, "`steps.<id>` names no step of this flow, or a member a step does not have";
+    MisplacedLambda = "S0619", Error, "a lambda that is not the last argument of `all`, `any`, `count`, `filter` or `map`";
+    LambdaShadows = "S0620", Error, "a lambda parameter that hides a binding or an outer parameter";
+    LambdaBodyType = "S0621", Error, "a lambda body that must be a boolean but is not";
 
     // S07xx — cost
     BudgetExceeded = "S0701", Warning, "a worst case above a declared budget";
@@ -160,6 +163,7 @@ codes! {
     PortableStepState = "S0901", Warning, "step status in expressions and templates (`steps.<id>`, `${<id>.status}`), which the original engine does not know";
     PortableContinue = "S0902", Warning, "`on_fail: continue`, which the original engine reads as a step named `continue`";
     PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
+    PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }

@@ -139,11 +139,19 @@ fn expression_start() -> Vec<CompletionItem> {
         .iter()
         .map(|b| item(b, CompletionKind::Keyword, Some("binding".into())))
         .collect();
-    for (name, arity) in crate::check::expr::BUILTINS {
+    let docs = stratum_vm::plan::op::BUILTIN_DOCS;
+    for (i, (name, arity)) in crate::check::expr::BUILTINS.iter().enumerate() {
+        let detail = match docs.get(i) {
+            Some(doc) => format!("builtin: {doc}"),
+            None if *arity == stratum_vm::plan::op::VARIADIC => {
+                "builtin, 1 or more arguments".into()
+            }
+            None => format!("builtin, {arity:?} argument(s)"),
+        };
         out.push(CompletionItem {
             label: name.to_string(),
             kind: CompletionKind::Function,
-            detail: Some(format!("builtin, {arity:?} argument(s)")),
+            detail: Some(detail),
             insert_text: Some(format!("{name}(")),
         });
     }

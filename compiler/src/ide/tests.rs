@@ -330,3 +330,28 @@ fn code_actions_apply_did_you_mean() {
     assert_eq!(fixed, SPEC);
     assert!(code_actions(&db, file, Span::at(0)).is_empty());
 }
+
+#[test]
+fn x3_lambda_parameters_hover_with_their_element_type_and_builtins_complete() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/conformance/ext/x3-lambda-ok.stratum.yaml"
+    ))
+    .unwrap();
+    let (db, file) = open(&text);
+    // the parameter `p` of `all(result.refs, p -> …)` is a `Ref`
+    let h = hover(&db, file, at(&text, "p -> matches", 0, 0)).unwrap();
+    assert!(h.markdown.contains("p: Ref"), "{}", h.markdown);
+    // and so is its use in the body
+    let h = hover(&db, file, at(&text, "p.doi", 0, 0)).unwrap();
+    assert!(h.markdown.contains("p: Ref"), "{}", h.markdown);
+    let got = completion(&db, file, at(&text, "expr: ", 0, 6));
+    let map = got
+        .iter()
+        .find(|c| c.label == "map")
+        .expect("map is offered");
+    assert!(
+        map.detail.as_deref().unwrap_or("").contains("p -> value"),
+        "{map:?}"
+    );
+}

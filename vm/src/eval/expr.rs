@@ -7,7 +7,8 @@
 //! expression sees, the error codes and their messages, the binding depth
 //! limit, the size limit of the strings it builds (`+`, `str`:
 //! [`value::MAX_VALUE_BYTES`], a `resource_limit` past it), and the
-//! file-function seam ([`Files`]).
+//! file-function seam ([`Files`]), the lambda forms (`Each` … `EachEnd`,
+//! X3) with their element frames.
 //! Must never: panic or index unchecked (chunks come from plan files), clone
 //! a binding merely to read it (`input`, `result` and step outputs are
 //! borrowed until an operation needs an owned value), materialize the step
@@ -17,9 +18,11 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use super::forms::{self, Form, Frame};
 use super::regex as pattern;
 use super::value::{self, MAX_DEPTH, MAX_VALUE_BYTES, Value, as_number, equal, truthy, type_name};
 use crate::interp::HostError;
+use crate::interp::host::FileRead;
 use crate::plan::op::{self, BUILTINS, Op};
 use crate::plan::{Chunk, ConstDef, Plan};
 
@@ -77,6 +80,14 @@ pub trait Files {
     fn file_exists(&mut self, path: &str) -> Result<bool, HostError>;
     /// `file_contains(path, text)`: false when missing or not a regular file.
     fn file_contains(&mut self, path: &str, text: &str) -> Result<bool, HostError>;
+    /// `file(path)` (X3): what the host read under its jail.
+    fn read_file(&mut self, _path: &str) -> Result<FileRead, HostError> {
+        Err(HostError::Unsupported(NO_ROOT.into()))
+    }
+    /// `glob(pattern)` (X3): the sorted workspace paths of matching regular files.
+    fn glob(&mut self, _pattern: &str) -> Result<Vec<String>, HostError> {
+        Err(HostError::Unsupported(NO_ROOT.into()))
+    }
 }
 
 /// No workspace root: every file function is a `validation_error`.
@@ -159,18 +170,20 @@ impl fmt::Display for EvalError {
 
 impl std::error::Error for EvalError {}
 
-type R<T> = Result<T, EvalError>;
+pub(super) type R<T> = Result<T, EvalError>;
 
-fn type_error(m: impl Into<String>) -> EvalError {
+pub(super) fn type_error(m: impl Into<String>) -> EvalError {
     EvalError::TypeError(m.into())
 }
 
-/// A stack slot: a borrowed or owned value, or the lazily read step map
-/// (`result` of `when`/`set`, or `steps`).
-enum Slot<'a> {
+/// A stack slot: a borrowed or owned value, the lazily read step map
+/// (`result` of `when`/`set`, or `steps`), or what `file()` read (its
+/// `json` parsed only when read).
+pub(super) enum Slot<'a> {
     Val(Cow<'a, Value>),
     Steps(&'a dyn StepOutputs),
     States(&'a dyn StepStates),
+    File(Box<FileRead>),
 }
 
 fn depth_guard(v: &Value, limit: usize) -> R<()> {
@@ -183,7 +196,8 @@ fn depth_guard(v: &Value, limit: usize) -> R<()> {
     }
 }
 
-/// Turns the step map into an object (checking its depth); values pass.
+/// Turns the step map (or a file read) into an object (checking its
+/// depth); values pass.
 fn materialize(s: Slot<'_>) -> R<Cow<'_, Value>> {
     match s {
         Slot::Val(v) => Ok(v),
@@ -197,13 +211,14 @@ fn materialize(s: Slot<'_>) -> R<Cow<'_, Value>> {
             depth_guard(&o, MAX_DEPTH)?;
             Ok(Cow::Owned(o))
         }
+        Slot::File(f) => Ok(Cow::Owned(forms::file_object(&f))),
     }
 }
 
 fn slot_type(s: &Slot<'_>) -> &'static str {
     match s {
         Slot::Val(v) => type_name(v),
-        Slot::Steps(_) | Slot::States(_) => "object",
+        Slot::Steps(_) | Slot::States(_) | Slot::File(_) => "object",
     }
 }
 
@@ -243,6 +258,7 @@ pub fn eval_with_steps(
         stack: Vec::with_capacity(usize::from(chunk.max_stack).min(256)),
         checked: [false; 4],
         logic: Vec::new(),
+        frames: Vec::new(),
     }
     .run()
 }
@@ -275,6 +291,8 @@ struct Machine<'a, 'p> {
     checked: [bool; 4],
     /// Pending `&&` (true) / `||` (false) right sides, for messages.
     logic: Vec<bool>,
+    /// The open lambda forms, innermost last.
+    frames: Vec<Frame<'a>>,
 }
 
 fn malformed(pc: usize, what: &str) -> EvalError {
@@ -448,7 +466,7 @@ impl<'a> Machine<'a, '_> {
                             Value::Bool(b) => Ok(b),
                             ref other => Err(type_name(other)),
                         },
-                        Some(Slot::Steps(_) | Slot::States(_)) => Err("object"),
+                        Some(Slot::Steps(_) | Slot::States(_) | Slot::File(_)) => Err("object"),
                         None => return Err(malformed(pc, "stack underflow")),
                     };
                     let b = b.map_err(|found| logic_error(Some(is_and), found))?;
@@ -478,24 +496,98 @@ impl<'a> Machine<'a, '_> {
                     for s in slots {
                         args.push(materialize(s)?);
                     }
-                    let v = self.call(f, &args)?;
-                    self.push(v);
+                    let s = self.call(f, &args)?;
+                    self.stack.push(s);
+                }
+                Op::Each => next = self.each(pc, &i)?,
+                Op::EachEnd => next = self.each_end(pc, next)?,
+                Op::Param => {
+                    let s = self.param(pc, i.args[0] as usize)?;
+                    self.stack.push(s);
                 }
             }
             pc = next;
         }
     }
 
-    fn call(&mut self, f: usize, args: &[Cow<'a, Value>]) -> R<Value> {
+    /// A builtin through `Call`; `file()` answers a lazy slot.
+    fn call(&mut self, f: usize, args: &[Cow<'a, Value>]) -> R<Slot<'a>> {
         let Some(&(name, arity)) = BUILTINS.get(f) else {
             return Err(EvalError::UnknownFunction(format!("unknown function #{f}")));
         };
-        if args.len() != usize::from(arity) {
+        if !op::arity_accepts(arity, args.len()) || op::lambda_only(name) {
             return Err(type_error(format!(
                 "{name} expects {arity} argument(s), received {}",
                 args.len()
             )));
         }
+        match name {
+            "file" => forms::file(&mut *self.files, &args[0]).map(|f| Slot::File(Box::new(f))),
+            "coalesce" => Ok(Slot::Val(forms::coalesce(args))),
+            _ => self
+                .call_value(name, args)
+                .map(|v| Slot::Val(Cow::Owned(v))),
+        }
+    }
+
+    /// Opens a lambda form over the list on top: its frame, or (for an
+    /// empty list) the result at once. Answers the next pc.
+    fn each(&mut self, pc: usize, i: &op::Instr) -> R<usize> {
+        let name = BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0);
+        let form =
+            Form::of(name).ok_or_else(|| malformed(pc, "`Each` of a builtin without a lambda"))?;
+        let list = self.pop_val(pc)?;
+        let after = pc + i.len + i.args[1] as usize;
+        match Frame::open(form, list, pc + i.len, after)? {
+            Ok(frame) => {
+                self.frames.push(frame);
+                Ok(pc + i.len)
+            }
+            Err(result) => {
+                self.push(result);
+                Ok(after)
+            }
+        }
+    }
+
+    /// Folds the body's value into the innermost form; back to the body for
+    /// the next element, or its result pushed and on past `next`.
+    fn each_end(&mut self, pc: usize, next: usize) -> R<usize> {
+        let v = self.pop_val(pc)?;
+        let frame = self
+            .frames
+            .last_mut()
+            .ok_or_else(|| malformed(pc, "`EachEnd` outside a lambda"))?;
+        if frame.after != next {
+            return Err(malformed(pc, "`EachEnd` does not close its `Each`"));
+        }
+        match frame.fold(v)? {
+            Some(body) => Ok(body),
+            None => {
+                let frame = self
+                    .frames
+                    .pop()
+                    .ok_or_else(|| malformed(pc, "`EachEnd` outside a lambda"))?;
+                self.push(frame.finish());
+                Ok(next)
+            }
+        }
+    }
+
+    /// The element lambda `outward` (0: the innermost) is at.
+    fn param(&mut self, pc: usize, outward: usize) -> R<Slot<'a>> {
+        let at = self
+            .frames
+            .len()
+            .checked_sub(outward + 1)
+            .ok_or_else(|| malformed(pc, "`Param` outside its lambda"))?;
+        let v = self.frames[at]
+            .element()
+            .ok_or_else(|| malformed(pc, "`Param` past the end of its list"))?;
+        Ok(Slot::Val(v))
+    }
+
+    fn call_value(&mut self, name: &str, args: &[Cow<'a, Value>]) -> R<Value> {
         let a0: &Value = &args[0];
         let found = |v: &Value| type_name(v);
         match name {
@@ -569,6 +661,10 @@ impl<'a> Machine<'a, '_> {
                     .map(Value::Bool)
                     .map_err(|e| EvalError::ValidationError(e.to_string()))
             }
+            "unique" => forms::unique(a0),
+            "keys" => forms::keys(a0),
+            "digest" => forms::digest(a0),
+            "glob" => forms::glob(&mut *self.files, a0),
             other => Err(EvalError::UnknownFunction(format!(
                 "unknown function `{other}`"
             ))),
@@ -590,6 +686,7 @@ fn field<'a>(top: Slot<'a>, name: &str) -> R<Slot<'a>> {
     let not_object =
         |v: &Value| type_error(format!("cannot read field `{name}` of {}", type_name(v)));
     match top {
+        Slot::File(f) => forms::file_field(&f, name).map(|v| Slot::Val(Cow::Owned(v))),
         Slot::Steps(steps) => {
             let v = steps.get(name).ok_or_else(missing)?;
             // the step map itself is one level
@@ -629,7 +726,7 @@ fn index(top: Slot<'_>, i: usize) -> R<Slot<'_>> {
     };
     let not_array = |t: &str| type_error(format!("cannot index {t}: only arrays have elements"));
     match top {
-        Slot::Steps(_) | Slot::States(_) => Err(not_array("object")),
+        Slot::Steps(_) | Slot::States(_) | Slot::File(_) => Err(not_array("object")),
         Slot::Val(Cow::Borrowed(v)) => match v {
             Value::Array(a) => a
                 .get(i)
@@ -760,6 +857,7 @@ fn contains(needle: &Value, hay: Slot<'_>) -> R<bool> {
     match hay {
         Slot::Steps(steps) => Ok(steps.get(&key(needle)?).is_some()),
         Slot::States(states) => Ok(states.state(&key(needle)?).is_some()),
+        Slot::File(_) => Ok(forms::FILE_FIELDS.contains(&key(needle)?.as_str())),
         Slot::Val(v) => match &*v {
             Value::Array(items) => Ok(items.iter().any(|e| equal(needle, e))),
             Value::String(s) => match needle {
@@ -860,10 +958,10 @@ fn preview(s: &str) -> String {
 }
 
 fn matches(s: &str, p: &str) -> R<Value> {
-    if s.chars().count() > pattern::MAX_INPUT_CHARS {
+    if s.len() > pattern::MAX_INPUT_BYTES {
         return Err(EvalError::ResourceLimit(format!(
-            "`matches` input is longer than {} characters",
-            pattern::MAX_INPUT_CHARS
+            "`matches` input is {} bytes, longer than the 8 MiB limit",
+            s.len()
         )));
     }
     if p.chars().count() > pattern::MAX_PATTERN_CHARS {

@@ -5,12 +5,15 @@
 //! Owns: [`value`] (equality, truthiness, JavaScript text forms), [`expr`]
 //! (the bytecode evaluator and its error codes), [`contract`] (strict
 //! record checks), [`template`] (rendering), [`regex`] (the `matches`
-//! safe-shape filter, shared with the compiler's static check).
+//! safe-shape filter, shared with the compiler's static check), `forms`
+//! (the X3 built-ins: lambda forms, `unique`, `keys`, `coalesce`,
+//! `digest`, the values of `file()` and `glob()`).
 //! Must never: perform I/O (file functions go through [`expr::Files`]),
 //! keep state between calls, or panic on any plan or value.
 
 pub mod contract;
 pub mod expr;
+mod forms;
 pub mod regex;
 pub mod template;
 pub mod value;
@@ -20,6 +23,7 @@ pub use expr::{
     Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, StepStates, eval, eval_bool,
     eval_with_steps,
 };
+pub use forms::FILE_FIELDS;
 pub use regex::PatternError;
 pub use template::{RefValues, RenderError, render};
 pub use value::{

@@ -11,8 +11,9 @@
 /// Longest pattern accepted, in characters (Unicode scalar values, decision C7).
 pub const MAX_PATTERN_CHARS: usize = 256;
 
-/// Longest `matches` input accepted, in characters.
-pub const MAX_INPUT_CHARS: usize = 4096;
+/// Longest `matches` input accepted, in bytes (8 MiB, language 1.1 X3: as
+/// large as a `file(path).text`; the engine is linear in the input).
+pub const MAX_INPUT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why a pattern is refused. Displays as the reason the compiler's
 /// diagnostic and the evaluator's `validation_error` quote.

@@ -22,7 +22,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
 use super::workspace::Workspace;
 
 /// The most paths one glob may match (more is an error, never a truncation).
-pub const MAX_MATCHES: usize = 10_000;
+pub const MAX_MATCHES: usize = crate::interp::MAX_GLOB_MATCHES;
 /// The deepest directory a walk enters (below the root).
 pub const MAX_DEPTH: usize = 64;
 /// The most directory entries one walk looks at.
@@ -60,6 +60,12 @@ pub fn is_glob(text: &str) -> bool {
 
 /// Compiles a pattern by the rules of this module.
 pub fn compile(pattern: &str) -> Result<GlobMatcher, GlobError> {
+    if pattern.is_empty() {
+        return Err(GlobError::Syntax {
+            pattern: String::new(),
+            reason: "the pattern is empty".into(),
+        });
+    }
     let leaves =
         pattern.starts_with('/') || pattern.contains('\\') || pattern.split('/').any(|c| c == "..");
     if leaves {

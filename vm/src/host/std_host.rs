@@ -22,7 +22,8 @@ use super::{
 use crate::config::ConfigError;
 use crate::eval::sha256_hex;
 use crate::interp::{
-    FileEvidence, FileHash, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, Verdict,
+    FileEvidence, FileHash, FileRead, FileRoot, Host, HostError, InputDigest, JudgeAsk,
+    JudgeRequest, Verdict,
 };
 
 /// Why a standard host could not be made for a run.
@@ -42,7 +43,9 @@ impl From<JailError> for HostError {
         match e {
             JailError::Refused { .. }
             | JailError::TooLarge { .. }
-            | JailError::ArtifactTooLarge { .. } => HostError::Refused(message),
+            | JailError::ArtifactTooLarge { .. }
+            | JailError::BadGlob { .. }
+            | JailError::TooMany { .. } => HostError::Refused(message),
             JailError::RootUnusable { .. }
             | JailError::RootNotADirectory { .. }
             | JailError::Resolve { .. }
@@ -239,13 +242,20 @@ impl Host for StdHost {
             .map_err(HostError::from)
     }
 
+    fn read_file(
+        &mut self,
+        root: FileRoot<'_>,
+        path: &str,
+    ) -> Result<(FileRead, FileEvidence), HostError> {
+        self.jail(root)?.read_file(path).map_err(HostError::from)
+    }
+
     fn hash_file(&mut self, root: FileRoot<'_>, path: &str) -> Result<Option<FileHash>, HostError> {
         self.jail(root)?.sha256(path).map_err(HostError::from)
     }
 
     fn glob(&mut self, root: FileRoot<'_>, pattern: &str) -> Result<Vec<String>, HostError> {
-        super::glob::glob(&self.jail(root)?, pattern, super::glob::MAX_MATCHES)
-            .map_err(|e| HostError::Refused(e.to_string()))
+        self.jail(root)?.glob(pattern).map_err(HostError::from)
     }
 
     fn judge(

@@ -6,9 +6,13 @@
 //! the descriptor of the root held for the jail's lifetime, reading a file
 //! (at most [`MAX_FILE_BYTES`]) from the descriptor [`super::beneath`]
 //! opened, the [`FileEvidence`] of each call and the typed [`JailError`].
+//! `file(path)` (X3) reads through the same lookup (its text up to
+//! [`MAX_TEXT_BYTES`], its hash up to [`MAX_HASH_BYTES`]); `glob(pattern)`
+//! walks beneath the same descriptor (`super::glob`).
 //! Must never: open a path by its text (every lookup goes through
 //! `beneath::open_beneath` from the root's descriptor), read a file that
-//! is not regular, or read more than [`MAX_FILE_BYTES`] + 1 bytes.
+//! is not regular, or read more than [`MAX_FILE_BYTES`] + 1 bytes for a
+//! predicate ([`MAX_HASH_BYTES`] + 1 for `file()`).
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -20,7 +24,8 @@ use std::sync::Arc;
 use rustix::fs::{Mode, OFlags, openat};
 
 use super::beneath::{Found, LookupError, open_beneath};
-use crate::interp::{FileEvidence, FileHash};
+use crate::eval::sha256_hex;
+use crate::interp::{FileEvidence, FileHash, FileRead, MAX_HASH_BYTES, MAX_TEXT_BYTES};
 
 /// The largest file `file_contains` reads (and `file_exists` hashes): 16 MiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -101,6 +106,13 @@ pub enum JailError {
     /// An artifact (its normalized path) is over [`MAX_ARTIFACT_BYTES`].
     #[error("artifact {path:?} is {size} bytes, over the 1 GiB limit of artifact hashing")]
     ArtifactTooLarge { path: String, size: u64 },
+    /// A `glob` pattern that is not a relative glob.
+    #[error("glob pattern {pattern:?} is invalid: {why}")]
+    BadGlob { pattern: String, why: String },
+    /// A `glob` matched more than [`crate::interp::MAX_GLOB_MATCHES`] files
+    /// (or its walk met more than [`super::glob::MAX_VISITED`] entries).
+    #[error("glob pattern {pattern:?} {what}; narrow the pattern")]
+    TooMany { pattern: String, what: String },
 }
 
 /// What [`Workspace::read_capped`] found.
@@ -220,6 +232,7 @@ impl Workspace {
                 size: Some(size),
                 blake3: None,
                 note: Some("larger than 16 MiB, not hashed".to_owned()),
+                sha256: None,
             });
         }
         let bytes = read_bounded(fd, &rel)?;
@@ -275,6 +288,97 @@ impl Workspace {
         Ok((rel, Capped::File(bytes)))
     }
 
+    /// `file(path)` (X3): what is at the path, its text (UTF-8, at most
+    /// [`MAX_TEXT_BYTES`]) and SHA-256 (at most [`MAX_HASH_BYTES`]), with
+    /// the evidence (blake3 and sha256 when hashed). `Err` only for refused
+    /// paths and read failures.
+    pub fn read_file(&self, path: &str) -> Result<(FileRead, FileEvidence), JailError> {
+        let Looked { rel, found } = self.look(path)?;
+        let absent = |rel: String, note: &str| {
+            let read = FileRead {
+                path: rel.clone(),
+                ..FileRead::default()
+            };
+            (read, FileEvidence::missing(rel, note))
+        };
+        let (fd, size) = match found {
+            Found::File(fd, size) => (fd, size),
+            Found::NotRegular => return Ok(absent(rel, "not a regular file")),
+            Found::Missing => return Ok(absent(rel, "no such file")),
+        };
+        let bytes = if size > MAX_HASH_BYTES {
+            None
+        } else {
+            read_limited(fd, &rel, MAX_HASH_BYTES)?
+        };
+        let Some(bytes) = bytes else {
+            let read = FileRead {
+                path: rel.clone(),
+                exists: true,
+                size,
+                text: None,
+                sha256: None,
+            };
+            let mut evidence = FileEvidence::missing(rel, "larger than 64 MiB, not hashed");
+            (evidence.exists, evidence.size) = (true, Some(size));
+            return Ok((read, evidence));
+        };
+        let mut evidence = read_evidence(rel.clone(), &bytes);
+        let sha256 = sha256_hex(&bytes);
+        evidence.sha256 = Some(sha256.clone());
+        let size = bytes.len() as u64;
+        let text = if size <= MAX_TEXT_BYTES {
+            String::from_utf8(bytes).ok()
+        } else {
+            None
+        };
+        if text.is_none() {
+            evidence.note = Some("no text: not UTF-8 or larger than 8 MiB".to_owned());
+        }
+        let read = FileRead {
+            path: rel,
+            exists: true,
+            size,
+            text,
+            sha256: Some(sha256),
+        };
+        Ok((read, evidence))
+    }
+
+    /// The sorted workspace-relative paths of the regular files that the
+    /// glob `pattern` matches (X3 `glob()`, X4 `artifacts`): the walk of
+    /// [`super::glob`], at most [`crate::interp::MAX_GLOB_MATCHES`] paths.
+    pub fn glob(&self, pattern: &str) -> Result<Vec<String>, JailError> {
+        use super::glob::{GlobError, MAX_VISITED};
+        let cap = crate::interp::MAX_GLOB_MATCHES;
+        super::glob::glob(self, pattern, cap).map_err(|e| match e {
+            GlobError::Syntax { pattern, reason } => JailError::BadGlob {
+                pattern,
+                why: reason,
+            },
+            GlobError::LeavesRoot { pattern } => JailError::BadGlob {
+                pattern,
+                why: "globs are relative to the workspace and have no `..` or `\\`".into(),
+            },
+            GlobError::TooMany { pattern, cap } => JailError::TooMany {
+                pattern,
+                what: format!("matches more than {cap} files"),
+            },
+            GlobError::TooBig { pattern } => JailError::TooMany {
+                pattern,
+                what: format!("looked at more than {MAX_VISITED} directory entries"),
+            },
+            GlobError::Io {
+                pattern,
+                dir,
+                reason,
+            } => JailError::Read {
+                path: format!("{dir} (walking glob {pattern:?})"),
+                source: io::Error::other(reason),
+            },
+        })
+    }
+
     /// Applies the jail: the path's syntax and lexical containment, then a
     /// lookup beneath the root's descriptor.
     fn look(&self, path: &str) -> Result<Looked, JailError> {
@@ -310,6 +414,7 @@ fn read_evidence(rel: String, bytes: &[u8]) -> FileEvidence {
         size: Some(bytes.len() as u64),
         blake3: Some(blake3::hash(bytes).to_hex().to_string()),
         note: None,
+        sha256: None,
     }
 }
 
@@ -330,6 +435,20 @@ fn read_bounded(fd: OwnedFd, rel: &str) -> Result<Vec<u8>, JailError> {
         });
     }
     Ok(bytes)
+}
+
+/// Reads at most `limit` bytes; `None` when the file holds more (it grew
+/// past the limit after its size was read).
+fn read_limited(fd: OwnedFd, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, JailError> {
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| JailError::Read {
+            path: rel.to_owned(),
+            source,
+        })?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// Checks the syntax of a jailed path and normalizes it lexically. Both `/`

@@ -429,6 +429,7 @@ impl EventKind {
             size: Some(12),
             blake3: Some("af1349b9…".into()),
             note: None,
+            sha256: None,
         };
         vec![
             EventKind::Planned {

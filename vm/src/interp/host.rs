@@ -36,6 +36,10 @@ pub struct FileEvidence {
     /// ("not a regular file", "not valid UTF-8", ...).
     #[serde(default)]
     pub note: Option<String>,
+    /// The SHA-256 hex digest of its contents, when `file()` (X3) read it
+    /// (absent for the v1 predicates and above [`MAX_HASH_BYTES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl FileEvidence {
@@ -47,6 +51,7 @@ impl FileEvidence {
             size: None,
             blake3: None,
             note: Some(note.to_owned()),
+            sha256: None,
         }
     }
 }
@@ -65,6 +70,34 @@ pub struct FileHash {
 
 /// What a host without artifact support answers.
 pub const NO_ARTIFACTS: &str = "this host hashes no artifacts";
+
+/// The largest file whose text `file(path).text` gives (8 MiB); a larger
+/// file has `text: null` (and so no `json`).
+pub const MAX_TEXT_BYTES: u64 = 8 * 1024 * 1024;
+/// The largest file `file(path)` hashes (64 MiB); a larger one has
+/// `sha256: null`.
+pub const MAX_HASH_BYTES: u64 = 64 * 1024 * 1024;
+/// The most paths one `glob(pattern)` may match; more is an evaluation error.
+pub const MAX_GLOB_MATCHES: usize = 10_000;
+
+/// What `file(path)` (X3) read under the jail.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileRead {
+    /// The path relative to the root after lexical normalization (as in
+    /// [`FileEvidence::path`]).
+    pub path: String,
+    /// A regular file is at the path.
+    pub exists: bool,
+    /// Its size in bytes (0 when missing).
+    pub size: u64,
+    /// Its contents when they are UTF-8 and at most [`MAX_TEXT_BYTES`].
+    pub text: Option<String>,
+    /// The SHA-256 hex digest of its contents, up to [`MAX_HASH_BYTES`].
+    pub sha256: Option<String>,
+}
+
+/// What a host without `file()`/`glob()` support answers.
+pub const NO_FILE_READS: &str = "this host does not read files for `file()` and `glob()`";
 
 /// A judge's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -180,6 +213,16 @@ pub trait Host {
         path: &str,
         text: &str,
     ) -> Result<(bool, FileEvidence), HostError>;
+    /// `file(path)` (X3) under `root`, jailed like `file_exists`: what was
+    /// read (text and hash within their limits) and its evidence (with the
+    /// sha256 when hashed).
+    fn read_file(
+        &mut self,
+        _root: FileRoot<'_>,
+        _path: &str,
+    ) -> Result<(FileRead, FileEvidence), HostError> {
+        Err(HostError::Unsupported(NO_FILE_READS.into()))
+    }
     /// A v1 `judged` predicate (statement form, default judge).
     fn judge(
         &mut self,

@@ -391,6 +391,12 @@ fn chunk_listing(plan: &Plan, c: &Chunk, out: &mut String) {
                 BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0),
                 i.args[1]
             ),
+            Op::Each => format!(
+                "{} (end -> {:04})",
+                BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0),
+                pc + i.len + i.args[1] as usize
+            ),
+            Op::Param => format!("^{}", i.args[0]),
             _ => String::new(),
         };
         let offset = c

@@ -116,9 +116,69 @@ ops! {
     Call = 0x18, [U8, U8], None;
     /// Push the `steps` binding (X1: step id → `{status, output, failure, attempts}`).
     LoadSteps = 0x19, [], Some((0, 1));
+    /// Start of a lambda form (X3): pop the list, run the body that follows
+    /// once per element; `a` is the builtin (one of [`LAMBDA_FORMS`]), `b` the
+    /// distance from the end of this instruction to just past its `EachEnd`,
+    /// where an empty list (or a decided `all`/`any`) jumps with the result.
+    Each = 0x1a, [U8, U16], Some((1, 0));
+    /// End of a lambda body: pop the body's value, fold it into the form's
+    /// result; jump back to the body for the next element, or push the result.
+    EachEnd = 0x1b, [], Some((1, 1));
+    /// Push the element a lambda parameter is bound to: `a` counts lambdas
+    /// outwards from the innermost one (0).
+    Param = 0x1c, [U8], Some((0, 1));
 }
 
-/// The builtin functions, by index: name and arity.
+/// The arity of a builtin that takes one or more arguments (`coalesce`).
+pub const VARIADIC: u8 = u8::MAX;
+
+/// The builtins that take a lambda as their last argument (X3): `all` and
+/// `any` may (without one they keep their v1 meaning), `count`, `filter`
+/// and `map` must. Their arity in [`BUILTINS`] is that of the lambda form
+/// for `count`, `filter` and `map`, which `Call` never runs.
+pub const LAMBDA_FORMS: &[&str] = &["all", "any", "count", "filter", "map"];
+
+/// Whether builtin `name` runs only as a lambda form (`Each`), never through `Call`.
+pub fn lambda_only(name: &str) -> bool {
+    matches!(name, "count" | "filter" | "map")
+}
+
+/// Whether a builtin of arity `arity` accepts `argc` arguments.
+pub fn arity_accepts(arity: u8, argc: usize) -> bool {
+    if arity == VARIADIC {
+        argc >= 1
+    } else {
+        argc == usize::from(arity)
+    }
+}
+
+/// One line about each builtin (its signature and meaning), for hover and
+/// completion; in the order of [`BUILTINS`].
+pub const BUILTIN_DOCS: &[&str] = &[
+    "len(x) -> number: characters of a string, elements of a list, keys of an object",
+    "any(xs) -> boolean: some element is truthy; any(xs, p -> cond): some element satisfies cond",
+    "all(xs) -> boolean: every element is truthy; all(xs, p -> cond): every element satisfies cond",
+    "max(xs) -> number|string: the largest of a list of numbers or of strings",
+    "min(xs) -> number|string: the smallest of a list of numbers or of strings",
+    "str(x) -> string: the value as text",
+    "int(x) -> number: a boolean, number or whole-number string as an integer",
+    "bool(x) -> boolean: truthiness",
+    "matches(s, pattern) -> boolean: the (safe-shape) regular expression matches somewhere in s",
+    "file_exists(path) -> boolean: a regular file exists at the workspace path",
+    "file_contains(path, text) -> boolean: the workspace file contains the text",
+    "unique(xs) -> list: the elements without repeats, first occurrence kept",
+    "keys(o) -> list of strings: the object's keys, sorted",
+    "coalesce(a, b, ...) -> the first argument that is not null (null if all are)",
+    "digest(v) -> string: sha256 hex of the canonical JSON of v",
+    "file(path) -> {exists, size, text, json, sha256}: the workspace file, read lazily",
+    "glob(pattern) -> list of strings: sorted workspace paths of regular files matching the pattern",
+    "count(xs, p -> cond) -> number: how many elements satisfy cond",
+    "filter(xs, p -> cond) -> list: the elements that satisfy cond, in order",
+    "map(xs, p -> value) -> list: the value of the body for each element",
+];
+
+/// The builtin functions, by index: name and arity ([`VARIADIC`]: one or
+/// more). Append only: the index is part of the plan format.
 pub const BUILTINS: &[(&str, u8)] = &[
     ("len", 1),
     ("any", 1),
@@ -131,6 +191,15 @@ pub const BUILTINS: &[(&str, u8)] = &[
     ("matches", 2),
     ("file_exists", 1),
     ("file_contains", 2),
+    ("unique", 1),
+    ("keys", 1),
+    ("coalesce", VARIADIC),
+    ("digest", 1),
+    ("file", 1),
+    ("glob", 1),
+    ("count", 2),
+    ("filter", 2),
+    ("map", 2),
 ];
 
 /// The index of a builtin by name.
@@ -205,6 +274,19 @@ pub fn decode(code: &[u8], pc: usize) -> Result<Instr, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_tables_agree() {
+        assert_eq!(BUILTINS.len(), BUILTIN_DOCS.len());
+        for ((name, _), doc) in BUILTINS.iter().zip(BUILTIN_DOCS) {
+            assert!(doc.starts_with(&format!("{name}(")), "{doc}");
+        }
+        for name in LAMBDA_FORMS {
+            assert!(builtin(name).is_some(), "{name}");
+        }
+        assert!(arity_accepts(VARIADIC, 3) && !arity_accepts(VARIADIC, 0));
+        assert!(arity_accepts(1, 1) && !arity_accepts(1, 2));
+    }
 
     #[test]
     fn every_opcode_round_trips() {

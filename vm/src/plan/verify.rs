@@ -31,10 +31,14 @@ pub const MAX_WITH_DEPTH: u32 = 64;
 
 impl V<'_> {
     fn fail(&self, what: impl Into<String>) -> R {
-        Err(VerifyError {
+        Err(self.err(what))
+    }
+
+    fn err(&self, what: impl Into<String>) -> VerifyError {
+        VerifyError {
             where_: where_text(self.at),
             what: what.into(),
-        })
+        }
     }
 
     fn idx(&self, i: u32, len: usize, what: &str) -> R {
@@ -348,6 +352,7 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     let mut pc = 0usize;
     let mut returned = false;
     let mut starts = vec![false; c.code.len() + 1];
+    let mut loops: Vec<Loop> = Vec::new();
     while pc < c.code.len() {
         starts[pc] = true;
         let i = op::decode(&c.code, pc).map_err(|e| VerifyError {
@@ -368,43 +373,11 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
         let Some(d) = depth else {
             return v.fail(format!("unreachable instruction at pc {pc}"));
         };
-        let (pops, pushes) = match i.op {
-            Op::Call => {
-                let (f, argc) = (i.args[0] as usize, i.args[1]);
-                match BUILTINS.get(f) {
-                    Some((_, arity)) if u32::from(*arity) == argc => (argc, 1),
-                    Some((name, arity)) => {
-                        return v.fail(format!(
-                            "`{name}` called with {argc} arguments, takes {arity}"
-                        ));
-                    }
-                    None => return v.fail(format!("unknown builtin {f}")),
-                }
-            }
-            // Invariant: every opcode other than Call has a fixed effect in the table.
-            other => other
-                .effect()
-                .expect("invariant: only Call has a variable stack effect"),
-        };
+        let (pops, pushes) = effect(v, &i)?;
         if d < pops {
             return v.fail(format!("stack underflow at pc {pc} ({})", i.op.name()));
         }
-        match i.op {
-            Op::Const => v.idx(i.args[0], c.consts.len(), "constant")?,
-            Op::Field => v.s(i.args[0])?,
-            Op::AndJump | Op::OrJump => {
-                let target = pc + i.len + i.args[0] as usize;
-                if i.args[0] == 0 || target > c.code.len() {
-                    return v.fail(format!("jump at pc {pc} to {target} is out of bounds"));
-                }
-                // the kept value stays on the stack at the target
-                let prev = std::mem::replace(&mut targets[target], d);
-                if prev != u32::MAX && prev != d {
-                    return v.fail(format!("inconsistent stack depth at jump target {target}"));
-                }
-            }
-            _ => {}
-        }
+        operands(v, c, &i, d, &mut targets, &mut loops)?;
         let after = d - pops + pushes;
         max = max.max(after);
         if i.op == Op::Return {
@@ -423,6 +396,9 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     }
     if !returned {
         return v.fail("bytecode does not end with `Return`");
+    }
+    if !loops.is_empty() {
+        return v.fail("an `Each` has no `EachEnd`");
     }
     if let Some(t) = (0..targets.len()).find(|&t| targets[t] != u32::MAX && !starts[t]) {
         return v.fail(format!(
@@ -443,6 +419,101 @@ fn chunk(v: &V<'_>, c: &Chunk) -> R {
     Ok(())
 }
 
+/// An open lambda body (X3) while the verifier walks it.
+struct Loop {
+    /// The pc just past its `EachEnd`.
+    after_end: usize,
+    /// The stack depth the body starts at (and every round ends at, plus one).
+    body_depth: u32,
+}
+
+/// The stack effect of one instruction; `Call` only of a builtin `Call` runs,
+/// with its arity.
+fn effect(v: &V<'_>, i: &op::Instr) -> Result<(u32, u32), VerifyError> {
+    if i.op != Op::Call {
+        // Invariant: every opcode other than Call has a fixed effect in the table.
+        return Ok(i
+            .op
+            .effect()
+            .expect("invariant: only Call has a variable stack effect"));
+    }
+    let (f, argc) = (i.args[0] as usize, i.args[1]);
+    match BUILTINS.get(f) {
+        Some((name, _)) if op::lambda_only(name) => Err(v.err(format!(
+            "`{name}` runs only with a lambda (`Each`), not `Call`"
+        ))),
+        Some((_, arity)) if op::arity_accepts(*arity, argc as usize) => Ok((argc, 1)),
+        Some((name, arity)) => Err(v.err(format!(
+            "`{name}` called with {argc} arguments, takes {arity}"
+        ))),
+        None => Err(v.err(format!("unknown builtin {f}"))),
+    }
+}
+
+/// Operands in range, jumps onto the right depth, lambda bodies well nested
+/// (a jump never leaves the body it is in, `Param` names an open lambda).
+fn operands(
+    v: &V<'_>,
+    c: &Chunk,
+    i: &op::Instr,
+    d: u32,
+    targets: &mut [u32],
+    loops: &mut Vec<Loop>,
+) -> R {
+    let pc = i.pc;
+    let limit = loops.last().map_or(c.code.len(), |l| l.after_end - 1);
+    let mut jump_to = |target: usize, depth: u32, limit: usize| -> R {
+        if target > limit {
+            return v.fail(format!("jump at pc {pc} to {target} is out of bounds"));
+        }
+        let prev = std::mem::replace(&mut targets[target], depth);
+        if prev != u32::MAX && prev != depth {
+            return v.fail(format!("inconsistent stack depth at jump target {target}"));
+        }
+        Ok(())
+    };
+    match i.op {
+        Op::Const => v.idx(i.args[0], c.consts.len(), "constant")?,
+        Op::Field => v.s(i.args[0])?,
+        Op::AndJump | Op::OrJump => {
+            if i.args[0] == 0 {
+                return v.fail(format!("jump at pc {pc} has distance 0"));
+            }
+            // the kept value stays on the stack at the target
+            jump_to(pc + i.len + i.args[0] as usize, d, limit)?;
+        }
+        Op::Each => {
+            let name = BUILTINS.get(i.args[0] as usize).map_or("?", |b| b.0);
+            if !op::LAMBDA_FORMS.contains(&name) {
+                return v.fail(format!("`Each` of `{name}`, which takes no lambda"));
+            }
+            let after_end = pc + i.len + i.args[1] as usize;
+            if i.args[1] == 0 || after_end > limit {
+                return v.fail(format!("`Each` at pc {pc} ends out of bounds"));
+            }
+            // the result replaces the list at the end
+            jump_to(after_end, d, after_end)?;
+            loops.push(Loop {
+                after_end,
+                body_depth: d - 1,
+            });
+        }
+        Op::EachEnd => match loops.pop() {
+            Some(l) if l.after_end == pc + i.len && d == l.body_depth + 1 => {}
+            Some(_) => return v.fail(format!("`EachEnd` at pc {pc} does not close its body")),
+            None => return v.fail(format!("`EachEnd` at pc {pc} without `Each`")),
+        },
+        Op::Param if i.args[0] as usize >= loops.len() => {
+            return v.fail(format!(
+                "`Param {}` at pc {pc} outside its lambda",
+                i.args[0]
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Formats a location of the verifier.
 fn where_text((what, flow, index): (&'static str, usize, usize)) -> String {
     match what {
@@ -450,5 +521,126 @@ fn where_text((what, flow, index): (&'static str, usize, usize)) -> String {
         "record" => format!("record {index}"),
         "flow" => format!("flow {flow}"),
         other => format!("flow {flow} {other} {index}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instructions with their operands.
+    type Code<'a> = &'a [(Op, &'a [u32])];
+
+    fn check(code: Code<'_>) -> Result<(), String> {
+        let plan = Plan {
+            strings: vec!["x".into()],
+            records: Vec::new(),
+            flows: Vec::new(),
+            entry: 0,
+        };
+        let v = V {
+            plan: &plan,
+            at: ("chunk", 0, 0),
+        };
+        let mut bytes = Vec::new();
+        for (o, args) in code {
+            op::encode(&mut bytes, *o, args);
+        }
+        let c = Chunk {
+            source: 0,
+            context: Context::Output,
+            code: bytes,
+            consts: vec![ConstDef::Bool(true)],
+            max_stack: 8,
+            pos: Pos::default(),
+            spans: Vec::new(),
+        };
+        chunk(&v, &c).map_err(|e| e.what)
+    }
+
+    const ALL: u32 = 2;
+    const MAP: u32 = 19;
+
+    #[test]
+    fn lambda_bodies_must_nest_and_close() {
+        assert_eq!(op::builtin("all"), Some(ALL as u8));
+        assert_eq!(op::builtin("map"), Some(MAP as u8));
+        // all(input, p -> p): Each(4 bytes) Param(2) EachEnd(1)
+        let good: &[(Op, &[u32])] = &[
+            (Op::LoadInput, &[]),
+            (Op::Each, &[ALL, 3]),
+            (Op::Param, &[0]),
+            (Op::EachEnd, &[]),
+            (Op::Return, &[]),
+        ];
+        assert_eq!(check(good), Ok(()));
+        // nested: map(input, x -> all(input, y -> x))
+        let nested: &[(Op, &[u32])] = &[
+            (Op::LoadInput, &[]),
+            (Op::Each, &[MAP, 9]),
+            (Op::LoadInput, &[]),
+            (Op::Each, &[ALL, 3]),
+            (Op::Param, &[1]),
+            (Op::EachEnd, &[]),
+            (Op::EachEnd, &[]),
+            (Op::Return, &[]),
+        ];
+        assert_eq!(check(nested), Ok(()));
+        let bad: Vec<(Code<'_>, &str)> = vec![
+            // a parameter outside any lambda, or too far out
+            (
+                &[(Op::Param, &[0]), (Op::Return, &[])],
+                "outside its lambda",
+            ),
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[ALL, 3]),
+                    (Op::Param, &[1]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "outside its lambda",
+            ),
+            // the end does not close the body it names
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[ALL, 2]),
+                    (Op::Param, &[0]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "does not close",
+            ),
+            // `len` takes no lambda; `map` never runs through `Call`
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::Each, &[0, 3]),
+                    (Op::Param, &[0]),
+                    (Op::EachEnd, &[]),
+                    (Op::Return, &[]),
+                ],
+                "takes no lambda",
+            ),
+            (
+                &[
+                    (Op::LoadInput, &[]),
+                    (Op::LoadInput, &[]),
+                    (Op::Call, &[MAP, 2]),
+                    (Op::Return, &[]),
+                ],
+                "only with a lambda",
+            ),
+            (
+                &[(Op::LoadInput, &[]), (Op::EachEnd, &[]), (Op::Return, &[])],
+                "without `Each`",
+            ),
+        ];
+        for (code, want) in bad {
+            let got = check(code).unwrap_err();
+            assert!(got.contains(want), "{got} (wanted {want})");
+        }
     }
 }

@@ -1,15 +1,24 @@
 //! Builtin calls: the function exists, its arity, its argument types, and
-//! the static check of a literal `matches` pattern.
+//! the static check of a literal `matches` pattern; lambdas (X3): where
+//! they may stand, their parameter's type and scope, their body's type; the
+//! fields of a `file(path)` value.
 //!
-//! Owns: the type of each builtin's result and what its arguments must be.
+//! Owns: the type of each builtin's result and what its arguments must be;
+//! the lambda rules (S0619 placement, S0620 shadowing: a parameter may not
+//! reuse a binding's name or an enclosing parameter's, S0621 boolean
+//! bodies).
 //! Must never: hold the builtin table (the VM's `BUILTINS` is the one
 //! source) or the pattern rule (`stratum_vm::eval::regex`).
 
 use stratum_grammar::{Expr, ExprKind};
+use stratum_vm::plan::op;
 
 use super::{BUILTINS, Walk};
 use crate::diagnostics::{Code, Diagnostic, did_you_mean};
 use crate::types::Type;
+
+/// Names a lambda parameter may not take: the bindings of expressions.
+const BINDINGS: &[&str] = &["result", "input", "item", "prev", "steps"];
 
 impl Walk<'_, '_, '_> {
     /// A call: the callee, its arity, then its argument types.
@@ -20,28 +29,199 @@ impl Walk<'_, '_, '_> {
         args: &[Expr],
         whole: &Expr,
     ) -> Type {
-        let arg_types: Vec<Type> = args.iter().map(|a| self.ty(a)).collect();
-        let Some(arity) = BUILTINS
+        if let Some(lambda) = args.last().filter(|a| is_lambda(a))
+            && op::LAMBDA_FORMS.contains(&callee)
+        {
+            return self.lambda_form(callee, args, lambda, whole);
+        }
+        let arg_types: Vec<Type> = args
             .iter()
-            .find(|(n, _)| *n == callee)
-            .map(|&(_, a)| usize::from(a))
-        else {
+            .map(|a| {
+                if is_lambda(a) {
+                    self.misplaced_lambda(a, Some(callee));
+                    Type::Any
+                } else {
+                    self.ty(a)
+                }
+            })
+            .collect();
+        let Some(arity) = BUILTINS.iter().find(|(n, _)| *n == callee).map(|&(_, a)| a) else {
             self.unknown_function(callee, callee_span);
             return Type::Any;
         };
-        if args.len() != arity {
-            self.wrong_arity(callee, arity, args.len(), whole);
-            return match callee {
-                "str" => Type::String,
-                "int" | "len" => Type::Number,
-                "max" | "min" => Type::Any,
-                _ => Type::Bool,
-            };
+        if args.iter().any(is_lambda) {
+            // one root cause: the misplaced lambda, reported above
+            return fallback(callee);
         }
-        if callee.starts_with("file_") || callee == "matches" {
+        if op::lambda_only(callee) {
+            self.needs_lambda(callee, whole);
+            return fallback(callee);
+        }
+        if !op::arity_accepts(arity, args.len()) {
+            self.wrong_arity(callee, arity, args.len(), whole);
+            return fallback(callee);
+        }
+        if callee.starts_with("file") || callee == "matches" || callee == "glob" {
             self.dynamic = true;
         }
         self.builtin(callee, args, &arg_types)
+    }
+
+    /// The type of lambda parameter `name` when one is in scope.
+    pub(super) fn param(&self, name: &str) -> Option<Type> {
+        self.params
+            .iter()
+            .rev()
+            .find(|(p, _)| p == name)
+            .map(|(_, t)| t.clone())
+    }
+
+    /// `all`/`any`/`count`/`filter`/`map` with a lambda as the last argument.
+    fn lambda_form(&mut self, callee: &str, args: &[Expr], lambda: &Expr, whole: &Expr) -> Type {
+        let ExprKind::Lambda {
+            param,
+            param_span,
+            body,
+        } = &lambda.kind
+        else {
+            return Type::Any;
+        };
+        if args.len() != 2 {
+            self.wrong_arity(callee, 2, args.len(), whole);
+            return fallback(callee);
+        }
+        let list = self.ty(&args[0]);
+        let element = match &list {
+            Type::List(inner) => (**inner).clone(),
+            Type::Any => Type::Any,
+            other => {
+                self.operand_error(&args[0], other, &format!("`{callee}` needs a list"));
+                Type::Any
+            }
+        };
+        self.check_param(param, *param_span);
+        // hover on the parameter shows the element type
+        let kind = crate::check::FactKind::Binding(param.clone());
+        self.ck.fact_at(
+            self.scalar,
+            (param_span.start, param_span.end),
+            kind,
+            &element,
+        );
+        self.params.push((param.clone(), element.clone()));
+        let body_ty = self.ty(body);
+        self.params.pop();
+        if callee != "map" && !matches!(body_ty, Type::Bool | Type::Any) {
+            let span = self.span(body.span);
+            let shown = self.show(&body_ty);
+            self.push(
+                Diagnostic::new(
+                    Code::LambdaBodyType,
+                    span,
+                    format!("the lambda of `{callee}` must give a boolean, but its body is {shown}"),
+                )
+                .with_span_label(format!("this is {shown}"))
+                .with_help(format!(
+                    "compare the element, for example `{callee}(xs, {param} -> {param}.ok == true)`; `map` takes any body"
+                )),
+            );
+        }
+        match callee {
+            "count" => Type::Number,
+            "filter" => Type::List(Box::new(element)),
+            "map" => Type::List(Box::new(body_ty)),
+            _ => Type::Bool,
+        }
+    }
+
+    /// S0620: a parameter named like a binding or an enclosing parameter.
+    fn check_param(&mut self, param: &str, raw_span: stratum_grammar::Span) {
+        let hides = if BINDINGS.contains(&param) {
+            Some("the binding")
+        } else if self.param(param).is_some() {
+            Some("the enclosing lambda's parameter")
+        } else {
+            None
+        };
+        if let Some(what) = hides {
+            let span = self.span(raw_span);
+            self.push(
+                Diagnostic::new(
+                    Code::LambdaShadows,
+                    span,
+                    format!("the lambda parameter `{param}` hides {what} `{param}`"),
+                )
+                .with_note("inside the body the name would mean only the element, which is easy to misread")
+                .with_help(format!("give the parameter another name, such as `{}`", fresh(param))),
+            );
+        }
+    }
+
+    /// S0619: a lambda where none may stand.
+    pub(super) fn misplaced_lambda(&mut self, lambda: &Expr, callee: Option<&str>) {
+        let span = self.span(lambda.span);
+        let message = match callee {
+            Some(c) if op::LAMBDA_FORMS.contains(&c) => {
+                format!("a lambda can only be the last argument of `{c}`")
+            }
+            Some(c) => format!("`{c}` takes no lambda"),
+            None => "a lambda cannot stand here".to_owned(),
+        };
+        self.push(
+            Diagnostic::new(Code::MisplacedLambda, span, message)
+                .with_note("lambdas `p -> body` are the last argument of `all`, `any`, `count`, `filter` and `map`")
+                .with_help("write the list first and the lambda last, for example `all(result.items, p -> p.ok)`"),
+        );
+    }
+
+    /// `count`, `filter`, `map` called without a lambda.
+    fn needs_lambda(&mut self, callee: &str, whole: &Expr) {
+        let span = self.span(whole.span);
+        self.push(
+            Diagnostic::new(
+                Code::WrongArity,
+                span,
+                format!("`{callee}` takes a list and a lambda"),
+            )
+            .with_help(format!("for example `{callee}(result.items, p -> p.ok)`")),
+        );
+    }
+
+    /// The type of `file(path).name`, checking the name (`None`: not a
+    /// `file()` value).
+    pub(super) fn file_member(
+        &mut self,
+        object: &Expr,
+        name: &str,
+        raw_span: stratum_grammar::Span,
+    ) -> Option<Type> {
+        let mut inner = object;
+        while let ExprKind::Paren(e) = &inner.kind {
+            inner = e;
+        }
+        if !matches!(&inner.kind, ExprKind::Call { callee, .. } if callee == "file") {
+            return None;
+        }
+        Some(match name {
+            "exists" => Type::Bool,
+            "size" => Type::Number,
+            "text" | "sha256" => Type::String,
+            "json" => Type::Any,
+            _ => {
+                let fields = stratum_vm::eval::FILE_FIELDS;
+                let help = did_you_mean(name, fields.iter().copied());
+                self.push(
+                    Diagnostic::new(
+                        Code::UnknownMember,
+                        self.span(raw_span),
+                        format!("a `file()` value has no field `{name}`"),
+                    )
+                    .with_note(format!("it has: {}", fields.join(", ")))
+                    .with_help_opt(help),
+                );
+                Type::Any
+            }
+        })
     }
 
     fn unknown_function(&mut self, callee: &str, raw_span: stratum_grammar::Span) {
@@ -64,14 +244,18 @@ impl Walk<'_, '_, '_> {
         );
     }
 
-    fn wrong_arity(&mut self, callee: &str, arity: usize, given: usize, whole: &Expr) {
+    fn wrong_arity(&mut self, callee: &str, arity: u8, given: usize, whole: &Expr) {
         let whole_span = self.span(whole.span);
+        let takes = if arity == op::VARIADIC {
+            "at least 1 argument".to_owned()
+        } else {
+            format!("{arity} argument{}", if arity == 1 { "" } else { "s" })
+        };
         self.push(Diagnostic::new(
             Code::WrongArity,
             whole_span,
             format!(
-                "`{callee}` takes {arity} argument{}, but {given} {} given",
-                if arity == 1 { "" } else { "s" },
+                "`{callee}` takes {takes}, but {given} {} given",
                 if given == 1 { "was" } else { "were" }
             ),
         ));
@@ -107,6 +291,30 @@ impl Walk<'_, '_, '_> {
                 Type::Number
             }
             "bool" => Type::Bool,
+            "unique" => {
+                if bad(a0, &|t| matches!(t, Type::List(_))) {
+                    self.operand_error(&args[0], a0, "`unique` needs a list");
+                }
+                a0.clone()
+            }
+            "keys" => {
+                if bad(a0, &|t| t.is_objecty()) {
+                    self.operand_error(&args[0], a0, "`keys` needs an object");
+                }
+                Type::List(Box::new(Type::String))
+            }
+            "coalesce" => coalesced(arg_types),
+            "digest" => Type::String,
+            "file" | "glob" => {
+                if bad(a0, &|t| t.is_stringy()) {
+                    self.operand_error(&args[0], a0, &format!("`{callee}` needs a string"));
+                }
+                if callee == "file" {
+                    Type::Object
+                } else {
+                    Type::List(Box::new(Type::String))
+                }
+            }
             _ => {
                 self.string_arguments(callee, args, arg_types);
                 Type::Bool
@@ -155,6 +363,40 @@ impl Walk<'_, '_, '_> {
                 format!("this `matches` pattern can never be used: {why}"),
             ));
         }
+    }
+}
+
+fn is_lambda(e: &Expr) -> bool {
+    matches!(e.kind, ExprKind::Lambda { .. })
+}
+
+/// The result type of a call whose arguments are wrong.
+fn fallback(callee: &str) -> Type {
+    match callee {
+        "str" | "digest" => Type::String,
+        "int" | "len" | "count" => Type::Number,
+        "max" | "min" | "coalesce" | "unique" | "file" | "filter" | "map" => Type::Any,
+        "keys" | "glob" => Type::List(Box::new(Type::String)),
+        _ => Type::Bool,
+    }
+}
+
+/// `coalesce`: the arguments' type when all non-null ones agree, else any.
+fn coalesced(types: &[Type]) -> Type {
+    let mut known = types.iter().filter(|t| !matches!(t, Type::Null));
+    match known.next() {
+        None => Type::Null,
+        Some(first) if known.all(|t| t == first) => first.clone(),
+        Some(_) => Type::Any,
+    }
+}
+
+/// A parameter name that hides nothing, for the help.
+fn fresh(param: &str) -> String {
+    match param {
+        "item" => "it".to_owned(),
+        "result" | "input" | "prev" | "steps" => "x".to_owned(),
+        other => format!("{other}2"),
     }
 }
 

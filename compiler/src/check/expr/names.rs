@@ -20,6 +20,9 @@ use crate::types::Type;
 
 impl Walk<'_, '_, '_> {
     pub(super) fn binding(&mut self, name: &str, e: &Expr) -> Type {
+        if let Some(t) = self.param(name) {
+            return t;
+        }
         let raw_span = e.span;
         self.dynamic = true;
         match name {

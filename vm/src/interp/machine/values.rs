@@ -19,7 +19,7 @@ use super::Transition;
 use crate::eval::template::{RefValues, render};
 use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, StepStates, eval_with_steps};
 use crate::interp::event::EventKind;
-use crate::interp::host::{FileEvidence, FileRoot, Host, HostError};
+use crate::interp::host::{FileEvidence, FileRead, FileRoot, Host, HostError};
 use crate::interp::state::*;
 use crate::plan::{FlowDef, Plan, RefDef, RefTarget, Seg, WithNode};
 
@@ -334,5 +334,17 @@ impl Files for HostFiles<'_> {
         let (holds, ev) = self.host.file_contains(root, path, text)?;
         self.evidence.push(ev);
         Ok(holds)
+    }
+
+    fn read_file(&mut self, path: &str) -> Result<FileRead, HostError> {
+        let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let (read, ev) = self.host.read_file(root, path)?;
+        self.evidence.push(ev);
+        Ok(read)
+    }
+
+    fn glob(&mut self, pattern: &str) -> Result<Vec<String>, HostError> {
+        let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
+        self.host.glob(root, pattern)
     }
 }
