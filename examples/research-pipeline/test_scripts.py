@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 import zlib
 
+sys.dont_write_bytecode = True  # importing the agent leaves no __pycache__ in the example
 HERE = os.path.dirname(os.path.abspath(__file__))
 AGENT = os.path.join(HERE, "agents", "research-agent.py")
 JUDGE = os.path.join(HERE, "judge", "fake-openai-judge.py")
