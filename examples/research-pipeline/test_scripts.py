@@ -232,6 +232,31 @@ class FullPipeline(unittest.TestCase):
             self.assertNotIn("previousRevise", r)
 
 
+class SpecText(unittest.TestCase):
+    """What can be checked of the spec without stratumc (stdlib has no YAML)."""
+
+    def setUp(self):
+        with open(SPEC, encoding="utf-8") as f:
+            self.lines = f.read().splitlines()
+
+    def test_no_templates_inside_expressions(self):  # C3: expressions have no ${...}
+        for line in self.lines:
+            st = line.strip()
+            if st.startswith(("- expr:", "when:", "source:", "summary: \"coalesce")):
+                self.assertNotIn("${", st, st)
+
+    def test_the_weak_marker_comes_only_from_the_agent(self):
+        self.assertFalse(any(agent_mod.WEAK_MARKER in line for line in self.lines))
+
+    def test_every_stage_is_a_step_with_cost_and_artifacts(self):
+        text = "\n".join(self.lines)
+        for stage in agent_mod.STAGES:
+            block = text.split("- id: %s\n" % stage, 1)[1].split("\n      - id: ", 1)[0]
+            for key in ("do: |", "out: StageReport", "artifacts:", "ensure:", "attempts:",
+                        "cost: {"):
+                self.assertIn(key, block, "%s lacks %s" % (stage, key))
+
+
 class Reproducibility(unittest.TestCase):
     def test_same_seed_same_run(self):
         a = agent_mod.simulate_sir(7, 2.0, 500, 5, 0.1, 400)
