@@ -215,7 +215,7 @@ fn steps_table(steps: &[StepReport]) -> Block {
             "construct",
             "status",
             "attempts",
-            "files",
+            "artifacts",
             "verdicts",
             "usd",
         ],
@@ -244,6 +244,12 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
     ));
     if let Some(reason) = &s.skipped {
         doc.push(Block::Para(format!("Skipped: {reason}")));
+    }
+    if s.judge_errors > 0 {
+        doc.push(Block::Para(format!(
+            "The judge erred {} time(s) (not verdicts: the report was judged again).",
+            s.judge_errors
+        )));
     }
     if s.orphans > 0 {
         doc.push(Block::Para(format!(
@@ -312,16 +318,34 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
 fn verdicts(s: &StepReport, doc: &mut Vec<Block>) {
     if !s.verdicts.is_empty() {
         doc.push(Block::Table(
-            vec!["judged", "verdict", "reason", "model", "stakes"],
+            vec!["judged", "verdict", "score", "reasons", "judge", "inputs"],
             s.verdicts
                 .iter()
                 .map(|v| {
+                    let score = match (v.score, v.threshold) {
+                        (Some(sc), Some(t)) => format!("{sc:.2} (pass mark {t:.2})"),
+                        (Some(sc), None) => format!("{sc:.2}"),
+                        _ => format!("stakes {}", v.stakes),
+                    };
+                    let reasons = if v.reasons.is_empty() {
+                        v.reason.clone()
+                    } else {
+                        v.reasons.join("; ")
+                    };
+                    let judge =
+                        format!("{} ({})", v.judge.as_deref().unwrap_or("default"), v.model);
+                    let inputs: Vec<String> = v
+                        .inputs
+                        .iter()
+                        .map(|i| format!("{} sha256 {}", i.path, i.sha256))
+                        .collect();
                     vec![
                         Cell::text(&v.statement),
                         Cell::status(if v.holds { "holds" } else { "does not hold" }),
-                        Cell::text(&v.reason),
-                        Cell::code(&v.model),
-                        Cell::text(&v.stakes),
+                        Cell::text(score),
+                        Cell::text(reasons),
+                        Cell::code(judge),
+                        Cell::code(inputs.join(", ")),
                     ]
                 })
                 .collect(),

@@ -110,6 +110,11 @@ pub struct ReadyEntry {
     pub ensure: Vec<EnsureView>,
     /// Why the previous attempt failed, or what routed this step.
     pub previous_failure: Option<Failure>,
+    /// The gate revise that re-entered this step (`{gate, round, note}`;
+    /// EXTENSIONS.md X10 adds `choice`): how a reviewer's note reaches the
+    /// agent asked to act on it. Left out when the step was not revised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_revise: Option<crate::interp::Revised>,
     /// For fanout items: the item, its index, the stage and the previous stage's output.
     #[serde(flatten)]
     pub item: Option<ItemEntry>,

@@ -157,6 +157,7 @@ impl Transition<'_> {
                 contract: def.out.map(|o| self.contract_view(o)),
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
+                previous_revise: st.revised.clone(),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
@@ -185,6 +186,7 @@ impl Transition<'_> {
             contract: stage.out.map(|o| self.contract_view(o)),
             ensure: self.ensure_views(at.frame, &stage.ensure, Some(&it.value), it.output.as_ref()),
             previous_failure: it.failure.clone(),
+            previous_revise: None,
             item: Some(ItemEntry {
                 item: it.value.clone(),
                 item_index: k,
