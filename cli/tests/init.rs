@@ -52,3 +52,56 @@ fn init_refuses_to_overwrite_and_changes_nothing() {
     );
     assert!(!d.join("inputs.json").exists(), "nothing else was written");
 }
+
+#[test]
+fn init_research_writes_the_pipeline_that_checks_and_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = stratumc(d)
+        .args(["init", "lab", "--preset", "research"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for f in [
+        "research.stratum.yaml",
+        "stratum.toml",
+        "inputs.json",
+        "agent-config.json",
+        "agents/research-agent.py",
+        "judge/fake-openai-judge.py",
+        "README.md",
+    ] {
+        assert!(d.join("lab").join(f).is_file(), "{f} was written");
+    }
+    let lab = d.join("lab");
+    let check = stratumc(&lab)
+        .args(["check", "research.stratum.yaml"])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    // a finite worst case and an expected figure per dimension, before any run
+    let cost = stratumc(&lab)
+        .args([
+            "cost",
+            "research.stratum.yaml",
+            "--inputs",
+            "@inputs.json",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(cost.status.success(), "{cost:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&cost.stdout).unwrap();
+    for dim in ["dispatches", "tokens", "usd", "ms"] {
+        assert!(
+            doc[dim]["worst"].as_f64().is_some_and(|w| w > 0.0),
+            "{dim}: {doc}"
+        );
+        assert!(
+            doc[dim]["expected"].as_f64().is_some_and(|e| e > 0.0),
+            "{dim}: {doc}"
+        );
+    }
+    assert_eq!(doc["budget"]["exceeded"], serde_json::json!([]), "{doc}");
+}

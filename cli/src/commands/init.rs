@@ -16,6 +16,10 @@ use crate::Exit;
 pub enum Preset {
     /// One agent task with a contract and ensures.
     Starter,
+    /// The staged research pipeline (plan, literature, simulation, analysis,
+    /// paper) with artifact gates, a local judge and a scripted agent: the
+    /// files of `examples/research-pipeline/`.
+    Research,
 }
 
 /// Arguments of `stratumc init`.
@@ -48,8 +52,45 @@ fn files(preset: Preset) -> &'static [File] {
                 text: include_str!("../../presets/starter/inputs.json"),
             },
         ],
+        Preset::Research => RESEARCH,
     }
 }
+
+/// `examples/research-pipeline/`, the one copy of the research preset.
+const RESEARCH: &[File] = &[
+    File {
+        path: "research.stratum.yaml",
+        text: include_str!("../../../examples/research-pipeline/research.stratum.yaml"),
+    },
+    File {
+        path: "stratum.toml",
+        text: include_str!("../../../examples/research-pipeline/stratum.toml"),
+    },
+    File {
+        path: "inputs.json",
+        text: include_str!("../../../examples/research-pipeline/inputs.json"),
+    },
+    File {
+        path: "agent-config.json",
+        text: include_str!("../../../examples/research-pipeline/agent-config.json"),
+    },
+    File {
+        path: "agents/research-agent.py",
+        text: include_str!("../../../examples/research-pipeline/agents/research-agent.py"),
+    },
+    File {
+        path: "judge/fake-openai-judge.py",
+        text: include_str!("../../../examples/research-pipeline/judge/fake-openai-judge.py"),
+    },
+    File {
+        path: "README.md",
+        text: include_str!("../../../examples/research-pipeline/README.md"),
+    },
+    File {
+        path: ".gitignore",
+        text: include_str!("../../../examples/research-pipeline/.gitignore"),
+    },
+];
 
 /// The command to suggest after writing.
 fn next_steps(preset: Preset, dir: &Path) -> String {
@@ -57,6 +98,9 @@ fn next_steps(preset: Preset, dir: &Path) -> String {
     match preset {
         Preset::Starter => format!(
             "next: stratumc check {shown}/spec.stratum.yaml, then stratumc run {shown}/spec.stratum.yaml --inputs @{shown}/inputs.json --agent CMD"
+        ),
+        Preset::Research => format!(
+            "next: cd {shown}, stratumc check research.stratum.yaml, stratumc cost research.stratum.yaml --inputs @inputs.json, then follow README.md (a local judge: ollama, or the fake judge in judge/)"
         ),
     }
 }
