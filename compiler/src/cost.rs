@@ -124,6 +124,7 @@ use crate::ir::{
 use crate::source::Span;
 use crate::syntax::ast::{Agent, Budget, CostHint, Require};
 use stratum_vm::interp::MAX_ORPHANS;
+use stratum_vm::interp::event::{EstimateFigure, StepEstimate};
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -1532,6 +1533,40 @@ fn construct(kind: &StepKindIr) -> &'static str {
         StepKindIr::Fanout { .. } => "fanout",
         StepKindIr::Run { .. } => "run",
     }
+}
+
+/// The estimate a run records when it is started from a spec (the
+/// `estimated` event): per step of `flow` (default: the entry flow), its
+/// expected and worst dispatches, tokens, dollars and summed milliseconds
+/// for the run's `inputs`. `None` when `flow` names no flow of `ir`.
+pub fn run_estimate(
+    ir: &Ir,
+    flow: Option<&str>,
+    inputs: &serde_json::Value,
+    config: &CostConfig,
+) -> Option<Vec<StepEstimate>> {
+    let id = match flow {
+        None => ir.entry,
+        Some(name) => ir.flow(name)?.0,
+    };
+    let cost = analyze_cost(ir, id, Some(inputs), config);
+    let fig = |e: &Estimate| EstimateFigure {
+        expected: e.expected,
+        worst: e.worst,
+    };
+    let steps = cost
+        .steps
+        .iter()
+        .map(|s| StepEstimate {
+            id: s.id.clone(),
+            step_hash: None,
+            dispatches: fig(&s.dispatches),
+            tokens: fig(&s.tokens),
+            usd: fig(&s.usd),
+            ms: fig(&s.ms),
+        })
+        .collect();
+    Some(steps)
 }
 
 /// The cost of one run of `flow`; `inputs` (the flow's input object) makes

@@ -235,6 +235,39 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<String>,
     },
+    /// The cost model's estimate of each step of the entry flow, recorded
+    /// when the run was started from a spec (`stratumc run SPEC`, MCP
+    /// `stratum_plan`); `stratumc report` compares the spend with it. A run
+    /// started from a prebuilt plan file has none (the plan holds no IR to
+    /// estimate from).
+    Estimated { steps: Vec<StepEstimate> },
+}
+
+/// One step's estimate (expected and worst) in the `estimated` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepEstimate {
+    /// Step id in the entry flow.
+    pub id: String,
+    /// Its step hash ([`crate::plan::hash::step_hash`]), when the plan has
+    /// the step.
+    #[serde(rename = "stepHash", default, skip_serializing_if = "Option::is_none")]
+    pub step_hash: Option<String>,
+    /// Dispatches.
+    pub dispatches: EstimateFigure,
+    /// Tokens (judge calls included).
+    pub tokens: EstimateFigure,
+    /// Dollars (judge calls included).
+    pub usd: EstimateFigure,
+    /// Milliseconds of its dispatches and judge calls added up.
+    pub ms: EstimateFigure,
+}
+
+/// An expected and a worst figure; `worst` is `None` when it depends on a
+/// fanout length the inputs did not give.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EstimateFigure {
+    pub expected: f64,
+    pub worst: Option<f64>,
 }
 
 impl EventKind {
@@ -275,6 +308,7 @@ impl EventKind {
             EventKind::StepContinued { .. } => "step_continued",
             EventKind::StepReused { .. } => "step_reused",
             EventKind::Retried { .. } => "retried",
+            EventKind::Estimated { .. } => "estimated",
         }
     }
 
@@ -291,7 +325,8 @@ impl EventKind {
             | EventKind::Resumed
             | EventKind::DriverInterrupted { .. }
             | EventKind::CheckpointReverted { .. }
-            | EventKind::Retried { .. } => "—",
+            | EventKind::Retried { .. }
+            | EventKind::Estimated { .. } => "—",
             EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
@@ -322,7 +357,22 @@ impl EventKind {
         all.extend(Self::fanout_examples());
         all.extend(Self::revision_examples());
         all.extend(Self::retry_examples());
+        all.push(Self::estimate_example());
         all
+    }
+
+    fn estimate_example() -> EventKind {
+        let fig = |expected, worst| EstimateFigure { expected, worst };
+        EventKind::Estimated {
+            steps: vec![StepEstimate {
+                id: "draft".into(),
+                step_hash: Some("3f2a91c0…".into()),
+                dispatches: fig(1.18, Some(3.0)),
+                tokens: fig(23_600.0, Some(60_000.0)),
+                usd: fig(0.35, Some(0.9)),
+                ms: fig(141_600.0, Some(360_000.0)),
+            }],
+        }
     }
 
     fn retry_examples() -> Vec<EventKind> {
