@@ -45,7 +45,10 @@ impl Scratch {
 
     /// Runs `spec` to completion; the run id.
     fn run(&self, spec: &str) -> String {
-        let r = Ran::of(self.stratumc().args(["run", spec, "--agent", "python3 agent.py"]));
+        let r = Ran::of(
+            self.stratumc()
+                .args(["run", spec, "--agent", "python3 agent.py"]),
+        );
         assert_eq!(r.code, 0, "{}", r.context());
         r.run_id()
     }
@@ -129,9 +132,16 @@ fn cost_history_estimate_event_and_report_flags() {
     // every attempt of write passed: one dispatch of 10M tokens expected
     assert_eq!(write["tokens"]["expected"], 10_000_000, "{write}");
 
-    let human = Ran::of(s.stratumc().args(["cost", "spec.stratum.yaml", "--history"]));
+    let human = Ran::of(
+        s.stratumc()
+            .args(["cost", "spec.stratum.yaml", "--history"]),
+    );
     assert_eq!(human.code, 0, "{}", human.context());
-    assert!(human.stdout.contains("history: 2 runs, 4 dispatches"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("history: 2 runs, 4 dispatches"),
+        "{}",
+        human.stdout
+    );
     assert!(human.stdout.contains("150 / 200"), "{}", human.stdout);
 
     // another task text is another compiled step: no history, the profile
@@ -142,31 +152,53 @@ fn cost_history_estimate_event_and_report_flags() {
     let changed = s.json(&["cost", "changed.stratum.yaml", "--history"]);
     let draft = step(&changed, "draft");
     assert_eq!(draft["basis"], Value::Null, "{draft}");
-    assert_eq!(draft["tokens"]["worst"], 40_000, "built-in claude profile: {draft}");
+    assert_eq!(
+        draft["tokens"]["worst"], 40_000,
+        "built-in claude profile: {draft}"
+    );
     assert_eq!(step(&changed, "write")["basis"]["runs"], 2);
-    let human = Ran::of(s.stratumc().args(["cost", "changed.stratum.yaml", "--history"]));
-    assert!(human.stdout.contains("profile (no history)"), "{}", human.stdout);
+    let human = Ran::of(
+        s.stratumc()
+            .args(["cost", "changed.stratum.yaml", "--history"]),
+    );
+    assert!(
+        human.stdout.contains("profile (no history)"),
+        "{}",
+        human.stdout
+    );
 
     // the run's audit has the estimate it was started with
     let report = s.json(&["report", &first]);
     let report = &report["report"];
     let timeline = report["timeline"].as_array().unwrap();
-    assert!(timeline.iter().any(|e| e["kind"] == "estimated"), "{report}");
+    assert!(
+        timeline.iter().any(|e| e["kind"] == "estimated"),
+        "{report}"
+    );
     let est = &step(report, "draft")["estimate"];
     assert_eq!(est["tokens"]["worst"].as_f64(), Some(40_000.0), "{est}");
-    assert!(est["stepHash"].as_str().is_some_and(|h| h.len() == 64), "{est}");
+    assert!(
+        est["stepHash"].as_str().is_some_and(|h| h.len() == 64),
+        "{est}"
+    );
 
     // write spent 10M tokens against ~23.5k expected: flagged; draft not
     let flags = report["flags"].as_array().unwrap();
     assert!(
-        flags.iter().any(|f| f["step"] == "write" && f["dimension"] == "tokens"),
+        flags
+            .iter()
+            .any(|f| f["step"] == "write" && f["dimension"] == "tokens"),
         "{flags:?}"
     );
     assert!(flags.iter().all(|f| f["step"] != "draft"), "{flags:?}");
     let md = Ran::of(s.stratumc().args(["report", &first]));
     assert_eq!(md.code, 0, "{}", md.context());
     assert!(md.stdout.contains("⚠ over 2×"), "{}", md.stdout);
-    assert!(md.stdout.contains("Spend against the estimate"), "{}", md.stdout);
+    assert!(
+        md.stdout.contains("Spend against the estimate"),
+        "{}",
+        md.stdout
+    );
 }
 
 #[test]
@@ -174,13 +206,19 @@ fn a_run_from_a_plan_file_records_no_estimate() {
     let s = Scratch::new("plan-file");
     s.write("spec.stratum.yaml", SPEC);
     s.write("agent.py", AGENT);
-    let built = Ran::of(s.stratumc().args(["build", "spec.stratum.yaml", "-o", "spec.stratumc"]));
+    let built = Ran::of(
+        s.stratumc()
+            .args(["build", "spec.stratum.yaml", "-o", "spec.stratumc"]),
+    );
     assert_eq!(built.code, 0, "{}", built.context());
     let id = s.run("spec.stratumc");
     let report = s.json(&["report", &id]);
     let report = &report["report"];
     let timeline = report["timeline"].as_array().unwrap();
-    assert!(timeline.iter().all(|e| e["kind"] != "estimated"), "{report}");
+    assert!(
+        timeline.iter().all(|e| e["kind"] != "estimated"),
+        "{report}"
+    );
     assert_eq!(report["flags"], serde_json::json!([]));
     assert_eq!(step(report, "write")["estimate"], Value::Null);
 }

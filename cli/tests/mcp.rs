@@ -338,7 +338,10 @@ flows:
         // 3 items × 2 attempts (the default) of the built-in claude profile
         assert_eq!(steps[0]["dispatches"]["worst"], 6.0, "{est}");
         assert_eq!(steps[0]["tokens"]["worst"], 120_000.0, "{est}");
-        assert!(steps[1]["stepHash"].as_str().is_some_and(|h| h.len() == 64), "{est}");
+        assert!(
+            steps[1]["stepHash"].as_str().is_some_and(|h| h.len() == 64),
+            "{est}"
+        );
         assert!(
             s.close_and_wait(ANSWER),
             "the server exits when stdin closes"

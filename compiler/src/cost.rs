@@ -1848,7 +1848,13 @@ flows:
         assert_eq!(a.tokens.expected, 17.0);
         assert_eq!(a.tokens.worst, Some(51.0));
         assert_eq!(a.ms.expected, 1010.0);
-        assert_eq!(a.basis, Some(Basis { runs: 2, dispatches: 3 }));
+        assert_eq!(
+            a.basis,
+            Some(Basis {
+                runs: 2,
+                dispatches: 3
+            })
+        );
         // b's own hint (5 tokens) wins over history; its usd is history's
         let b = &c.steps[1];
         assert_eq!(b.tokens.worst, Some(10.0));
@@ -1862,5 +1868,4 @@ flows:
         let plain = analyze_cost(&ir, 0, None, &round_config());
         assert!(c.tokens.expected < plain.tokens.expected);
     }
-
 }

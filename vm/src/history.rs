@@ -68,7 +68,9 @@ impl StepHistory {
 
     /// A total per dispatch, when it is known and there were dispatches.
     pub fn per_dispatch(&self, total: Option<f64>) -> Option<f64> {
-        total.filter(|_| self.dispatches > 0).map(|t| t / self.dispatches as f64)
+        total
+            .filter(|_| self.dispatches > 0)
+            .map(|t| t / self.dispatches as f64)
     }
 
     /// Tokens per judge call, when there were judge calls.
@@ -160,7 +162,12 @@ impl Hashes {
 fn locate(plan: &LoadedPlan, entry: u32, id: &str) -> Option<(u32, u32)> {
     let mut flow = entry;
     let mut segments = id.split('/');
-    let mut at = *plan.index.flows.get(flow as usize)?.ids.get(segments.next()?)?;
+    let mut at = *plan
+        .index
+        .flows
+        .get(flow as usize)?
+        .ids
+        .get(segments.next()?)?;
     for seg in segments {
         let def = plan.plan.flows.get(flow as usize)?.steps.get(at as usize)?;
         match &def.kind {

@@ -169,7 +169,10 @@ fn with_history(
         for (s, step) in flow.steps.iter().enumerate() {
             let hash = stratum_vm::plan::hash::step_hash(&plan, f as u32, s as u32);
             if let Some(h) = hash {
-                let key = (plan.str(flow.name).to_string(), plan.str(step.id).to_string());
+                let key = (
+                    plan.str(flow.name).to_string(),
+                    plan.str(step.id).to_string(),
+                );
                 keys.push((key, h));
             }
         }

@@ -185,12 +185,16 @@ fn estimate_blocks(r: &RunReport, doc: &mut Vec<Block>) {
         ));
         return;
     }
-    let over = |s: &StepReport, dim: &str| r.flags.iter().any(|f| f.step == s.id && f.dimension == dim);
+    let over =
+        |s: &StepReport, dim: &str| r.flags.iter().any(|f| f.step == s.id && f.dimension == dim);
     let fig = |spent: f64, f: &EstimateFigure, flagged: bool| {
         let worst = f.worst.map_or_else(|| "?".to_string(), number);
         let text = format!("{} / {} / {worst}", number(spent), number(f.expected));
         if flagged {
-            Cell { class: Some("bad"), ..Cell::text(format!("{text} ⚠")) }
+            Cell {
+                class: Some("bad"),
+                ..Cell::text(format!("{text} ⚠"))
+            }
         } else {
             Cell::text(text)
         }
@@ -207,12 +211,26 @@ fn estimate_blocks(r: &RunReport, doc: &mut Vec<Block>) {
                 fig(s.spent.tokens, &e.tokens, over(s, "tokens")),
                 fig(s.spent.usd, &e.usd, over(s, "usd")),
                 fig(s.spent.ms, &e.ms, over(s, "ms")),
-                if flagged { Cell { class: Some("bad"), ..Cell::text("⚠ over 2×") } } else { Cell::text("") },
+                if flagged {
+                    Cell {
+                        class: Some("bad"),
+                        ..Cell::text("⚠ over 2×")
+                    }
+                } else {
+                    Cell::text("")
+                },
             ])
         })
         .collect();
     doc.push(Block::Table(
-        vec!["step", "dispatches (spent / expected / worst)", "tokens", "usd", "ms", "flag"],
+        vec![
+            "step",
+            "dispatches (spent / expected / worst)",
+            "tokens",
+            "usd",
+            "ms",
+            "flag",
+        ],
         rows,
     ));
     for f in &r.flags {

@@ -89,7 +89,9 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
             if let Some(steps) = estimate
                 && let Err(e) = state.engine.record_estimate(&run_id, steps, &mut host)
             {
-                eprintln!("stratumc mcp: warning: the cost estimate was not recorded in {run_id}: {e}");
+                eprintln!(
+                    "stratumc mcp: warning: the cost estimate was not recorded in {run_id}: {e}"
+                );
             }
             let v = envelope(&outcome, &run_id, &loaded.hash, &agents);
             let work = crate::driver::has_work(&outcome, &agents);
@@ -159,6 +161,9 @@ fn compile_analysed(
         ));
     };
     let (bytes, _) = stratum_vm::plan::file::encode(&plan);
-    let loaded = state.engine.add_plan(&bytes).map_err(|e| engine_error(&e))?;
+    let loaded = state
+        .engine
+        .add_plan(&bytes)
+        .map_err(|e| engine_error(&e))?;
     Ok((loaded, analysis))
 }
