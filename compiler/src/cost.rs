@@ -1768,7 +1768,8 @@ flows:
         let (id, _) = ir.flow("main").unwrap();
         let inputs = serde_json::json!({"items": ["a", "b", "c"]});
         let c = analyze_cost(&ir, id, Some(&inputs), &round_config());
-        let dims: [(&Estimate, fn(&StepCost) -> &Estimate); 4] = [
+        type Of = fn(&StepCost) -> &Estimate;
+        let dims: [(&Estimate, Of); 4] = [
             (&c.dispatches, |s| &s.dispatches),
             (&c.tokens, |s| &s.tokens),
             (&c.usd, |s| &s.usd),

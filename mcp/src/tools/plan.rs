@@ -86,12 +86,8 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         &frozen,
     ) {
         Ok((run_id, outcome)) => {
-            if let Some(steps) = estimate
-                && let Err(e) = state.engine.record_estimate(&run_id, steps, &mut host)
-            {
-                eprintln!(
-                    "stratumc mcp: warning: the cost estimate was not recorded in {run_id}: {e}"
-                );
+            if let Some(steps) = estimate {
+                record_estimate(state, &run_id, steps, &mut host);
             }
             let v = envelope(&outcome, &run_id, &loaded.hash, &agents);
             let work = crate::driver::has_work(&outcome, &agents);
@@ -102,6 +98,20 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
             Reply::Ok(v)
         }
         Err(e) => engine_error(&e),
+    }
+}
+
+/// Records the estimate in the started run; a failure is logged (stderr,
+/// never the protocol channel) and the run goes on.
+#[allow(clippy::print_stderr)]
+fn record_estimate(
+    state: &mut State,
+    run_id: &str,
+    steps: Vec<stratum_vm::interp::event::StepEstimate>,
+    host: &mut stratum_vm::host::StdHost,
+) {
+    if let Err(e) = state.engine.record_estimate(run_id, steps, host) {
+        eprintln!("stratumc mcp: warning: the cost estimate was not recorded in {run_id}: {e}");
     }
 }
 
