@@ -312,6 +312,42 @@ flows:
         );
     }
 
+    /// `stratum_plan` records the cost model's per-step estimate in the
+    /// run's audit (`estimated`: expected and worst per dimension, the step
+    /// hash, fanout lengths from the given input).
+    #[test]
+    fn stratum_plan_records_the_estimate_in_the_audit() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut s = Server::start(ws.path());
+        let env = s.call(
+            1,
+            "stratum_plan",
+            json!({"spec": ENGINE_FANOUT, "input": {"items": ["a", "b", "c"]},
+                   "workspaceRoot": ws.path().display().to_string()}),
+        );
+        assert_eq!(env["status"], "ready", "{env}");
+        let audit = s.call(2, "stratum_audit", json!({"runId": env["runId"]}));
+        let events = audit["events"].as_array().expect("events");
+        let est = events
+            .iter()
+            .find(|e| e["type"] == "estimated")
+            .unwrap_or_else(|| panic!("no estimated event: {audit}"));
+        let steps = est["detail"]["steps"].as_array().unwrap();
+        let ids: Vec<&str> = steps.iter().filter_map(|s| s["id"].as_str()).collect();
+        assert_eq!(ids, ["fan", "sum"], "{est}");
+        // 3 items × 2 attempts (the default) of the built-in claude profile
+        assert_eq!(steps[0]["dispatches"]["worst"], 6.0, "{est}");
+        assert_eq!(steps[0]["tokens"]["worst"], 120_000.0, "{est}");
+        assert!(
+            steps[1]["stepHash"].as_str().is_some_and(|h| h.len() == 64),
+            "{est}"
+        );
+        assert!(
+            s.close_and_wait(ANSWER),
+            "the server exits when stdin closes"
+        );
+    }
+
     fn alive(pid: &str) -> bool {
         // a zombie is dead (it only waits to be reaped)
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {

@@ -86,6 +86,25 @@
 //! budget's `ms` meters (every reported duration is added to the ledger, also
 //! for dispatches that run in parallel), and what the budget check compares.
 //!
+//! **Per step.** Every step has its own dispatches, tokens, dollars and
+//! milliseconds ([`StepCost`]), each min / expected / worst: exactly the
+//! terms the flow's totals add up (worst over all its entries, expected
+//! weighted by its activation, nothing on the happy path for a route-only
+//! target), so the flow's dispatches, tokens, usd and `agent_ms` are the
+//! sums of its steps'. A step's `ms` is its dispatch and judge times added
+//! up (what its ledger meters); only the flow's wall-clock `ms` is a
+//! longest path. `stratumc run` and MCP `stratum_plan` record the expected
+//! and worst figures in the run (`estimated` event) for `stratumc report`.
+//!
+//! **History** (`stratumc cost --history`). Figures observed in past runs of
+//! the same compiled step ([`Observed`], gathered by the CLI) are used as
+//! that step's `cost` hints, so the model has one path: per-dispatch
+//! tokens, dollars and time, the pass rate per attempt (which then already
+//! includes the judges' verdicts), tokens per judge call. The spec's own
+//! `cost:` hint wins over history, figure by figure. A fanout's history
+//! covers all its stages together and applies to each stage. This module
+//! never reads the run store: the observations come in as plain data.
+//!
 //! **Budgets.** A flow budget is compared with the flow's worst case; a step
 //! budget (refreshed whenever a revise resets the step) with the step's worst
 //! case per entry. A dimension whose worst case is symbolic is not checked.
@@ -105,6 +124,7 @@ use crate::ir::{
 use crate::source::Span;
 use crate::syntax::ast::{Agent, Budget, CostHint, Require};
 use stratum_vm::interp::MAX_ORPHANS;
+use stratum_vm::interp::event::{EstimateFigure, StepEstimate};
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -183,6 +203,45 @@ pub struct CostConfig {
     /// Profile of one call of each named judge (`[judges.NAME]`, X5) that
     /// `stratum.toml` gives figures for (over the default judge's profile).
     pub judges: BTreeMap<String, Profile>,
+    /// Figures observed in past runs of the same compiled steps
+    /// (`stratumc cost --history`), by flow name and step id; `None` when
+    /// no history was asked for. See [`Observed`].
+    #[serde(skip)]
+    pub history: Option<BTreeMap<(String, String), Observed>>,
+}
+
+/// What past runs of one compiled step showed (`stratumc cost --history`):
+/// plain data that the CLI gathers from the run store
+/// (`stratum_vm::history`) and hands to the model, which treats it as the
+/// step's `cost` hints (X6), one path for both. A figure the runs did not
+/// show is `None` and keeps the profile's. The spec's own `cost:` hint wins
+/// over history, figure by figure: it is what the author wrote down for
+/// this step on purpose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Observed {
+    /// Tokens per dispatch.
+    pub tokens: Option<f64>,
+    /// Dollars per dispatch.
+    pub usd: Option<f64>,
+    /// Milliseconds per dispatch.
+    pub ms: Option<f64>,
+    /// Share of attempts that passed every check (contract, ensures, judges
+    /// together: it replaces the agent's `p_success`, and the judges'
+    /// probabilities are not multiplied in again).
+    pub p: Option<f64>,
+    /// Tokens per judge call.
+    pub judge_tokens: Option<f64>,
+    /// How many runs and dispatches the figures rest on.
+    pub basis: Basis,
+}
+
+/// How many past runs and dispatches observed figures rest on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Basis {
+    /// Runs that dispatched the step at least once.
+    pub runs: u64,
+    /// Its dispatches over those runs.
+    pub dispatches: u64,
 }
 
 impl Default for CostConfig {
@@ -194,6 +253,7 @@ impl Default for CostConfig {
                 .collect(),
             judge: Profile::JUDGE,
             judges: BTreeMap::new(),
+            history: None,
         }
     }
 }
@@ -265,6 +325,20 @@ impl CostConfig {
             .copied()
             .unwrap_or_else(|| Profile::built_in(agent))
     }
+
+    /// These profiles with the figures observed in past runs (a step
+    /// without an entry keeps its profile and says so: `basis` is `None`).
+    pub fn with_history(mut self, history: BTreeMap<(String, String), Observed>) -> CostConfig {
+        self.history = Some(history);
+        self
+    }
+
+    /// What past runs showed of step `step` of flow `flow`.
+    fn observed(&self, flow: &str, step: &str) -> Option<&Observed> {
+        self.history
+            .as_ref()?
+            .get(&(flow.to_string(), step.to_string()))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -303,6 +377,18 @@ pub struct StepCost {
     pub entries: u64,
     /// Dispatches of the step over all its entries.
     pub dispatches: Estimate,
+    /// Tokens of its dispatches and judge calls over all its entries.
+    pub tokens: Estimate,
+    /// Dollars, the same way.
+    pub usd: Estimate,
+    /// Milliseconds of its dispatches and judge calls added up, over all its
+    /// entries: what its ledger meters (the flow's `agent_ms` is their sum;
+    /// the flow's wall-clock `ms` is a longest path, not a sum of steps).
+    pub ms: Estimate,
+    /// With history (`stratumc cost --history`): the runs and dispatches its
+    /// observed figures rest on; `None` when it has no history (or none was
+    /// asked for) and its figures are the profile's (and its hints').
+    pub basis: Option<Basis>,
 }
 
 /// The limits of a budget block.
@@ -587,25 +673,30 @@ impl PerCall {
 }
 
 /// The agent and judge profiles of a step with `cost` hints (X6): each
-/// given figure replaces the profile's.
+/// given figure replaces the profile's. Observed figures (`--history`) are
+/// hints too, under the spec's own: a figure the spec gives wins.
 fn hinted(
     agent: Profile,
     judges: Vec<Profile>,
     hint: Option<&CostHint>,
+    seen: Option<&Observed>,
 ) -> (Profile, Vec<Profile>) {
-    let Some(h) = hint else {
-        return (agent, judges);
-    };
+    let spec = hint.copied().unwrap_or_default();
+    let seen = seen.copied().unwrap_or_default();
+    // an observed pass rate already includes the judges' verdicts
+    let judges_in_p = spec.p.is_none() && seen.p.is_some();
     let agent = Profile {
-        p_success: h.p.unwrap_or(agent.p_success),
-        tokens: h.tokens.unwrap_or(agent.tokens),
-        usd: h.usd.unwrap_or(agent.usd),
-        ms: h.ms.unwrap_or(agent.ms),
+        p_success: spec.p.or(seen.p).unwrap_or(agent.p_success),
+        tokens: spec.tokens.or(seen.tokens).unwrap_or(agent.tokens),
+        usd: spec.usd.or(seen.usd).unwrap_or(agent.usd),
+        ms: spec.ms.or(seen.ms).unwrap_or(agent.ms),
     };
+    let judge_tokens = spec.judge_tokens.or(seen.judge_tokens);
     let judges = judges
         .into_iter()
         .map(|judge| Profile {
-            tokens: h.judge_tokens.unwrap_or(judge.tokens),
+            tokens: judge_tokens.unwrap_or(judge.tokens),
+            p_success: if judges_in_p { 1.0 } else { judge.p_success },
             ..judge
         })
         .collect();
@@ -805,7 +896,9 @@ impl<'a> Ctx<'a> {
                 iterate,
                 ..
             } => {
-                let (agent, judges) = hinted(self.config.agent(*agent), judges, step.cost.as_ref());
+                let seen = self.config.observed(&flow.name, &step.id);
+                let (agent, judges) =
+                    hinted(self.config.agent(*agent), judges, step.cost.as_ref(), seen);
                 let per = PerCall::dispatch(agent, &judges);
                 let leased = step.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
                 do_step(per, *attempts, iterate.as_ref(), leased)
@@ -827,7 +920,8 @@ impl<'a> Ctx<'a> {
                 let items = resolve_items(flow, over, inputs, notes);
                 let leased = |st: &StageIr| st.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
                 let leases: Vec<bool> = stages.iter().map(leased).collect();
-                self.fanout_step(&items, (stages, &leases), *concurrency, require)
+                let seen = self.config.observed(&flow.name, &step.id);
+                self.fanout_step(&items, (stages, &leases, seen), *concurrency, require)
             }
             StepKindIr::Run { flow: callee, .. } => {
                 let c = self.callee(*callee);
@@ -850,7 +944,7 @@ impl<'a> Ctx<'a> {
     fn fanout_step(
         &self,
         items: &Items,
-        (stages, leases): (&[StageIr], &[bool]),
+        (stages, leases, seen): (&[StageIr], &[bool], Option<&Observed>),
         concurrency: u64,
         require: &Require,
     ) -> StepCalc {
@@ -881,6 +975,7 @@ impl<'a> Ctx<'a> {
                 self.config.agent(stage.agent),
                 self.config.judge_calls(&stage.ensure),
                 stage.cost.as_ref(),
+                seen,
             );
             let per = PerCall::dispatch(agent, &judges);
             let k = stage.attempts;
@@ -1414,6 +1509,22 @@ fn estimate(min: &Sym, expected: &Sym, worst: &Sym) -> Estimate {
     }
 }
 
+/// One dimension of a step over a run: the happy path (nothing for a
+/// route-only target), the expected value weighted by its activation, and
+/// the worst case over all its entries — the terms the flow's totals add up.
+fn step_estimate(c: &StepCalc, dim: impl Fn(&Unit) -> &Sym) -> Estimate {
+    let min = if c.route_target {
+        Sym::default()
+    } else {
+        dim(&c.min).clone()
+    };
+    estimate(
+        &min,
+        &dim(&c.expected).scale(c.activation),
+        &dim(&c.worst).scale(c.entries as f64),
+    )
+}
+
 fn construct(kind: &StepKindIr) -> &'static str {
     match kind {
         StepKindIr::Do { .. } => "do",
@@ -1422,6 +1533,40 @@ fn construct(kind: &StepKindIr) -> &'static str {
         StepKindIr::Fanout { .. } => "fanout",
         StepKindIr::Run { .. } => "run",
     }
+}
+
+/// The estimate a run records when it is started from a spec (the
+/// `estimated` event): per step of `flow` (default: the entry flow), its
+/// expected and worst dispatches, tokens, dollars and summed milliseconds
+/// for the run's `inputs`. `None` when `flow` names no flow of `ir`.
+pub fn run_estimate(
+    ir: &Ir,
+    flow: Option<&str>,
+    inputs: &serde_json::Value,
+    config: &CostConfig,
+) -> Option<Vec<StepEstimate>> {
+    let id = match flow {
+        None => ir.entry,
+        Some(name) => ir.flow(name)?.0,
+    };
+    let cost = analyze_cost(ir, id, Some(inputs), config);
+    let fig = |e: &Estimate| EstimateFigure {
+        expected: e.expected,
+        worst: e.worst,
+    };
+    let steps = cost
+        .steps
+        .iter()
+        .map(|s| StepEstimate {
+            id: s.id.clone(),
+            step_hash: None,
+            dispatches: fig(&s.dispatches),
+            tokens: fig(&s.tokens),
+            usd: fig(&s.usd),
+            ms: fig(&s.ms),
+        })
+        .collect();
+    Some(steps)
 }
 
 /// The cost of one run of `flow`; `inputs` (the flow's input object) makes
@@ -1445,15 +1590,11 @@ pub fn analyze_cost(
             id: step.id.clone(),
             construct: construct(&step.kind).to_string(),
             entries: c.entries,
-            dispatches: estimate(
-                &if c.route_target {
-                    Sym::default()
-                } else {
-                    c.min.dispatches.clone()
-                },
-                &c.expected.dispatches.scale(c.activation),
-                &c.worst.dispatches.scale(c.entries as f64),
-            ),
+            dispatches: step_estimate(c, |u| &u.dispatches),
+            tokens: step_estimate(c, |u| &u.tokens),
+            usd: step_estimate(c, |u| &u.usd),
+            ms: step_estimate(c, |u| &u.agent_ms),
+            basis: config.observed(&f.name, &step.id).map(|o| o.basis),
         })
         .collect();
     let (found, unchecked) = breaches(f, &calc);
@@ -1549,5 +1690,183 @@ mod tests {
                 .unwrap_err()
                 .starts_with("invalid TOML")
         );
+    }
+
+    /// Round profiles: claude passes half its attempts; a judge call costs
+    /// 100 tokens.
+    fn round_config() -> CostConfig {
+        CostConfig::from_toml(
+            "[agents.claude]\np_success = 0.5\ntokens = 1000\nusd = 1\nms = 1000\n[agents.codex]\np_success = 0.8\ntokens = 2000\nusd = 2\nms = 2000\n[judge]\np_success = 1\ntokens = 100\nusd = 0.1\nms = 10\n",
+        )
+        .unwrap()
+    }
+
+    fn ir_of(text: &str) -> Ir {
+        let a = crate::analysis::analyze(text);
+        let errors: Vec<String> = a
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        a.ir.expect("an error-free spec has an IR")
+    }
+
+    /// A judged `do` step, a revise gate, a route target, a fanout and a
+    /// sub-flow call: every way a step's figures are made.
+    const MIXED: &str = r#"version: 1
+contracts:
+  Out: {text: string}
+flows:
+  entry: main
+  helper:
+    input: {}
+    output: {from: "${h.output}", contract: Out}
+    steps:
+      - {id: h, do: "Help", out: Out, agent: codex, attempts: 2}
+  main:
+    input: {items: "string[]"}
+    max_rounds: 2
+    output: {from: "${draft.output}", contract: Out}
+    steps:
+      - id: draft
+        do: "Draft"
+        out: Out
+        attempts: 2
+        on_fail: rescue
+        ensure:
+          - judged: {statement: "good", stakes: cheap}
+      - {id: rescue, do: "Rescue", out: Out, agent: codex, attempts: 1}
+      - id: review
+        after: [draft]
+        gate: {on_approve: null, on_revise: draft, on_kill: null}
+      - id: fan
+        after: [review]
+        fanout:
+          over: "${input.items}"
+          concurrency: 2
+          isolation: none
+          require: all
+          merge: sequential
+          steps:
+            - {do: "First ${item}", attempts: 2}
+            - {do: "Second ${item}", agent: codex, attempts: 3}
+      - id: call
+        after: [fan]
+        run: helper
+        with: {}
+"#;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-6 * (1.0 + a.abs().max(b.abs()))
+    }
+
+    #[test]
+    fn per_step_figures_add_up_to_the_flow_totals() {
+        let ir = ir_of(MIXED);
+        let (id, _) = ir.flow("main").unwrap();
+        let inputs = serde_json::json!({"items": ["a", "b", "c"]});
+        let c = analyze_cost(&ir, id, Some(&inputs), &round_config());
+        type Of = fn(&StepCost) -> &Estimate;
+        let dims: [(&Estimate, Of); 4] = [
+            (&c.dispatches, |s| &s.dispatches),
+            (&c.tokens, |s| &s.tokens),
+            (&c.usd, |s| &s.usd),
+            (&c.agent_ms, |s| &s.ms),
+        ];
+        for (total, of) in dims {
+            let sum = |f: fn(&Estimate) -> f64| c.steps.iter().map(|s| f(of(s))).sum::<f64>();
+            assert!(close(sum(|e| e.min), total.min), "{total:?}");
+            assert!(close(sum(|e| e.expected), total.expected), "{total:?}");
+            let worst = sum(|e| e.worst.expect("inputs make every worst case concrete"));
+            assert!(close(worst, total.worst.unwrap()), "{total:?}");
+        }
+        // draft: 2 attempts of 1000 + 100 (judge) tokens, 3 entries (2 rounds)
+        let draft = &c.steps[0];
+        assert_eq!(draft.tokens.worst, Some(3.0 * 2.0 * 1100.0));
+        assert_eq!(draft.tokens.min, 1100.0);
+        assert!(close(draft.tokens.expected, 1.5 * 1100.0));
+        assert_eq!(draft.ms.worst, Some(3.0 * 2.0 * 1010.0));
+        assert!(close(draft.usd.worst.unwrap(), 6.6));
+        // rescue runs only when draft fails (1 - 0.5^2): nothing on the happy path
+        let rescue = &c.steps[1];
+        assert_eq!(rescue.tokens.min, 0.0);
+        assert!(close(rescue.tokens.expected, 0.25 * 2000.0));
+        // the gate costs nothing; the fanout's summed time covers every
+        // item, in each of its 3 entries (the revise resets it too)
+        assert_eq!(c.steps[2].tokens.worst, Some(0.0));
+        assert_eq!(c.steps[3].entries, 3);
+        let item = 2.0 * 1000.0 + 3.0 * 2000.0;
+        assert_eq!(c.steps[3].ms.worst, Some(3.0 * 3.0 * item));
+        // the sub-flow call: its flow's figures, per entry
+        assert_eq!(c.steps[4].tokens.worst, Some(3.0 * 2.0 * 2000.0));
+        assert!(c.steps.iter().all(|s| s.basis.is_none()));
+    }
+
+    #[test]
+    fn history_replaces_the_profile_and_the_spec_hint_wins() {
+        let text = r#"version: 1
+contracts:
+  Out: {text: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${b.output}", contract: Out}
+    steps:
+      - id: a
+        do: "A"
+        out: Out
+        attempts: 3
+        ensure:
+          - judged: {statement: "good", stakes: cheap}
+      - {id: b, after: [a], do: "B", out: Out, attempts: 2, cost: {tokens: 5}}
+      - {id: c, after: [b], do: "C", out: Out, attempts: 2}
+"#;
+        let ir = ir_of(text);
+        let seen = Observed {
+            tokens: Some(10.0),
+            usd: Some(0.5),
+            ms: None,
+            p: Some(1.0),
+            judge_tokens: Some(7.0),
+            basis: Basis {
+                runs: 2,
+                dispatches: 3,
+            },
+        };
+        let mut history = BTreeMap::new();
+        history.insert(("main".to_string(), "a".to_string()), seen);
+        history.insert(("main".to_string(), "b".to_string()), seen);
+        let config = round_config().with_history(history);
+        let c = analyze_cost(&ir, 0, None, &config);
+        let a = &c.steps[0];
+        // every attempt passed: one dispatch expected, the worst unchanged
+        assert_eq!(a.dispatches.expected, 1.0);
+        assert_eq!(a.dispatches.worst, Some(3.0));
+        // 10 tokens per dispatch and 7 per judge call; ms keeps the profile's
+        assert_eq!(a.tokens.expected, 17.0);
+        assert_eq!(a.tokens.worst, Some(51.0));
+        assert_eq!(a.ms.expected, 1010.0);
+        assert_eq!(
+            a.basis,
+            Some(Basis {
+                runs: 2,
+                dispatches: 3
+            })
+        );
+        // b's own hint (5 tokens) wins over history; its usd is history's
+        let b = &c.steps[1];
+        assert_eq!(b.tokens.worst, Some(10.0));
+        assert_eq!(b.usd.worst, Some(1.0));
+        // c has no history: the profile, and it says so
+        let step_c = &c.steps[2];
+        assert_eq!(step_c.basis, None);
+        assert_eq!(step_c.tokens.worst, Some(2000.0));
+        assert!(close(step_c.dispatches.expected, 1.5));
+        // the flow's totals move with the observed figures
+        let plain = analyze_cost(&ir, 0, None, &round_config());
+        assert!(c.tokens.expected < plain.tokens.expected);
     }
 }

@@ -544,6 +544,21 @@ impl Engine {
         })
     }
 
+    /// Records the cost model's estimate of the run's steps in its audit
+    /// (the `estimated` event, step hashes filled in from the plan): what
+    /// `stratumc report` compares the spend with. Drivers call it right
+    /// after starting a run from a spec.
+    pub fn record_estimate(
+        &mut self,
+        run_id: &str,
+        steps: Vec<crate::interp::event::StepEstimate>,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            Ok(interp::record_estimate(p, i, r, steps.clone(), h))
+        })
+    }
+
     /// The workspace root a run was started with.
     pub fn workspace_of(&mut self, run_id: &str) -> Result<Option<String>, EngineError> {
         Ok(self.load(run_id)?.0.header.workspace)

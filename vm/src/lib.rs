@@ -14,6 +14,7 @@ pub mod agent;
 pub mod config;
 pub mod engine;
 pub mod eval;
+pub mod history;
 pub mod host;
 pub mod interp;
 pub mod plan;

@@ -4,7 +4,12 @@
 //! decisions with their notes), what it spent, and the run's timeline.
 //!
 //! Owns: gathering a stored run's [`RunView`] and its typed audit events
-//! into a [`RunReport`]. Rendering (Markdown, HTML, JSON) is the CLI's.
+//! into a [`RunReport`], and the one rule of its own: a step whose actual
+//! spend exceeded [`OVER_FACTOR`] times its expected estimate (the
+//! `estimated` event the run was started with) in any dimension is
+//! flagged ([`Flag`]); a dimension estimated at zero is never flagged, and
+//! a run without an estimate (started from a plan file) has no flags.
+//! Rendering (Markdown, HTML, JSON) is the CLI's.
 //! Must never: write to the store, change a run, or decide anything: it
 //! arranges what the interpreter already recorded, and interprets no
 //! execution rule (a step's status is its row's; a verdict is its event's).
@@ -13,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
-use crate::interp::event::{AttemptResult, UsageDebit};
+use crate::interp::event::{AttemptResult, EstimateFigure, StepEstimate, UsageDebit};
 use crate::interp::host::InputDigest;
 use crate::interp::{Event, EventKind, FileEvidence, Manifest, ShownFile, Spend};
 use crate::view::{self, RunView, StepView};
@@ -44,6 +49,8 @@ pub struct RunReport {
     pub budget: Option<BudgetRecord>,
     /// Every step in plan order (children of `run` steps after their caller).
     pub steps: Vec<StepReport>,
+    /// Steps whose spend exceeded [`OVER_FACTOR`] × their expected estimate.
+    pub flags: Vec<Flag>,
     /// Every audit event, oldest first, as one line each.
     pub timeline: Vec<TimelineEntry>,
 }
@@ -82,8 +89,32 @@ pub struct StepReport {
     pub skipped: Option<String>,
     /// What it spent.
     pub spent: SpendRecord,
+    /// The cost model's estimate of it, recorded when the run started
+    /// (`None`: a run from a plan file, or a sub-flow's step).
+    pub estimate: Option<StepEstimate>,
     /// Its output (succeeded steps).
     pub output: Option<Value>,
+}
+
+/// How many times its expected estimate a step may spend before the
+/// report flags it.
+pub const OVER_FACTOR: f64 = 2.0;
+
+/// A step that spent more than [`OVER_FACTOR`] × its expected estimate in
+/// one dimension.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Flag {
+    /// Step id.
+    pub step: String,
+    /// `dispatches`, `tokens`, `usd` or `ms`.
+    pub dimension: String,
+    /// What it spent.
+    pub actual: f64,
+    /// Its expected estimate.
+    pub expected: f64,
+    /// Its worst-case estimate (`None`: unknown fanout length).
+    pub worst: Option<f64>,
 }
 
 /// How one attempt ended.
@@ -226,6 +257,8 @@ pub fn build(view: &RunView, events: &[Event]) -> RunReport {
             record(step, event);
         }
     }
+    attach_estimates(&mut steps, events);
+    let flags = steps.iter().flat_map(flags_of).collect();
     RunReport {
         run_id: view.meta.run_id.clone(),
         flow: view.meta.flow.clone(),
@@ -243,8 +276,49 @@ pub fn build(view: &RunView, events: &[Event]) -> RunReport {
             ms: b.ms,
         }),
         steps,
+        flags,
         timeline: events.iter().map(timeline_entry).collect(),
     }
+}
+
+/// Gives each step its part of the run's (last) `estimated` event.
+fn attach_estimates(steps: &mut [StepReport], events: &[Event]) {
+    let Some(estimates) = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Estimated { steps } => Some(steps),
+        _ => None,
+    }) else {
+        return;
+    };
+    for est in estimates {
+        if let Some(step) = steps.iter_mut().find(|s| s.depth == 0 && s.id == est.id) {
+            step.estimate = Some(est.clone());
+        }
+    }
+}
+
+/// The dimensions in which a step spent more than [`OVER_FACTOR`] × its
+/// expected estimate.
+fn flags_of(step: &StepReport) -> Vec<Flag> {
+    let Some(est) = &step.estimate else {
+        return Vec::new();
+    };
+    let s = &step.spent;
+    let dims: [(&str, f64, &EstimateFigure); 4] = [
+        ("dispatches", s.dispatches, &est.dispatches),
+        ("tokens", s.tokens, &est.tokens),
+        ("usd", s.usd, &est.usd),
+        ("ms", s.ms, &est.ms),
+    ];
+    dims.into_iter()
+        .filter(|(_, actual, fig)| fig.expected > 0.0 && *actual > OVER_FACTOR * fig.expected)
+        .map(|(dim, actual, fig)| Flag {
+            step: step.id.clone(),
+            dimension: dim.to_owned(),
+            actual,
+            expected: fig.expected,
+            worst: fig.worst,
+        })
+        .collect()
 }
 
 fn step_of(s: &StepView) -> StepReport {
@@ -263,6 +337,7 @@ fn step_of(s: &StepView) -> StepReport {
         decisions: Vec::new(),
         skipped: None,
         spent: s.spent.into(),
+        estimate: None,
         output: s.output.clone(),
     }
 }

@@ -5,21 +5,32 @@
 //! profiles (`--config`, else `./stratum.toml` when it exists, else the
 //! built-in defaults), choosing the flow, and printing the human table or the
 //! versioned JSON document.
+//! With `--history`: the observed figures of the run store's past runs of
+//! the same compiled steps (`stratum_vm::history`, by step hash, the newest
+//! [`stratum_vm::history::MAX_RUNS`] runs), handed to the cost model as
+//! plain data; a step without history keeps its profile and says so.
 //! Must never: estimate anything itself — every figure comes from
-//! `stratum_compiler::cost::analyze_cost`.
+//! `stratum_compiler::cost::analyze_cost` — or write to the run store.
 //!
 //! JSON (`--format json`, one document on stdout):
 //! `{"version": 1, "flow": F, "dispatches": E, "tokens": E, "usd": E,
 //! "ms": E, "agent_ms": E, "decisions": N, "p_success": P,
-//! "steps": [{"id", "construct", "entries", "dispatches": E}],
-//! "budget": {"declared", "exceeded", "unchecked"}, "notes": [..]}` where
+//! "steps": [{"id", "construct", "entries", "dispatches": E, "tokens": E,
+//! "usd": E, "ms": E, "basis": {"runs", "dispatches"}|null}],
+//! "budget": {"declared", "exceeded", "unchecked"}, "notes": [..],
+//! "history"?: {"runs_scanned", "runs_skipped", "max_runs"}}` where
 //! `E = {"min", "expected", "worst": N|null, "worst_symbolic": S|null,
-//! "min_symbolic": S|null, "expected_symbolic": S|null}`.
+//! "min_symbolic": S|null, "expected_symbolic": S|null}`; a step's `ms` is
+//! its dispatch and judge times added up (the flow's `agent_ms` is their
+//! sum); `basis` is what its observed figures rest on (`null`: profile);
+//! `history` is there only with `--history`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use stratum_compiler::cost::{CostConfig, Estimate, FlowCost, analyze_cost, format_number};
+use stratum_compiler::cost::{
+    CostConfig, Estimate, FlowCost, StepCost, analyze_cost, format_number,
+};
 
 use super::usage;
 use crate::{Exit, Format};
@@ -41,9 +52,32 @@ pub struct CostArgs {
     /// Agent profiles (default: `./stratum.toml` when it exists, else built-in defaults).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Use the run store's past runs of the same compiled steps (by step
+    /// hash, the newest 200 runs) for observed pass rates, tokens, dollars
+    /// and time instead of the profiles (a spec's own `cost:` hint still wins).
+    #[arg(long)]
+    pub history: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+}
+
+/// What `--history` read from the store.
+#[derive(Debug, Clone, Copy)]
+struct Scanned {
+    runs_scanned: usize,
+    runs_skipped: usize,
+    max_runs: usize,
+}
+
+impl Scanned {
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "runs_scanned": self.runs_scanned,
+            "runs_skipped": self.runs_skipped,
+            "max_runs": self.max_runs,
+        })
+    }
 }
 
 /// Runs the command.
@@ -85,6 +119,15 @@ pub fn run(args: &CostArgs) -> Exit {
         Err(e) => return usage(e),
     };
 
+    let (config, scanned) = if args.history {
+        match with_history(&analysis, config) {
+            Ok(x) => (x.0, Some(x.1)),
+            Err(e) => return usage(e),
+        }
+    } else {
+        (config, None)
+    };
+
     let cost = analyze_cost(ir, flow, inputs.as_ref(), &config);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -95,16 +138,76 @@ pub fn run(args: &CostArgs) -> Exit {
             if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&cost) {
                 doc.extend(fields);
             }
+            if let Some(s) = scanned {
+                doc.insert("history".into(), s.to_json());
+            }
             let text =
                 serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
             let _ = writeln!(out, "{text}");
         }
         Format::Human => {
-            let _ = out.write_all(human(&cost, &shown, &config_name).as_bytes());
+            let _ = out.write_all(human(&cost, &shown, &config_name, scanned).as_bytes());
         }
     }
     let _ = out.flush();
     Exit::Ok
+}
+
+/// The profiles with what the store's past runs show of the spec's
+/// compiled steps (matched by step hash), as the cost model's plain data.
+fn with_history(
+    analysis: &stratum_compiler::analysis::Analysis,
+    config: CostConfig,
+) -> Result<(CostConfig, Scanned), String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    use stratum_compiler::cost::{Basis, Observed};
+    let plan = stratum_compiler::build::build_plan(analysis)
+        .ok_or_else(|| "the spec could not be built; no history read".to_string())?;
+    // (flow name, step id) → step hash
+    let mut keys = Vec::new();
+    for (f, flow) in plan.flows.iter().enumerate() {
+        for (s, step) in flow.steps.iter().enumerate() {
+            let hash = stratum_vm::plan::hash::step_hash(&plan, f as u32, s as u32);
+            if let Some(h) = hash {
+                let key = (
+                    plan.str(flow.name).to_string(),
+                    plan.str(step.id).to_string(),
+                );
+                keys.push((key, h));
+            }
+        }
+    }
+    let wanted: BTreeSet<String> = keys.iter().map(|(_, h)| h.clone()).collect();
+    let store = stratum_vm::store::SqliteStore::open_default().map_err(|e| e.to_string())?;
+    let mut engine = stratum_vm::engine::Engine::new(Box::new(store));
+    let seen = stratum_vm::history::observe(&mut engine, &wanted)
+        .map_err(|e| format!("cannot read the run store's history: {e}"))?;
+    let mut observed = BTreeMap::new();
+    for (key, hash) in keys {
+        let Some(h) = seen.steps.get(&hash) else {
+            continue;
+        };
+        observed.insert(
+            key,
+            Observed {
+                tokens: h.per_dispatch(h.tokens),
+                usd: h.per_dispatch(h.usd),
+                ms: h.per_dispatch(h.ms),
+                p: h.pass_rate(),
+                judge_tokens: h.judge_tokens_per_call(),
+                basis: Basis {
+                    runs: h.runs,
+                    dispatches: h.dispatches,
+                },
+            },
+        );
+    }
+    let scanned = Scanned {
+        runs_scanned: seen.runs_scanned,
+        runs_skipped: seen.runs_skipped,
+        max_runs: stratum_vm::history::MAX_RUNS,
+    };
+    Ok((config.with_history(observed), scanned))
 }
 
 /// The profiles and where they come from.
@@ -203,24 +306,69 @@ fn worst_text(e: &Estimate) -> String {
     }
 }
 
-fn human(cost: &FlowCost, shown: &str, config: &str) -> String {
+/// `expected / worst` of one step's dimension.
+fn pair(e: &Estimate) -> String {
+    format!("{} / {}", expected_text(e), worst_text(e))
+}
+
+/// What a step's figures rest on, for the `--history` column.
+fn basis_text(s: &StepCost) -> String {
+    match s.basis {
+        Some(b) => format!(
+            "history: {} run{}, {} dispatch{}",
+            b.runs,
+            if b.runs == 1 { "" } else { "s" },
+            b.dispatches,
+            if b.dispatches == 1 { "" } else { "es" }
+        ),
+        None => "profile (no history)".to_string(),
+    }
+}
+
+fn human(cost: &FlowCost, shown: &str, config: &str, scanned: Option<Scanned>) -> String {
     let mut out = format!(
-        "cost of flow `{}` in {shown} (profiles: {config})\n\n",
+        "cost of flow `{}` in {shown} (profiles: {config})\n",
         cost.flow
     );
-    let mut rows = vec![vec![
-        "step".to_string(),
-        "construct".to_string(),
-        "entries".to_string(),
-        "worst dispatches".to_string(),
-    ]];
+    if let Some(s) = scanned {
+        out.push_str(&format!(
+            "history: {} past run{} read (the newest {} at most), {} unreadable\n",
+            s.runs_scanned,
+            if s.runs_scanned == 1 { "" } else { "s" },
+            s.max_runs,
+            s.runs_skipped
+        ));
+    }
+    out.push('\n');
+    let mut head: Vec<String> = [
+        "step",
+        "construct",
+        "entries",
+        "worst dispatches",
+        "tokens (expected / worst)",
+        "usd (expected / worst)",
+        "ms summed (expected / worst)",
+    ]
+    .map(String::from)
+    .to_vec();
+    if scanned.is_some() {
+        head.push("figures".to_string());
+    }
+    let mut rows = vec![head];
     for s in &cost.steps {
-        rows.push(vec![
+        let mut row = vec![
             s.id.clone(),
             s.construct.clone(),
             s.entries.to_string(),
             worst_text(&s.dispatches),
-        ]);
+            pair(&s.tokens),
+            pair(&s.usd),
+            pair(&s.ms),
+        ];
+        if scanned.is_some() {
+            row.push(basis_text(s));
+        }
+        rows.push(row);
     }
     out.push_str(&table(&rows));
     out.push('\n');

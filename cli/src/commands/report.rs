@@ -2,7 +2,9 @@
 //! chain of a run as a document a reviewer reads — per step its status,
 //! attempts and failures, the files its checks read (size and digest), every
 //! verdict (rules, judge, human decisions with notes), spend against budget,
-//! and the timeline.
+//! spend against the estimate the run was started with (each step's spent /
+//! expected / worst per dimension; a step over 2× its expected estimate is
+//! marked `⚠ over 2×` and listed, `flags` in the JSON), and the timeline.
 //!
 //! Owns: laying the [`RunReport`] out as one document model ([`Block`]s),
 //! and writing it as Markdown, as one self-contained HTML file (inline
@@ -14,6 +16,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde_json::json;
+use stratum_vm::interp::event::EstimateFigure;
 use stratum_vm::report::{self, RunReport, SpendRecord, StepReport};
 
 use super::query::{is_unknown_run, open, time, unknown_run};
@@ -151,6 +154,7 @@ fn document(r: &RunReport) -> Vec<Block> {
     doc.push(spend_table(r));
     doc.push(Block::Heading(2, "Steps".into()));
     doc.push(steps_table(&r.steps));
+    estimate_blocks(r, &mut doc);
     for step in &r.steps {
         step_section(step, &mut doc);
     }
@@ -170,6 +174,75 @@ fn document(r: &RunReport) -> Vec<Block> {
             .collect(),
     ));
     doc
+}
+
+/// Spend against the estimate recorded at start, and the flagged steps.
+fn estimate_blocks(r: &RunReport, doc: &mut Vec<Block>) {
+    doc.push(Block::Heading(2, "Spend against the estimate".into()));
+    if r.steps.iter().all(|s| s.estimate.is_none()) {
+        doc.push(Block::Para(
+            "No estimate was recorded: the run was started from a plan file (or by a retry), not from a spec.".into(),
+        ));
+        return;
+    }
+    let over =
+        |s: &StepReport, dim: &str| r.flags.iter().any(|f| f.step == s.id && f.dimension == dim);
+    let fig = |spent: f64, f: &EstimateFigure, flagged: bool| {
+        let worst = f.worst.map_or_else(|| "?".to_string(), number);
+        let text = format!("{} / {} / {worst}", number(spent), number(f.expected));
+        if flagged {
+            Cell {
+                class: Some("bad"),
+                ..Cell::text(format!("{text} ⚠"))
+            }
+        } else {
+            Cell::text(text)
+        }
+    };
+    let rows = r
+        .steps
+        .iter()
+        .filter_map(|s| {
+            let e = s.estimate.as_ref()?;
+            let flagged = r.flags.iter().any(|f| f.step == s.id);
+            Some(vec![
+                Cell::code(&s.id),
+                fig(s.spent.dispatches, &e.dispatches, over(s, "dispatches")),
+                fig(s.spent.tokens, &e.tokens, over(s, "tokens")),
+                fig(s.spent.usd, &e.usd, over(s, "usd")),
+                fig(s.spent.ms, &e.ms, over(s, "ms")),
+                if flagged {
+                    Cell {
+                        class: Some("bad"),
+                        ..Cell::text("⚠ over 2×")
+                    }
+                } else {
+                    Cell::text("")
+                },
+            ])
+        })
+        .collect();
+    doc.push(Block::Table(
+        vec![
+            "step",
+            "dispatches (spent / expected / worst)",
+            "tokens",
+            "usd",
+            "ms",
+            "flag",
+        ],
+        rows,
+    ));
+    for f in &r.flags {
+        doc.push(Block::Para(format!(
+            "⚠ Step {} spent {} {}, more than {}× its expected {}.",
+            f.step,
+            number(f.actual),
+            f.dimension,
+            number(report::OVER_FACTOR),
+            number(f.expected)
+        )));
+    }
 }
 
 fn spend_table(r: &RunReport) -> Block {

@@ -5,6 +5,9 @@
 //! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
 //! ready entry as JSON on stdin, the result JSON on stdout), asking or
 //! deciding gates, progress on stderr, the final JSON, exit codes.
+//! A new run from a spec gets the cost model's per-step estimate recorded
+//! in its audit (`estimated`); one from a prebuilt plan file gets none (a
+//! plan holds no IR), nor does a retry.
 //! Must never: apply an execution rule itself — every decision is the
 //! engine's; this only moves JSON between the engine and the agent.
 
@@ -84,11 +87,15 @@ fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("--inputs is not valid JSON: {e}"))
 }
 
-fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
+/// The plan file of a spec or plan, with the spec's analysis (`None` for a
+/// prebuilt plan file).
+type Built = (Vec<u8>, Option<stratum_compiler::analysis::Analysis>);
+
+fn plan_bytes(source: &Path) -> Result<Built, (Exit, String)> {
     let bytes = crate::input::read(source, crate::input::Kind::SpecOrPlan)
         .map_err(|e| (Exit::Usage, e.to_string()))?;
     if bytes.starts_with(stratum_vm::plan::file::MAGIC) {
-        return Ok(bytes);
+        return Ok((bytes, None));
     }
     let analysis = stratum_compiler::analysis::analyze_bytes(&bytes);
     if analysis.error_count() > 0 {
@@ -107,7 +114,31 @@ fn plan_bytes(source: &Path) -> Result<Vec<u8>, (Exit, String)> {
     }
     let plan = stratum_compiler::build::build_plan(&analysis)
         .ok_or((Exit::Usage, "the spec could not be built".to_string()))?;
-    Ok(stratum_vm::plan::file::encode(&plan).0)
+    Ok((stratum_vm::plan::file::encode(&plan).0, Some(analysis)))
+}
+
+/// Records the cost model's estimate (per step, for the run's input and
+/// the run's frozen configuration) in a run started from a spec, for
+/// `stratumc report`. A run from a prebuilt plan file gets none: the plan
+/// holds no IR. A failure to record is a warning; the run goes on.
+fn record_estimate(
+    engine: &mut Engine,
+    run_id: &str,
+    (analysis, flow, input): (&stratum_compiler::analysis::Analysis, Option<&str>, &Value),
+    frozen: &config::Frozen,
+    host: &mut StdHost,
+) {
+    use stratum_compiler::cost::{CostConfig, run_estimate};
+    let Some(ir) = analysis.ir.as_ref() else {
+        return;
+    };
+    let config = CostConfig::from_toml(&frozen.text).unwrap_or_default();
+    let Some(steps) = run_estimate(ir, flow, input, &config) else {
+        return;
+    };
+    if let Err(e) = engine.record_estimate(run_id, steps, host) {
+        eprintln!("warning: the cost estimate was not recorded in {run_id}: {e}");
+    }
 }
 
 /// The signal (SIGINT or SIGTERM) that asked this process to stop; 0 until one came.
@@ -288,7 +319,7 @@ fn retry(
     let plan = match source {
         None => None,
         Some(source) => {
-            let bytes = plan_bytes(source).map_err(|(code, msg)| {
+            let (bytes, _) = plan_bytes(source).map_err(|(code, msg)| {
                 eprintln!("{msg}");
                 code
             })?;
@@ -315,7 +346,7 @@ fn retry(
 
 /// The hash of the plan `source` builds (a spec) or holds (a plan file).
 fn plan_hash(source: &Path) -> Result<String, (Exit, String)> {
-    let bytes = plan_bytes(source)?;
+    let (bytes, _) = plan_bytes(source)?;
     stratum_vm::plan::file::load(&bytes)
         .map(|(_, hash)| hash.to_hex())
         .map_err(|e| (Exit::Usage, format!("error: {}: {e}", source.display())))
@@ -517,7 +548,7 @@ pub fn run(args: &RunArgs) -> Exit {
         (None, Some(source)) => {
             let frozen =
                 frozen.expect("invariant: run_host freezes the configuration of a new run");
-            let bytes = match plan_bytes(source) {
+            let (bytes, analysis) = match plan_bytes(source) {
                 Ok(b) => b,
                 Err((code, msg)) => {
                     eprintln!("{msg}");
@@ -538,6 +569,7 @@ pub fn run(args: &RunArgs) -> Exit {
                     return Exit::Usage;
                 }
             };
+            let given = input.clone();
             match engine.start_frozen(
                 &plan,
                 args.flow.as_deref(),
@@ -546,7 +578,13 @@ pub fn run(args: &RunArgs) -> Exit {
                 Some(workspace_dir.display().to_string()),
                 &frozen,
             ) {
-                Ok(x) => x,
+                Ok((id, outcome)) => {
+                    if let Some(a) = &analysis {
+                        let what = (a, args.flow.as_deref(), &given);
+                        record_estimate(&mut engine, &id, what, &frozen, &mut host);
+                    }
+                    (id, outcome)
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     return Exit::Usage;

@@ -4,6 +4,8 @@
 //! Owns: the pipeline spec text → analysis → plan → plan file → stored plan
 //! → started run, and the run's workspace root (given, else the server's
 //! directory), recorded in the run so any later server uses the same root.
+//! The started run gets the cost model's per-step estimate in its audit
+//! (`estimated`, through `Engine::record_estimate`) for `stratumc report`.
 //! Must never: start a run from a spec with errors (the reply then carries
 //! the diagnostics), or hand out anything before the run is committed to
 //! the store (the engine commits in `start`).
@@ -11,7 +13,7 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use stratum_compiler::analysis::analyze_bytes;
+use stratum_compiler::analysis::{Analysis, analyze_bytes};
 use stratum_compiler::build::build_plan;
 use stratum_compiler::diagnostics::render;
 
@@ -51,7 +53,8 @@ pub const FIELDS: &[Field] = &[
 
 /// Runs the tool.
 pub fn call(state: &mut State, args: &Args) -> Reply {
-    let loaded = match compile(state, args.get("spec").unwrap_or(&Value::Null)) {
+    let (loaded, analysis) = match compile_analysed(state, args.get("spec").unwrap_or(&Value::Null))
+    {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -73,6 +76,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Err(e) => return Reply::error("host_unavailable", e),
     };
     let input = args.get("input").cloned().unwrap_or_else(|| json!({}));
+    let estimate = estimate(&analysis, args.str("flow"), &input, &frozen);
     match state.engine.start_frozen(
         &loaded,
         args.str("flow"),
@@ -82,6 +86,9 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         &frozen,
     ) {
         Ok((run_id, outcome)) => {
+            if let Some(steps) = estimate {
+                record_estimate(state, &run_id, steps, &mut host);
+            }
             let v = envelope(&outcome, &run_id, &loaded.hash, &agents);
             let work = crate::driver::has_work(&outcome, &agents);
             state.remember(&run_id, host, &loaded.hash, agents);
@@ -94,9 +101,45 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
     }
 }
 
+/// Records the estimate in the started run; a failure is logged (stderr,
+/// never the protocol channel) and the run goes on.
+#[allow(clippy::print_stderr)]
+fn record_estimate(
+    state: &mut State,
+    run_id: &str,
+    steps: Vec<stratum_vm::interp::event::StepEstimate>,
+    host: &mut stratum_vm::host::StdHost,
+) {
+    if let Err(e) = state.engine.record_estimate(run_id, steps, host) {
+        eprintln!("stratumc mcp: warning: the cost estimate was not recorded in {run_id}: {e}");
+    }
+}
+
+/// The cost model's per-step estimate of the run about to start (its input,
+/// its frozen configuration's profiles), recorded in its audit as the
+/// `estimated` event for `stratumc report`.
+fn estimate(
+    analysis: &Analysis,
+    flow: Option<&str>,
+    input: &Value,
+    frozen: &stratum_vm::config::Frozen,
+) -> Option<Vec<stratum_vm::interp::event::StepEstimate>> {
+    use stratum_compiler::cost::{CostConfig, run_estimate};
+    let config = CostConfig::from_toml(&frozen.text).unwrap_or_default();
+    run_estimate(analysis.ir.as_ref()?, flow, input, &config)
+}
+
 /// Compiles a spec (YAML text or object) and stores its plan; a spec with
 /// errors is refused with its diagnostics (`stratum_plan`, `stratum_retry`).
 pub fn compile(state: &mut State, spec: &Value) -> Result<stratum_vm::engine::LoadedPlan, Reply> {
+    compile_analysed(state, spec).map(|(plan, _)| plan)
+}
+
+/// [`compile`], with the spec's analysis (its IR serves the estimate).
+fn compile_analysed(
+    state: &mut State,
+    spec: &Value,
+) -> Result<(stratum_vm::engine::LoadedPlan, Analysis), Reply> {
     let text = spec_text(spec);
     let analysis = analyze_bytes(text.as_bytes());
     let errors = analysis.error_count();
@@ -128,5 +171,9 @@ pub fn compile(state: &mut State, spec: &Value) -> Result<stratum_vm::engine::Lo
         ));
     };
     let (bytes, _) = stratum_vm::plan::file::encode(&plan);
-    state.engine.add_plan(&bytes).map_err(|e| engine_error(&e))
+    let loaded = state
+        .engine
+        .add_plan(&bytes)
+        .map_err(|e| engine_error(&e))?;
+    Ok((loaded, analysis))
 }

@@ -242,6 +242,12 @@ pub enum EventKind {
     /// A step (or a fanout item's last stage) succeeded with `artifacts`
     /// (X4): the manifest of the files it left.
     ArtifactsRecorded(Manifest),
+    /// The cost model's estimate of each step of the entry flow, recorded
+    /// when the run was started from a spec (`stratumc run SPEC`, MCP
+    /// `stratum_plan`); `stratumc report` compares the spend with it. A run
+    /// started from a prebuilt plan file has none (the plan holds no IR to
+    /// estimate from).
+    Estimated { steps: Vec<StepEstimate> },
 }
 
 /// The manifest of an attempt's artifacts (X4): what `stratumc verify`
@@ -311,6 +317,33 @@ pub struct ShownFile {
     pub note: Option<String>,
 }
 
+/// One step's estimate (expected and worst) in the `estimated` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepEstimate {
+    /// Step id in the entry flow.
+    pub id: String,
+    /// Its step hash ([`crate::plan::hash::step_hash`]), when the plan has
+    /// the step.
+    #[serde(rename = "stepHash", default, skip_serializing_if = "Option::is_none")]
+    pub step_hash: Option<String>,
+    /// Dispatches.
+    pub dispatches: EstimateFigure,
+    /// Tokens (judge calls included).
+    pub tokens: EstimateFigure,
+    /// Dollars (judge calls included).
+    pub usd: EstimateFigure,
+    /// Milliseconds of its dispatches and judge calls added up.
+    pub ms: EstimateFigure,
+}
+
+/// An expected and a worst figure; `worst` is `None` when it depends on a
+/// fanout length the inputs did not give.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EstimateFigure {
+    pub expected: f64,
+    pub worst: Option<f64>,
+}
+
 impl EventKind {
     /// The kind's `type` on the wire.
     pub fn name(&self) -> &'static str {
@@ -350,6 +383,7 @@ impl EventKind {
             EventKind::StepReused { .. } => "step_reused",
             EventKind::Retried { .. } => "retried",
             EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
+            EventKind::Estimated { .. } => "estimated",
         }
     }
 
@@ -366,7 +400,8 @@ impl EventKind {
             | EventKind::Resumed
             | EventKind::DriverInterrupted { .. }
             | EventKind::CheckpointReverted { .. }
-            | EventKind::Retried { .. } => "—",
+            | EventKind::Retried { .. }
+            | EventKind::Estimated { .. } => "—",
             EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
             EventKind::ArtifactsRecorded(_) => "step, or fanout (for an item)",
@@ -398,7 +433,22 @@ impl EventKind {
         all.extend(Self::fanout_examples());
         all.extend(Self::revision_examples());
         all.extend(Self::retry_examples());
+        all.push(Self::estimate_example());
         all
+    }
+
+    fn estimate_example() -> EventKind {
+        let fig = |expected, worst| EstimateFigure { expected, worst };
+        EventKind::Estimated {
+            steps: vec![StepEstimate {
+                id: "draft".into(),
+                step_hash: Some("3f2a91c0…".into()),
+                dispatches: fig(1.18, Some(3.0)),
+                tokens: fig(23_600.0, Some(60_000.0)),
+                usd: fig(0.35, Some(0.9)),
+                ms: fig(141_600.0, Some(360_000.0)),
+            }],
+        }
     }
 
     fn retry_examples() -> Vec<EventKind> {

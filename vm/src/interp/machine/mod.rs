@@ -43,7 +43,7 @@ pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
 pub use reuse::{Prior, RetryRefused, prior, retried, start_retry};
 
-use super::event::{Event, EventKind};
+use super::event::{Event, EventKind, StepEstimate};
 use super::host::Host;
 use super::index::{FlowIndex, PlanIndex};
 use super::outcome::Outcome;
@@ -410,6 +410,28 @@ pub fn interrupted(
         killed,
     };
     t.event(kind, None);
+    t.outcome()
+}
+
+/// Records the cost model's estimate of the run's steps (the `estimated`
+/// event): each step of the entry flow that the plan has gets its step
+/// hash; an id the plan lacks keeps none. Changes nothing else.
+pub fn record_estimate(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    mut steps: Vec<StepEstimate>,
+    host: &mut dyn Host,
+) -> Outcome {
+    let flow = run.header.frames.first().map(|f| f.flow);
+    for s in &mut steps {
+        s.step_hash = flow.and_then(|flow| {
+            let at = *index.flows.get(flow as usize)?.ids.get(&s.id)?;
+            crate::plan::hash::step_hash(plan, flow, at)
+        });
+    }
+    let mut t = Transition::new(plan, index, run, host);
+    t.event(EventKind::Estimated { steps }, None);
     t.outcome()
 }
 
