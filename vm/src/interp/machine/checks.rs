@@ -193,9 +193,14 @@ impl Transition<'_> {
             .str(self.flow(f).chunks[c as usize].source)
             .to_string();
         let r = match item {
-            Some((it, prev)) => {
-                self.run_chunk(step_id, f, c, ResultSel::Value(output), Some(it), Some(prev))
-            }
+            Some((it, prev)) => self.run_chunk(
+                step_id,
+                f,
+                c,
+                ResultSel::Value(output),
+                Some(it),
+                Some(prev),
+            ),
             None => self.run_chunk(step_id, f, c, ResultSel::Value(output), None, None),
         };
         let why = match r {

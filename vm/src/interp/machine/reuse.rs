@@ -9,10 +9,11 @@
 //! a candidate would become ready in the new run ([`Transition::try_reuse`],
 //! called by `schedule` after routes, dependencies and `when`): it is
 //! reused iff its step hash in the new plan is the same, the digest of its
-//! inputs (flow input, the status and output of every step it depends on,
-//! the carry values) in the new run is the same, and every evidence record
-//! verifies again through the host; a step reset or revised in the new run
-//! always runs. A reused step is `succeeded` with the old output (a gate:
+//! inputs (flow input, the status, output and manifest digest of every step
+//! it depends on, the carry values) in the new run is the same, and every
+//! evidence record (file predicates, `file()` reads, its manifests' files,
+//! a gate's shown files) verifies again through the host; a step reset or
+//! revised in the new run always runs. A reused step is `succeeded` with the old output (a gate:
 //! approved, routed as an approval), its row says `reused`, an audit event
 //! `step_reused` records it, nothing is dispatched or spent.
 //! Must never: read the host for anything but re-checking evidence, or
