@@ -229,3 +229,43 @@ fn retry_from_a_step_runs_it_again_and_refusals_exit_2() {
     assert_eq!(no_retry.code, 2, "{}", no_retry.context());
     assert!(Path::new(&s.0).exists());
 }
+
+#[test]
+fn retry_after_an_artifact_was_edited_dispatches_its_step_again() {
+    let s = Scratch::new("artifact");
+    let spec = SPEC.replace(
+        "        do: \"plan ${input.topic}\"\n        out: R\n",
+        "        do: \"plan ${input.topic}\"\n        out: R\n        artifacts: [\"plan.md\"]\n",
+    );
+    assert!(spec.contains("artifacts"), "the spec carries an artifact");
+    let spec = s.write("two.stratum.yaml", &spec);
+    s.write("plan.md", "the plan");
+    let ws = s.0.display().to_string();
+    let first = Ran::of(s.stratumc().arg("run").arg(&spec).args([
+        "--inputs",
+        r#"{"topic": "owls"}"#,
+        "--workspace",
+        &ws,
+        "--agent",
+        &agent(&s, "broken"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(first.code, 1, "{}", first.context());
+    let old = first.run_id();
+    assert_eq!(s.log(), ["plan", "write"]);
+    std::fs::remove_file(s.0.join("agent.log")).unwrap();
+
+    // the plan's artifact changes between the runs: its manifest no longer verifies
+    s.write("plan.md", "the plan, edited by hand");
+    let second = Ran::of(s.stratumc().args(["run", "--retry", &old]).args([
+        "--agent",
+        &agent(&s, "fixed"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(second.code, 0, "{}", second.context());
+    assert_eq!(s.log(), ["plan", "write"], "`plan` was dispatched again");
+    let new_view = query(&s, &["flow", &second.run_id()])["run"].clone();
+    assert_eq!(step(&new_view, "plan").get("reusedFrom"), None);
+}

@@ -407,7 +407,7 @@ impl EventKind {
             EventKind::ArtifactsRecorded(_) => "step, or fanout (for an item)",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
-                "the checked step or item; none inside `when`/`set` expressions"
+                "the checked step or item (`when`, `set`, `until` and stage `when` expressions: their step or item)"
             }
             EventKind::Judged { .. } | EventKind::JudgeError { .. } => "the checked step or item",
             EventKind::Routed { .. } | EventKind::StepContinued { .. } => "the failed step",

@@ -307,12 +307,20 @@ pub struct Candidate {
     /// The evidence its checks read, to verify again before reuse.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceRecord>,
+    /// The digest of its manifest in the old run (its row's `manifest`),
+    /// given to the reused step so its dependants' inputs read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// Its latest manifests in the old run (the step's, or one per fanout
+    /// item), recorded again in the new run when it is reused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<super::event::Manifest>,
 }
 
 /// One piece of evidence a step's checks read in the old run; reuse
 /// requires each to verify again, through the host, unchanged. A closed
-/// enum: new kinds of evidence (file reads, artifact manifests) are new
-/// variants with their own re-check in `machine/reuse.rs`.
+/// enum: each kind has its own collection (`evidence_of`) and re-check
+/// (`recheck`) in `machine/reuse.rs`; new kinds are new variants at the end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EvidenceRecord {
@@ -325,6 +333,34 @@ pub enum EvidenceRecord {
         /// Its blake3 hex digest, when it was read.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         blake3: Option<String>,
+    },
+    /// A file of the step's manifest (X4; a fanout's: of any item's),
+    /// looked for in the workspace like `stratumc verify` does.
+    Artifact {
+        /// Path relative to the root, as the manifest lists it.
+        path: String,
+        /// Its sha256 hex digest.
+        sha256: String,
+    },
+    /// A file a `file()` read saw (X3) in the workspace.
+    Read {
+        /// Path relative to the workspace root.
+        path: String,
+        /// A regular file was there.
+        exists: bool,
+        /// Its sha256 hex digest (absent when missing, or above 64 MiB:
+        /// such a read never verifies).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+    },
+    /// A file an approved gate showed (X4 `show`), hashed in the workspace
+    /// when it started waiting.
+    Shown {
+        /// The rendered path.
+        path: String,
+        /// Its sha256 hex digest; absent when it was missing or not hashed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
     },
 }
 

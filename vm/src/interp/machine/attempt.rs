@@ -287,7 +287,8 @@ impl Transition<'_> {
         else {
             return true;
         };
-        let r = self.run_chunk(at.frame, until, ResultSel::Value(output), None, None);
+        let by = self.sid(at);
+        let r = self.run_chunk(&by, at.frame, until, ResultSel::Value(output), None, None);
         if matches!(r, Ok(Value::Bool(true))) {
             return true;
         }

@@ -112,7 +112,7 @@ impl Transition<'_> {
         for p in ensure {
             let allowed = |r: Result<(), Violation>| r.map_err(|v| (v, Retry::Allowed));
             let verdict = match p {
-                PredDef::Expr(c) => allowed(self.ensure_expr(f, *c, output, item)),
+                PredDef::Expr(c) => allowed(self.ensure_expr(f, *c, output, item, step_id)),
                 PredDef::FileExists(path) => {
                     allowed(self.ensure_file_exists(self.plan.str(*path), step_id))
                 }
@@ -186,16 +186,22 @@ impl Transition<'_> {
         c: u32,
         output: &Value,
         item: Option<(&Value, Option<&Value>)>,
+        step_id: &str,
     ) -> Result<(), Violation> {
         let source = self
             .plan
             .str(self.flow(f).chunks[c as usize].source)
             .to_string();
         let r = match item {
-            Some((it, prev)) => {
-                self.run_chunk(f, c, ResultSel::Value(output), Some(it), Some(prev))
-            }
-            None => self.run_chunk(f, c, ResultSel::Value(output), None, None),
+            Some((it, prev)) => self.run_chunk(
+                step_id,
+                f,
+                c,
+                ResultSel::Value(output),
+                Some(it),
+                Some(prev),
+            ),
+            None => self.run_chunk(step_id, f, c, ResultSel::Value(output), None, None),
         };
         let why = match r {
             Ok(Value::Bool(true)) => return Ok(()),

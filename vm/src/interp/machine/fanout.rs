@@ -122,7 +122,9 @@ impl<'a> Transition<'a> {
             };
             let (value, prev) = (it.value.clone(), it.output.clone());
             if let Some(c) = stage.when {
+                let by = self.slot_id(Slot { at, item: Some(k) });
                 let r = self.run_chunk(
+                    &by,
                     at.frame,
                     c,
                     ResultSel::Steps,

@@ -9,10 +9,11 @@
 //! a candidate would become ready in the new run ([`Transition::try_reuse`],
 //! called by `schedule` after routes, dependencies and `when`): it is
 //! reused iff its step hash in the new plan is the same, the digest of its
-//! inputs (flow input, the status and output of every step it depends on,
-//! the carry values) in the new run is the same, and every evidence record
-//! verifies again through the host; a step reset or revised in the new run
-//! always runs. A reused step is `succeeded` with the old output (a gate:
+//! inputs (flow input, the status, output and manifest digest of every step
+//! it depends on, the carry values) in the new run is the same, and every
+//! evidence record (file predicates, `file()` reads, its manifests' files,
+//! a gate's shown files) verifies again through the host; a step reset or
+//! revised in the new run always runs. A reused step is `succeeded` with the old output (a gate:
 //! approved, routed as an approval), its row says `reused`, an audit event
 //! `step_reused` records it, nothing is dispatched or spent.
 //! Must never: read the host for anything but re-checking evidence, or
@@ -29,8 +30,8 @@ use serde_json::{Value, json};
 
 use super::Transition;
 use crate::eval::canonical_digest;
-use crate::interp::event::{Event, EventKind};
-use crate::interp::host::{FileRoot, Host};
+use crate::interp::event::{Event, EventKind, Manifest, ShownFile};
+use crate::interp::host::{FileEvidence, FileRoot, Host};
 use crate::interp::index::PlanIndex;
 use crate::interp::outcome::Outcome;
 use crate::interp::state::*;
@@ -129,21 +130,22 @@ pub fn prior(
         if again.contains(id) || !reusable_kind(&def.kind, st) {
             continue;
         }
-        let (Some(hash), Some(evidence)) = (
+        let (Some(hash), Some(audit)) = (
             step_hash(old_plan, old_flow, s as u32),
-            evidence_of(old_events, id),
+            audit_of(old, st, old_events, id),
         ) else {
             continue;
         };
         let inputs = inputs_digest(old_plan, old_index, old_flow, s as u32, h, &old.steps[0]);
         let attempt = st.reused.as_ref().map_or(st.attempts, |r| r.attempt);
-        let output = st.output.clone();
         let c = Candidate {
             hash,
             inputs,
             attempt,
-            output,
-            evidence,
+            output: st.output.clone(),
+            evidence: audit.evidence,
+            manifest: dep_manifest(h, id, st),
+            manifests: audit.manifests,
         };
         candidates.insert(id.to_string(), c);
     }
@@ -212,8 +214,8 @@ fn from_closure(
 }
 
 /// The digest of what step `step` of flow `flow` reads: the frame's input,
-/// the status and output of every step it depends on (by id), the carry
-/// values.
+/// the status, output and manifest ([`dep_manifest`], when it has one) of
+/// every step it depends on (by id), the carry values.
 fn inputs_digest(
     plan: &Plan,
     index: &PlanIndex,
@@ -227,11 +229,12 @@ fn inputs_digest(
         .iter()
         .map(|&(d, _)| {
             let st = &steps[d as usize];
-            let id = plan.str(fd.steps[d as usize].id).to_string();
-            (
-                id,
-                json!({"status": st.status.as_str(), "output": st.output}),
-            )
+            let id = plan.str(fd.steps[d as usize].id);
+            let mut dep = json!({"status": st.status.as_str(), "output": st.output});
+            if let Some(m) = dep_manifest(header, id, st) {
+                dep["manifest"] = Value::String(m);
+            }
+            (id.to_string(), dep)
         })
         .collect();
     let carry: serde_json::Map<String, Value> = header
@@ -246,49 +249,172 @@ fn inputs_digest(
     }))
 }
 
-/// The evidence the checks of step `id` (and of its fanout items, `id/k`)
-/// read, the latest record per path; `None` when some of it was read in a
+/// What a step's manifests are to its dependants: the digest of its own
+/// manifest, or for a fanout the digest of its items' manifest digests in
+/// item order (`null` for an item without one); `None` when it has none.
+/// A step the run took over reads as it did in the run it came from.
+fn dep_manifest(header: &Header, id: &str, st: &StepState) -> Option<String> {
+    if st.reused.is_some() {
+        let retry = header.retry.as_ref()?;
+        return retry.candidates.get(id)?.manifest.clone();
+    }
+    if st.manifest.is_some() {
+        return st.manifest.clone();
+    }
+    let items: Vec<Option<&String>> = st.items.iter().map(|i| i.manifest.as_ref()).collect();
+    items
+        .iter()
+        .any(Option::is_some)
+        .then(|| canonical_digest(&json!(items)))
+}
+
+/// What a candidate's record says it read and produced in the old run.
+struct Audit {
+    /// Its evidence, to check again.
+    evidence: Vec<EvidenceRecord>,
+    /// Its latest manifests (the step's, or one per fanout item).
+    manifests: Vec<Manifest>,
+}
+
+/// The audit of step `id` (row `st`) of the finished run `old`: a step
+/// `old` itself took over keeps the evidence it was reused on (its
+/// candidate in `old`'s header), any other is read from `old`'s events
+/// ([`evidence_of`]).
+fn audit_of(old: &Run, st: &StepState, events: &[Event], id: &str) -> Option<Audit> {
+    let taken = st.reused.as_ref().and_then(|_| {
+        let retry = old.header.retry.as_ref()?;
+        retry.candidates.get(id)
+    });
+    match taken {
+        Some(c) => Some(Audit {
+            evidence: c.evidence.clone(),
+            manifests: c.manifests.clone(),
+        }),
+        None => evidence_of(events, id),
+    }
+}
+
+/// The evidence of step `id` in the audit `events`: the latest record per
+/// path and kind of what its checks (and its fanout items', `id/k`) read,
+/// each file of its latest manifest per item, and for a gate the files its
+/// latest approval was shown. `None` when some of it was read in a
 /// worktree, which cannot be checked again.
-fn evidence_of(events: &[Event], id: &str) -> Option<Vec<EvidenceRecord>> {
+fn evidence_of(events: &[Event], id: &str) -> Option<Audit> {
     let mut latest = BTreeMap::new();
+    let mut manifests = BTreeMap::new();
+    let mut shown: &[ShownFile] = &[];
     for e in events {
         let Some(step) = e.step.as_deref() else {
             continue;
         };
-        let mine = step == id || step.strip_prefix(id).is_some_and(|r| r.starts_with('/'));
-        let EventKind::Evidence { file, root } = &e.kind else {
-            continue;
-        };
-        if !mine {
+        if step != id && !step.strip_prefix(id).is_some_and(|r| r.starts_with('/')) {
             continue;
         }
-        if root.is_some() {
-            return None;
+        match &e.kind {
+            EventKind::Evidence { root: Some(_), .. } => return None,
+            EventKind::Evidence { file, root: None } => {
+                let record = file_record(file);
+                latest.insert((record_kind(&record), file.path.clone()), record);
+            }
+            EventKind::ArtifactsRecorded(m) if m.step == id => {
+                manifests.insert(m.item_index, m.clone());
+            }
+            EventKind::GateResolved {
+                decision, shown: s, ..
+            } if decision == "approve" => shown = s,
+            _ => {}
         }
-        let record = EvidenceRecord::File {
-            path: file.path.clone(),
-            exists: file.exists,
-            blake3: file.blake3.clone(),
-        };
-        latest.insert(file.path.clone(), record);
     }
-    Some(latest.into_values().collect())
+    let mut evidence: Vec<EvidenceRecord> = latest.into_values().collect();
+    for m in manifests.values() {
+        evidence.extend(m.files.iter().map(|f| EvidenceRecord::Artifact {
+            path: f.path.clone(),
+            sha256: f.sha256.clone(),
+        }));
+    }
+    evidence.extend(shown.iter().map(|f| EvidenceRecord::Shown {
+        path: f.path.clone(),
+        sha256: f.sha256.clone(),
+    }));
+    let manifests = manifests.into_values().collect();
+    Some(Audit {
+        evidence,
+        manifests,
+    })
 }
 
-/// Checks one evidence record again through the host: `Some(evidence)`
-/// (to record) when it is unchanged.
-fn recheck(
-    host: &mut dyn Host,
-    record: &EvidenceRecord,
-) -> Option<crate::interp::host::FileEvidence> {
+/// The record of one `evidence` event: a `file()` read (only those carry a
+/// sha256) or a file predicate's check.
+fn file_record(file: &FileEvidence) -> EvidenceRecord {
+    if file.sha256.is_some() {
+        return EvidenceRecord::Read {
+            path: file.path.clone(),
+            exists: file.exists,
+            sha256: file.sha256.clone(),
+        };
+    }
+    EvidenceRecord::File {
+        path: file.path.clone(),
+        exists: file.exists,
+        blake3: file.blake3.clone(),
+    }
+}
+
+/// Orders the kinds of records that share a path.
+fn record_kind(r: &EvidenceRecord) -> u8 {
+    match r {
+        EvidenceRecord::File { .. } => 0,
+        EvidenceRecord::Artifact { .. } => 1,
+        EvidenceRecord::Read { .. } => 2,
+        EvidenceRecord::Shown { .. } => 3,
+    }
+}
+
+/// A record that verified again: what to record of it in the new run.
+enum Seen {
+    /// A file check's evidence, recorded as an `evidence` event.
+    File(FileEvidence),
+    /// An artifact or a shown file (its manifest or gate says it already).
+    Hashed,
+}
+
+/// Checks one evidence record again through the host (workspace root):
+/// `Some` when it is unchanged.
+fn recheck(host: &mut dyn Host, record: &EvidenceRecord) -> Option<Seen> {
     match record {
         EvidenceRecord::File {
             path,
             exists,
             blake3,
         } => {
+            if *exists && blake3.is_none() {
+                return None; // not hashed (above 16 MiB): cannot be shown unchanged
+            }
             let now = host.file_exists(FileRoot::Workspace, path).ok()?;
-            (now.exists == *exists && now.blake3 == *blake3).then_some(now)
+            (now.exists == *exists && now.blake3 == *blake3).then_some(Seen::File(now))
+        }
+        EvidenceRecord::Artifact { path, sha256 } => {
+            let now = host.hash_file(FileRoot::Workspace, path).ok()??;
+            (now.sha256 == *sha256).then_some(Seen::Hashed)
+        }
+        EvidenceRecord::Read {
+            path,
+            exists,
+            sha256,
+        } => {
+            if *exists && sha256.is_none() {
+                return None; // not hashed: cannot be shown unchanged
+            }
+            let (_, now) = host.read_file(FileRoot::Workspace, path).ok()?;
+            (now.exists == *exists && now.sha256 == *sha256).then_some(Seen::File(now))
+        }
+        EvidenceRecord::Shown { path, sha256 } => {
+            // a file that could not be hashed then (missing, refused) must still not be
+            let now = match host.hash_file(FileRoot::Workspace, path) {
+                Ok(h) => h.map(|h| h.sha256),
+                Err(_) => None,
+            };
+            (now == *sha256).then_some(Seen::Hashed)
         }
     }
 }
@@ -318,13 +444,17 @@ impl Transition<'_> {
         let mut seen = Vec::with_capacity(cand.evidence.len());
         for record in &cand.evidence {
             match recheck(self.host, record) {
-                Some(ev) => seen.push(ev),
+                Some(Seen::File(ev)) => seen.push(ev),
+                Some(Seen::Hashed) => {}
                 None => return false,
             }
         }
         let id = self.sid(at);
         for ev in seen {
             self.evidence(ev, false, Some(&id));
+        }
+        for m in &cand.manifests {
+            self.event(EventKind::ArtifactsRecorded(m.clone()), Some(id.clone()));
         }
         self.take_over(at, cand);
         true
@@ -361,6 +491,11 @@ impl Transition<'_> {
         let st = self.st_mut(at);
         st.reused = Some(reused);
         st.output = cand.output;
+        st.manifest = cand
+            .manifests
+            .iter()
+            .find(|m| m.item_index.is_none())
+            .map(|m| m.digest.clone());
         st.failure = None;
         if gate.is_some() {
             st.decision = Some("approve".into());

@@ -111,7 +111,8 @@ impl Transition<'_> {
         }
         let def = self.def(at);
         if let Some(c) = def.when {
-            match self.run_chunk(at.frame, c, ResultSel::Steps, None, None) {
+            let by = self.sid(at);
+            match self.run_chunk(&by, at.frame, c, ResultSel::Steps, None, None) {
                 Ok(Value::Bool(true)) => {}
                 Ok(_) => return self.skip(at, "`when` is not true"),
                 // E1: a `when` that errors fails the step (its on_fail may route it)
@@ -238,8 +239,9 @@ impl Transition<'_> {
     fn run_set(&mut self, at: StepAt, fields: &[(StrId, u32)]) {
         self.st_mut(at).attempts = 1;
         let mut obj = serde_json::Map::new();
+        let by = self.sid(at);
         for (k, c) in fields {
-            match self.run_chunk(at.frame, *c, ResultSel::Steps, None, None) {
+            match self.run_chunk(&by, at.frame, *c, ResultSel::Steps, None, None) {
                 Ok(val) => {
                     obj.insert(self.plan.str(*k).to_string(), val);
                 }

@@ -107,9 +107,12 @@ impl Transition<'_> {
         render(self.plan, td, &refs).map_err(|e| e.to_string())
     }
 
-    /// Evaluates expression chunk `c` of frame `f`'s flow.
+    /// Evaluates expression chunk `c` of frame `f`'s flow for step `by`
+    /// (its id as clients see it, `fan/3` for an item): the evidence of its
+    /// file functions is recorded as that step's (X8 re-checks it).
     pub(super) fn run_chunk(
         &mut self,
+        by: &str,
         f: FrameIx,
         c: u32,
         result: ResultSel<'_>,
@@ -144,7 +147,7 @@ impl Transition<'_> {
         let evidence = std::mem::take(&mut files.evidence);
         let in_worktree = self.file_root.is_some();
         for e in evidence {
-            self.evidence(e, in_worktree, None);
+            self.evidence(e, in_worktree, Some(by));
         }
         r.map_err(|e| e.to_string())
     }
