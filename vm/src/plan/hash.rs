@@ -163,6 +163,10 @@ impl Resolver<'_> {
             PredDef::Judged(statement, stakes) => {
                 json!({"judged": self.s(*statement), "stakes": stakes.as_str()})
             }
+            PredDef::FileExistsAt(path) => json!({"fileExists": self.path_template(*path)}),
+            PredDef::FileContainsAt(path, text) => {
+                json!({"fileContains": [self.path_template(*path), self.s(*text)]})
+            }
             PredDef::Scored {
                 rubric,
                 threshold,
@@ -175,6 +179,23 @@ impl Resolver<'_> {
                 "inputs": inputs.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
             }),
         }
+    }
+
+    /// A file predicate path (X3): a template without references hashes as
+    /// its text, like the literal path of [`PredDef::FileExists`], so a step
+    /// with a literal path keeps the hash it had before paths were templates.
+    fn path_template(&self, t: u32) -> Value {
+        let Some(TemplateDef { pieces, .. }) = self.fd.templates.get(t as usize) else {
+            return Value::Null;
+        };
+        let mut text = String::new();
+        for p in pieces {
+            match p {
+                super::PieceDef::Text(s) => text.push_str(self.plan.str(*s)),
+                super::PieceDef::Ref(_) => return self.template(t),
+            }
+        }
+        Value::String(text)
     }
 
     /// A chunk as its instructions, operands resolved; its source text,
