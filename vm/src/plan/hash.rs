@@ -424,4 +424,21 @@ mod tests {
         assert_ne!(step_hash(&a, 0, 0), step_hash(&b, 0, 0));
         assert_eq!(step_hash(&a, 0, 1), None);
     }
+
+    #[test]
+    fn a_literal_templated_path_hashes_as_the_literal_path_and_a_reference_does_not() {
+        let literal = plan("notes.md", [0, 1, 2], Pos::default());
+        let mut templated = literal.clone();
+        // template 1: the path as a one-piece template (template 0 is the task)
+        let path = templated.flows[0].templates[0].clone();
+        templated.flows[0].templates.push(path);
+        templated.flows[0].steps[0].ensure = vec![PredDef::FileExistsAt(1)];
+        assert_eq!(step_hash(&literal, 0, 0), step_hash(&templated, 0, 0));
+        let mut with_ref = templated.clone();
+        with_ref.flows[0].templates[1].pieces.push(PieceDef::Ref(RefDef {
+            target: RefTarget::Input,
+            path: vec![],
+        }));
+        assert_ne!(step_hash(&templated, 0, 0), step_hash(&with_ref, 0, 0));
+    }
 }
