@@ -313,6 +313,20 @@ mod tests {
     }
 
     #[test]
+    fn one_warning_per_templated_file_predicate_path() {
+        // plan: 2, check: 3, the two stages: 1 and 2; literal paths none
+        assert_eq!(
+            codes("../tests/conformance/ext/x3-file-path-ok.stratum.yaml"),
+            ["S0903"; 8]
+        );
+        // a stage's `file_exists` and a step's `file_contains`, not its literal path
+        assert_eq!(
+            codes("../tests/conformance/structure/file-path-template.stratum.yaml"),
+            ["S0903"; 2]
+        );
+    }
+
+    #[test]
     fn one_step_state_and_continue_warning_per_use() {
         // analysis: continue; escalate's `when`; paper's `when` (the
         // `${escalate_literature.note}` reference is one more)

@@ -193,9 +193,13 @@ impl<'a> Checker<'a> {
             if let Some((code, msg, help)) = need {
                 let shown = self.types.display(&r.ty);
                 self.sink.push(
-                    Diagnostic::new(code, r.span, format!("{msg}, but this reference is {shown}"))
-                        .with_span_label(format!("this is {shown}"))
-                        .with_help(help),
+                    Diagnostic::new(
+                        code,
+                        r.span,
+                        format!("{msg}, but this reference is {shown}"),
+                    )
+                    .with_span_label(format!("this is {shown}"))
+                    .with_help(help),
                 );
                 return None;
             }

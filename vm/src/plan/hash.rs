@@ -435,10 +435,12 @@ mod tests {
         templated.flows[0].steps[0].ensure = vec![PredDef::FileExistsAt(1)];
         assert_eq!(step_hash(&literal, 0, 0), step_hash(&templated, 0, 0));
         let mut with_ref = templated.clone();
-        with_ref.flows[0].templates[1].pieces.push(PieceDef::Ref(RefDef {
-            target: RefTarget::Input,
-            path: vec![],
-        }));
+        with_ref.flows[0].templates[1]
+            .pieces
+            .push(PieceDef::Ref(RefDef {
+                target: RefTarget::Input,
+                path: vec![],
+            }));
         assert_ne!(step_hash(&templated, 0, 0), step_hash(&with_ref, 0, 0));
     }
 }

@@ -176,7 +176,13 @@ impl Transition<'_> {
         let (it, prev) = item.map_or((None, None), |(i, p)| (Some(i), p));
         match self.render(f, t, it, prev) {
             Ok(Value::String(s)) => Ok(s),
-            Ok(other) => Err(path_unrendered(form, &format!("type_error: the path must be a string, received {}", type_name(&other)))),
+            Ok(other) => Err(path_unrendered(
+                form,
+                &format!(
+                    "type_error: the path must be a string, received {}",
+                    type_name(&other)
+                ),
+            )),
             Err(why) => Err(path_unrendered(form, &why)),
         }
     }
