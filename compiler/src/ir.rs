@@ -243,12 +243,12 @@ pub struct ExprIr {
 pub enum PredicateIr {
     /// `expr`.
     Expr(ExprIr),
-    /// `file_exists` (literal path).
-    FileExists(String),
-    /// `file_contains` (literal path and text).
+    /// `file_exists`: the path is a template of the step (language 1.1 X3).
+    FileExists(TemplateIr),
+    /// `file_contains`: the path is a template (X3), the text is literal.
     FileContains {
-        /// Path.
-        path: String,
+        /// Path template.
+        path: TemplateIr,
         /// Text.
         text: String,
     },

@@ -284,9 +284,9 @@ impl Lowerer<'_> {
             .iter()
             .map(|p| match p {
                 ir::PredicateIr::Expr(e) => PredDef::Expr(self.chunk(t, e, context)),
-                ir::PredicateIr::FileExists(p) => PredDef::FileExists(self.s(p)),
+                ir::PredicateIr::FileExists(p) => PredDef::FileExistsAt(self.template(t, p, true)),
                 ir::PredicateIr::FileContains { path, text } => {
-                    PredDef::FileContains(self.s(path), self.s(text))
+                    PredDef::FileContainsAt(self.template(t, path, true), self.s(text))
                 }
                 ir::PredicateIr::Judged { statement, stakes } => {
                     PredDef::Judged(self.s(statement), *stakes)

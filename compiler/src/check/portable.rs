@@ -25,6 +25,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         for step in &flow.steps {
             out.extend(step.when.iter().flat_map(builtins));
             out.extend(ensures(&step.ensure));
+            out.extend(file_paths(&step.ensure));
             out.extend(
                 step.iterate
                     .iter()
@@ -49,6 +50,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 for s in &f.stages {
                     out.extend(s.when.iter().flat_map(builtins));
                     out.extend(ensures(&s.ensure));
+                    out.extend(file_paths(&s.ensure));
                     out.extend(scored(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
@@ -73,6 +75,32 @@ fn ensures(preds: &[Predicate]) -> Vec<Diagnostic> {
             _ => None,
         })
         .flatten()
+        .collect()
+}
+
+/// X3: one warning per file predicate path with a `${` (the path is a
+/// template in language 1.1; v1's original engine reads it literally).
+fn file_paths(preds: &[Predicate]) -> Vec<Diagnostic> {
+    preds
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::FileExists(path) | PredicateKind::FileContains { path, .. }) => {
+                Some(path)
+            }
+            _ => None,
+        })
+        .filter(|path| path.text.contains("${"))
+        .map(|path| {
+            Diagnostic::new(
+                Code::PortableBuiltins,
+                path.span,
+                format!(
+                    "the path `{}` is a template in stratumc (language 1.1, X3); the original engine reads this path literally, `${{...}}` and all",
+                    path.text
+                ),
+            )
+            .with_help("write the literal path, or check the file from the agent's output with an `expr` ensure, for the original engine")
+        })
         .collect()
 }
 
@@ -281,6 +309,20 @@ mod tests {
         assert_eq!(
             codes("../tests/conformance/ext/x4-artifacts-ok.stratum.yaml"),
             ["S0904"; 5]
+        );
+    }
+
+    #[test]
+    fn one_warning_per_templated_file_predicate_path() {
+        // plan: 2, check: 3, the two stages: 1 and 2; literal paths none
+        assert_eq!(
+            codes("../tests/conformance/ext/x3-file-path-ok.stratum.yaml"),
+            ["S0903"; 8]
+        );
+        // a stage's `file_exists` and a step's `file_contains`, not its literal path
+        assert_eq!(
+            codes("../tests/conformance/structure/file-path-template.stratum.yaml"),
+            ["S0903"; 2]
         );
     }
 

@@ -52,15 +52,23 @@ impl<'a> Checker<'a> {
                         continue;
                     }
                 },
-                PredicateKind::FileExists(p) => {
-                    self.literal_path(p);
-                    ir::PredicateIr::FileExists(p.text.clone())
-                }
+                PredicateKind::FileExists(p) => match self.file_path(fc, p, scope) {
+                    Some(t) => ir::PredicateIr::FileExists(t),
+                    None => {
+                        ok = false;
+                        continue;
+                    }
+                },
                 PredicateKind::FileContains { path, text } => {
-                    self.literal_path(path);
-                    ir::PredicateIr::FileContains {
-                        path: path.text.clone(),
-                        text: text.text.clone(),
+                    match self.file_path(fc, path, scope) {
+                        Some(t) => ir::PredicateIr::FileContains {
+                            path: t,
+                            text: text.text.clone(),
+                        },
+                        None => {
+                            ok = false;
+                            continue;
+                        }
                     }
                 }
                 PredicateKind::Judged { statement, stakes } => ir::PredicateIr::Judged {
@@ -114,24 +122,28 @@ impl<'a> Checker<'a> {
         })
     }
 
-    /// v1 file-predicate paths are literal text: a `${` in one is checked for
-    /// as written, never rendered (language 1.1 makes them templates, X3).
-    fn literal_path(&mut self, path: &crate::yaml::Str) {
-        if !path.text.contains("${") {
-            return;
-        }
-        self.sink.push(
-            Diagnostic::new(
-                Code::LiteralFilePath,
-                path.span,
-                format!(
-                    "the path `{}` is used as written: `${{...}}` is not filled in in file predicate paths",
-                    path.text
-                ),
-            )
-            .with_note("v1 file predicates check a literal path relative to the workspace (or the item's worktree)")
-            .with_help("write the literal path, or check the file from the agent's output with an `expr` ensure"),
-        );
+    /// A file predicate path (`file_exists`, `file_contains.path`): a
+    /// template of the step (language 1.1 X3; a fanout stage's also binds
+    /// `${item}`/`${prev}`); a full reference must be a string (S0415).
+    /// Whether the rendered path stays in the workspace is the host's jail
+    /// to decide at run time, as for a literal path.
+    fn file_path(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        path: &Str,
+        scope: &Scope,
+    ) -> Option<ir::TemplateIr> {
+        let (leaf, stage) = match &scope.item {
+            Some(_) => (
+                Leaf::StageFilePath,
+                StageScope {
+                    item: scope.item.clone(),
+                    prev: scope.prev.clone(),
+                },
+            ),
+            None => (Leaf::FilePath, StageScope::default()),
+        };
+        self.template(fc, Some(scope.reader), path, leaf, &stage)
     }
 
     /// Checks step `i` and builds its IR.

@@ -38,6 +38,10 @@ pub(super) enum Leaf {
     Artifact,
     /// A fanout stage's `artifacts` entry (X4: `${item}`, `${prev}` bound).
     StageArtifact,
+    /// A `file_exists` or `file_contains.path` path of a step (X3).
+    FilePath,
+    /// A file predicate path of a fanout stage (X3: `${item}`, `${prev}` bound).
+    StageFilePath,
 }
 
 /// Bindings of a fanout stage.
@@ -85,16 +89,24 @@ impl<'a> Checker<'a> {
             }
             _ => {}
         }
-        // The scored form of `judged` (X5): its rubric and input paths, of
-        // the step and of its fanout stages.
+        // The scored form of `judged` (X5): its rubric and input paths, and
+        // file predicate paths (X3), of the step and of its fanout stages.
         let stage_ensures = match &s.kind {
             StepKind::Fanout(f) => f.stages.iter().flat_map(|st| st.ensure.iter()).collect(),
             _ => Vec::new(),
         };
         for p in s.ensure.iter().chain(stage_ensures) {
-            if let Some(crate::syntax::ast::PredicateKind::Scored(sc)) = &p.kind {
-                leaves.push(&sc.rubric);
-                leaves.extend(sc.inputs.iter());
+            match &p.kind {
+                Some(crate::syntax::ast::PredicateKind::Scored(sc)) => {
+                    leaves.push(&sc.rubric);
+                    leaves.extend(sc.inputs.iter());
+                }
+                // X3: file predicate paths are templates too
+                Some(
+                    crate::syntax::ast::PredicateKind::FileExists(path)
+                    | crate::syntax::ast::PredicateKind::FileContains { path, .. },
+                ) => leaves.push(path),
+                _ => {}
             }
         }
         let mut out = Vec::new();
@@ -159,24 +171,30 @@ impl<'a> Checker<'a> {
             span: s.span,
         };
         if full && let Some(Piece::Ref(r)) = tir.pieces.first() {
+            let stringy = r.ty.is_stringy() || r.ty == Type::Any;
             let need = match leaf {
-                Leaf::Task | Leaf::StageTask if !(r.ty.is_stringy() || r.ty == Type::Any) => {
-                    Some((
-                        "a `do` task must render to a string",
-                        "embed it in text, e.g. `Work on ${...}`, to interpolate it as JSON",
-                    ))
-                }
+                Leaf::Task | Leaf::StageTask if !stringy => Some((
+                    Code::ReferenceTypeMismatch,
+                    "a `do` task must render to a string",
+                    "embed it in text, e.g. `Work on ${...}`, to interpolate it as JSON",
+                )),
+                Leaf::FilePath | Leaf::StageFilePath if !stringy => Some((
+                    Code::FilePathNotString,
+                    "a file predicate path must render to a string",
+                    "reference a string field holding the path, e.g. `${input.workdir}/plan.md` or `${write.output.path}`",
+                )),
                 Leaf::Over if !matches!(r.ty, Type::List(_) | Type::Any) => Some((
+                    Code::ReferenceTypeMismatch,
                     "`fanout.over` must be a list",
                     "reference a list field (`T[]`)",
                 )),
                 _ => None,
             };
-            if let Some((msg, help)) = need {
+            if let Some((code, msg, help)) = need {
                 let shown = self.types.display(&r.ty);
                 self.sink.push(
                     Diagnostic::new(
-                        Code::ReferenceTypeMismatch,
+                        code,
                         r.span,
                         format!("{msg}, but this reference is {shown}"),
                     )
@@ -220,7 +238,10 @@ impl<'a> Checker<'a> {
         stage: &StageScope,
     ) -> Option<RefIr> {
         let path: Vec<Segment> = r.path.iter().map(seg).collect();
-        let in_stage = matches!(leaf, Leaf::StageTask | Leaf::StageArtifact);
+        let in_stage = matches!(
+            leaf,
+            Leaf::StageTask | Leaf::StageArtifact | Leaf::StageFilePath
+        );
         let word = if r.kind == RefKind::Item {
             "item"
         } else {

@@ -115,9 +115,10 @@ codes! {
     TemplateInExpression = "S0408", Error, "`${...}` inside an expression field";
     ReferenceTypeMismatch = "S0409", Error, "a referenced value of a type that cannot fit";
     FlowOutputMismatch = "S0410", Error, "the flow output's source does not match `output.contract`";
-    LiteralFilePath = "S0411", Warning, "a file predicate path with `${...}`, which v1 does not fill in";
+    LiteralFilePath = "S0411", Warning, "retired: file predicate paths are templates since language 1.1 (X3)";
     UnguardedContinueOutput = "S0412", Warning, "a read of the output of an `on_fail: continue` step that does not check its status";
     StepStateMember = "S0413", Error, "a step-state reference (`${<id>.status}`, …) with a member the step does not have";
+    FilePathNotString = "S0415", Error, "a file predicate path that is one reference to a value that is not a string";
 
     // S05xx — carry variables.
     CarryRootOnly = "S0501", Error, "`carry` on a flow that is not the entry flow";

@@ -296,7 +296,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                             .map_or(String::new(), |t| format!(" timeout_ms {t}"))
                     );
                     for p in &stage.ensure {
-                        let _ = writeln!(out, "        ensure {}", pred_text(plan, p));
+                        let _ = writeln!(out, "        ensure {}", pred_text(plan, flow, p));
                     }
                     artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
                 }
@@ -324,7 +324,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             let _ = writeln!(out, "    when chunk {c}");
         }
         for p in &st.ensure {
-            let _ = writeln!(out, "    ensure {}", pred_text(plan, p));
+            let _ = writeln!(out, "    ensure {}", pred_text(plan, flow, p));
         }
         if st.on_fail_continue {
             let _ = writeln!(out, "    on_fail continue");
@@ -439,7 +439,8 @@ fn budget_text(b: &BudgetDef) -> String {
     parts.join(", ")
 }
 
-fn pred_text(plan: &Plan, p: &PredDef) -> String {
+/// An ensure predicate as listed (a templated path as its template text).
+fn pred_text(plan: &Plan, flow: &FlowDef, p: &PredDef) -> String {
     match p {
         PredDef::Expr(c) => format!("chunk {c}"),
         PredDef::FileExists(s) => format!("file_exists {:?}", plan.str(*s)),
@@ -447,6 +448,12 @@ fn pred_text(plan: &Plan, p: &PredDef) -> String {
             format!("file_contains {:?} {:?}", plan.str(*a), plan.str(*b))
         }
         PredDef::Judged(s, k) => format!("judged {:?} stakes {k:?}", plan.str(*s)),
+        PredDef::FileExistsAt(t) => format!("file_exists {}", template_text(plan, flow, *t)),
+        PredDef::FileContainsAt(t, text) => format!(
+            "file_contains {} {:?}",
+            template_text(plan, flow, *t),
+            plan.str(*text)
+        ),
         PredDef::Scored {
             rubric,
             threshold,

@@ -163,6 +163,10 @@ impl Resolver<'_> {
             PredDef::Judged(statement, stakes) => {
                 json!({"judged": self.s(*statement), "stakes": stakes.as_str()})
             }
+            PredDef::FileExistsAt(path) => json!({"fileExists": self.path_template(*path)}),
+            PredDef::FileContainsAt(path, text) => {
+                json!({"fileContains": [self.path_template(*path), self.s(*text)]})
+            }
             PredDef::Scored {
                 rubric,
                 threshold,
@@ -175,6 +179,23 @@ impl Resolver<'_> {
                 "inputs": inputs.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
             }),
         }
+    }
+
+    /// A file predicate path (X3): a template without references hashes as
+    /// its text, like the literal path of [`PredDef::FileExists`], so a step
+    /// with a literal path keeps the hash it had before paths were templates.
+    fn path_template(&self, t: u32) -> Value {
+        let Some(TemplateDef { pieces, .. }) = self.fd.templates.get(t as usize) else {
+            return Value::Null;
+        };
+        let mut text = String::new();
+        for p in pieces {
+            match p {
+                super::PieceDef::Text(s) => text.push_str(self.plan.str(*s)),
+                super::PieceDef::Ref(_) => return self.template(t),
+            }
+        }
+        Value::String(text)
     }
 
     /// A chunk as its instructions, operands resolved; its source text,
@@ -402,5 +423,24 @@ mod tests {
         let b = plan("stop", [0, 1, 2], Pos::default());
         assert_ne!(step_hash(&a, 0, 0), step_hash(&b, 0, 0));
         assert_eq!(step_hash(&a, 0, 1), None);
+    }
+
+    #[test]
+    fn a_literal_templated_path_hashes_as_the_literal_path_and_a_reference_does_not() {
+        let literal = plan("notes.md", [0, 1, 2], Pos::default());
+        let mut templated = literal.clone();
+        // template 1: the path as a one-piece template (template 0 is the task)
+        let path = templated.flows[0].templates[0].clone();
+        templated.flows[0].templates.push(path);
+        templated.flows[0].steps[0].ensure = vec![PredDef::FileExistsAt(1)];
+        assert_eq!(step_hash(&literal, 0, 0), step_hash(&templated, 0, 0));
+        let mut with_ref = templated.clone();
+        with_ref.flows[0].templates[1]
+            .pieces
+            .push(PieceDef::Ref(RefDef {
+                target: RefTarget::Input,
+                path: vec![],
+            }));
+        assert_ne!(step_hash(&templated, 0, 0), step_hash(&with_ref, 0, 0));
     }
 }

@@ -447,9 +447,12 @@ names! { Stakes, "stakes": Cheap => "cheap", Default => "default", Paranoid => "
 pub enum PredDef {
     /// A chunk that must yield `true`.
     Expr(u32),
-    /// `file_exists` (literal path).
+    /// `file_exists` (literal path): plans of format 2 and older, and format
+    /// 3 plans written before X3's templated paths; the compiler writes
+    /// [`PredDef::FileExistsAt`].
     FileExists(StrId),
-    /// `file_contains` (literal path, text).
+    /// `file_contains` (literal path, text), as [`PredDef::FileExists`];
+    /// the compiler writes [`PredDef::FileContainsAt`].
     FileContains(StrId, StrId),
     /// `judged`.
     Judged(StrId, Stakes),
@@ -466,6 +469,12 @@ pub enum PredDef {
         /// Input file paths: templates of the flow.
         inputs: Vec<u32>,
     },
+    /// `file_exists` whose path is a template of the flow (language 1.1 X3):
+    /// rendered in the step's context (an item's too), then checked like a
+    /// literal path. The compiler lowers every `file_exists` to this form.
+    FileExistsAt(u32),
+    /// `file_contains` whose path is a template (X3); the text is literal.
+    FileContainsAt(u32, StrId),
 }
 
 /// How a template renders.

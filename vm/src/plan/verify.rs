@@ -299,6 +299,11 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
                 v.s(*b)?;
             }
             PredDef::Judged(s, _) => v.s(*s)?,
+            PredDef::FileExistsAt(t) => v.idx(*t, flow.templates.len(), "file path template")?,
+            PredDef::FileContainsAt(t, text) => {
+                v.idx(*t, flow.templates.len(), "file path template")?;
+                v.s(*text)?;
+            }
             PredDef::Scored {
                 rubric,
                 threshold,

@@ -120,6 +120,19 @@ impl Transition<'_> {
                     let (path, text) = (self.plan.str(*path), self.plan.str(*text));
                     allowed(self.ensure_file_contains(path, text, step_id))
                 }
+                PredDef::FileExistsAt(t) => match self.file_path(f, *t, item, "file_exists") {
+                    Ok(path) => allowed(self.ensure_file_exists(&path, step_id)),
+                    Err(v) => Err((v, Retry::Allowed)),
+                },
+                PredDef::FileContainsAt(t, text) => {
+                    match self.file_path(f, *t, item, "file_contains") {
+                        Ok(path) => {
+                            let text = self.plan.str(*text);
+                            allowed(self.ensure_file_contains(&path, text, step_id))
+                        }
+                        Err(v) => Err((v, Retry::Allowed)),
+                    }
+                }
                 PredDef::Judged(s, stakes) => {
                     let j = Judged {
                         judge: None,
@@ -148,6 +161,30 @@ impl Transition<'_> {
             }
         }
         (Ok(()), usage)
+    }
+
+    /// A file predicate path (X3) rendered in the step's context (the item's
+    /// in a fanout stage); a full reference that is not a string, or one
+    /// whose value is not there, fails the predicate.
+    fn file_path(
+        &self,
+        f: FrameIx,
+        t: u32,
+        item: Option<(&Value, Option<&Value>)>,
+        form: &str,
+    ) -> Result<String, Violation> {
+        let (it, prev) = item.map_or((None, None), |(i, p)| (Some(i), p));
+        match self.render(f, t, it, prev) {
+            Ok(Value::String(s)) => Ok(s),
+            Ok(other) => Err(path_unrendered(
+                form,
+                &format!(
+                    "type_error: the path must be a string, received {}",
+                    type_name(&other)
+                ),
+            )),
+            Err(why) => Err(path_unrendered(form, &why)),
+        }
     }
 
     /// The scored form rendered: its rubric and input paths.
@@ -401,4 +438,12 @@ impl Transition<'_> {
             Retry::Allowed,
         ))
     }
+}
+
+/// The violation of a file predicate whose path could not be rendered.
+fn path_unrendered(form: &str, why: &str) -> Violation {
+    (
+        format!("ensure {form} path could not be rendered: {why}"),
+        json!({"kind": "ensure", form: null, "reason": why}),
+    )
 }

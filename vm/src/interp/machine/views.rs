@@ -113,6 +113,12 @@ impl Transition<'_> {
                     path: s(*a),
                     text: s(*b),
                 },
+                // X3: the agent sees the path it must write
+                PredDef::FileExistsAt(t) => EnsureView::FileExists(text(*t)),
+                PredDef::FileContainsAt(t, b) => EnsureView::FileContains {
+                    path: text(*t),
+                    text: s(*b),
+                },
                 PredDef::Judged(st, k) => EnsureView::Judged {
                     statement: s(*st),
                     stakes: k.as_str().to_string(),
