@@ -94,7 +94,10 @@ impl Lab {
             "http://127.0.0.1:11434/v1",
             &format!("http://127.0.0.1:{port}/v1"),
         );
-        assert!(toml.contains(&port.to_string()), "[judges.local] points at the judge");
+        assert!(
+            toml.contains(&port.to_string()),
+            "[judges.local] points at the judge"
+        );
         std::fs::write(ws.join("stratum.toml"), toml).unwrap();
         let home = dir.path().join("home");
         Lab {
@@ -223,7 +226,10 @@ fn us3_a_completed_run_verifies_and_its_report_lists_every_file_and_verdict() {
         assert_eq!(verdict["holds"], true, "{verdict}");
         assert_eq!(verdict["judge"], "local");
         assert!(verdict["score"].as_f64().unwrap() >= verdict["threshold"].as_f64().unwrap());
-        assert!(!verdict["inputs"].as_array().unwrap().is_empty(), "input digests: {verdict}");
+        assert!(
+            !verdict["inputs"].as_array().unwrap().is_empty(),
+            "input digests: {verdict}"
+        );
     }
     // the figures are real PNG pictures
     let figures = steps.iter().find(|s| s["id"] == "analysis").unwrap()["manifests"][0]["files"]
@@ -246,7 +252,10 @@ fn us3_a_completed_run_verifies_and_its_report_lists_every_file_and_verdict() {
 
     let md = lab.out(&["report", &run, "--format", "md"]);
     let md = String::from_utf8_lossy(&md.stdout);
-    assert!(md.contains("runs/demo/analysis/report.md") && md.contains("pass mark"), "{md}");
+    assert!(
+        md.contains("runs/demo/analysis/report.md") && md.contains("pass mark"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -262,7 +271,10 @@ fn us1_the_plan_fails_its_rule_gate_and_the_retry_sees_the_violation() {
     assert_eq!(plans.len(), 2, "{plans:?}");
     assert!(plans[0].get("previousFailure").is_none());
     let fed_back = plans[1]["previousFailure"].to_string();
-    assert!(fed_back.contains("Hypothes"), "the violation is fed back: {fed_back}");
+    assert!(
+        fed_back.contains("Hypothes"),
+        "the violation is fed back: {fed_back}"
+    );
     assert_eq!(lab.step(&run_id(&v), "plan")["attempts"], 2);
 }
 
@@ -290,7 +302,11 @@ fn us2_a_failed_simulation_is_fixed_and_retried_without_redoing_plan_and_literat
     assert_eq!(code, Some(0), "{retried}");
     assert_eq!(retried["status"], "completed");
     let again: Vec<String> = lab.ids().split_off(before);
-    assert_eq!(again, ["simulation", "analysis", "paper"], "plan and literature reused");
+    assert_eq!(
+        again,
+        ["simulation", "analysis", "paper"],
+        "plan and literature reused"
+    );
     let new = run_id(&retried);
     assert_ne!(new, run);
     assert!(lab.step(&new, "plan")["reusedFrom"].as_str().is_some());
@@ -307,7 +323,14 @@ fn escalate_a_literature_stage_failed_by_its_judge_is_revised_with_a_note() {
     assert!(gates.to_string().contains("escalate_literature"), "{gates}");
 
     let note = "cover every question and state the gap";
-    let decided = lab.out(&["gate", "revise", &run, "escalate_literature", "--note", note]);
+    let decided = lab.out(&[
+        "gate",
+        "revise",
+        &run,
+        "escalate_literature",
+        "--note",
+        note,
+    ]);
     assert!(decided.status.success(), "{decided:?}");
     let (code, done) = lab.drive(&["run", "--resume", &run]);
     assert_eq!(code, Some(0), "{done}");
@@ -361,7 +384,10 @@ fn a_sigkill_in_the_middle_of_a_stage_resumes_without_redoing_earlier_stages() {
     driver.kill().unwrap(); // SIGKILL: nothing is cleaned up
     let _ = driver.wait();
     // the hung agent outlives the driver (its own process group): stop it
-    let pid = hung["pid"].as_i64().expect("the agent logs its pid").to_string();
+    let pid = hung["pid"]
+        .as_i64()
+        .expect("the agent logs its pid")
+        .to_string();
     let _ = Command::new("kill").args(["-9", &pid]).status();
     let runs = lab.json(&["query", "flows", "--format", "json"]);
     let run = runs["runs"][0]["runId"].as_str().unwrap().to_owned();
@@ -372,7 +398,14 @@ fn a_sigkill_in_the_middle_of_a_stage_resumes_without_redoing_earlier_stages() {
     assert_eq!(done["status"], "completed");
     assert_eq!(
         lab.ids(),
-        ["plan", "literature", "simulation", "simulation", "analysis", "paper"],
+        [
+            "plan",
+            "literature",
+            "simulation",
+            "simulation",
+            "analysis",
+            "paper"
+        ],
         "only the interrupted stage ran again"
     );
 }
@@ -384,7 +417,11 @@ fn an_agent_that_never_answers_is_orphaned_after_its_lease_and_dispatched_again(
     let spec = lab.ws.join("research.stratum.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
     assert!(text.contains("timeout_ms: 1200000"));
-    std::fs::write(&spec, text.replace("timeout_ms: 1200000", "timeout_ms: 3000")).unwrap();
+    std::fs::write(
+        &spec,
+        text.replace("timeout_ms: 1200000", "timeout_ms: 3000"),
+    )
+    .unwrap();
     let (code, v) = lab.run(&[]);
     assert_eq!(code, Some(0), "{v}");
     let analyses: Vec<Value> = lab
@@ -393,7 +430,10 @@ fn an_agent_that_never_answers_is_orphaned_after_its_lease_and_dispatched_again(
         .filter(|d| d["id"] == "analysis")
         .collect();
     assert_eq!(analyses.len(), 2, "{analyses:?}");
-    assert_eq!(analyses[0]["attempt"], analyses[1]["attempt"], "an orphan uses no attempt");
+    assert_eq!(
+        analyses[0]["attempt"], analyses[1]["attempt"],
+        "an orphan uses no attempt"
+    );
     assert_ne!(analyses[0]["dispatchToken"], analyses[1]["dispatchToken"]);
     let audit = lab.json(&["report", &run_id(&v), "--format", "json"]);
     let analysis = audit["report"]["steps"]
