@@ -494,7 +494,7 @@ const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;m
 padding:0 1rem;color:#1b1f24}h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de}\
 table{border-collapse:collapse;margin:.5rem 0 1rem;width:100%}th,td{border:1px solid #d0d7de;\
 padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f6f8fa}\
-code{font:12px ui-monospace,monospace}.ok{color:#1a7f37;font-weight:600}\
+code{font:12px ui-monospace,monospace}.ok,.bad,.warn{white-space:nowrap}.ok{color:#1a7f37;font-weight:600}\
 .bad{color:#cf222e;font-weight:600}.warn{color:#9a6700;font-weight:600}.muted{color:#6e7781}";
 
 /// The document as one self-contained HTML file.
