@@ -385,9 +385,9 @@ fn plural(n: usize, thing: &str) -> String {
 fn lease(ms: u64) -> String {
     let (n, unit) = match ms {
         0 => (0, "ms"),
-        _ if ms % 3_600_000 == 0 => (ms / 3_600_000, "h"),
-        _ if ms % 60_000 == 0 => (ms / 60_000, "min"),
-        _ if ms % 1000 == 0 => (ms / 1000, "s"),
+        _ if ms.is_multiple_of(3_600_000) => (ms / 3_600_000, "h"),
+        _ if ms.is_multiple_of(60_000) => (ms / 60_000, "min"),
+        _ if ms.is_multiple_of(1000) => (ms / 1000, "s"),
         _ => (ms, "ms"),
     };
     format!("⏱ {n} {unit}")
