@@ -6,19 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod support;
+use support::{example_name, examples};
+
 fn stratumc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stratumc"))
-}
-
-fn examples() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".stratum.yaml"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -30,11 +22,7 @@ fn tmp(name: &str) -> PathBuf {
 #[test]
 fn example_listings() {
     for ex in examples() {
-        let name = ex
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".stratum.yaml", "");
+        let name = example_name(&ex);
         let out = stratumc()
             .args(["build", "--emit", "asm"])
             .arg(&ex)

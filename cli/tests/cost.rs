@@ -1,5 +1,6 @@
 //! End-to-end tests of `stratumc cost`: every example in both formats, JSON
-//! snapshots of two examples (one symbolic, one with inputs), the inputs and
+//! snapshots of two examples (one symbolic, one with inputs) and both formats
+//! of the research pipeline, the inputs and
 //! config options, and the exit codes (0 ok — also over budget —, 1 spec
 //! errors, 2 usage or I/O errors).
 //!
@@ -67,6 +68,28 @@ fn json_snapshot_with_a_gate() {
     ]);
     assert_eq!(code, 0);
     insta::assert_snapshot!("json__reviewed-work-gate", stdout);
+}
+
+#[test]
+fn snapshots_of_the_research_pipeline_with_its_inputs() {
+    // a project directory: run from it, so its stratum.toml (agents, the
+    // `local` judge's cost model) and inputs.json are the ones read
+    let dir = root().join("examples/research-pipeline");
+    let spec = "research.stratum.yaml";
+    let (code, human, err) = cost_in(&dir, &[spec, "--inputs", "@inputs.json"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("human__research", human);
+    let (code, json, err) = cost_in(
+        &dir,
+        &[spec, "--inputs", "@inputs.json", "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(human.contains("(profiles: stratum.toml)"), "{human}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // one row per stage, gate and set step; the worst case fits the budget
+    assert_eq!(doc["steps"].as_array().map(Vec::len), Some(7), "{doc}");
+    assert_eq!(doc["budget"]["exceeded"], serde_json::json!([]), "{doc}");
+    insta::assert_snapshot!("json__research", json);
 }
 
 #[test]

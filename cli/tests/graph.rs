@@ -11,15 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod support;
-use support::{examples, root, stratumc_in};
-
-fn name_of(p: &Path) -> String {
-    p.file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_end_matches(".stratum.yaml")
-        .to_string()
-}
+use support::{example_name, examples, root, stratumc_in};
 
 /// Runs `stratumc ARGS` with `STRATUM_HOME=home`; returns (exit, stdout, stderr).
 fn stratumc(home: &Path, args: &[&str]) -> (i32, String, String) {
@@ -43,7 +35,7 @@ fn every_example_as_dot_and_mermaid() {
     let files = examples();
     assert!(files.len() >= 7);
     for f in &files {
-        let name = name_of(f);
+        let name = example_name(f);
         let path = f.to_string_lossy();
         let (code, dot, stderr) = stratumc(&home, &["graph", &path]);
         assert_eq!(code, 0, "{name}: {stderr}");
@@ -212,6 +204,92 @@ fn a_run_colours_the_steps() {
     assert_eq!(code, 2);
     assert!(stderr.contains("no run store"), "{stderr}");
     assert!(!empty.exists());
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn the_research_pipeline_shows_leases_artifacts_show_files_and_judges() {
+    // language 1.1 part one on the nodes: X7 leases, X4 artifacts and gate
+    // `show` files, X5 scored judges, X2 continue edges
+    let home = scratch("research");
+    let spec = "examples/research-pipeline/research.stratum.yaml";
+    let (code, dot, err) = stratumc(&home, &["graph", spec]);
+    assert_eq!(code, 0, "{err}");
+    for label in [
+        "label=\"flow research\\ndispatch lease ⏱ 30 min\"",
+        "attempts 3 · ⏱ 10 min\\nartifacts: 2\\n",
+        "⏱ 20 min\\nartifacts: 3 · figures/*.png\\nensure ×6\\njudge local ≥ 0.75\"",
+        "ensure ×7\\njudge local ≥ 0.7\"",
+        "show: 2 files",
+        "label=\"continue\"",
+    ] {
+        assert!(dot.contains(label), "{label}\n{dot}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[test]
+fn a_run_colours_a_step_with_a_lease_and_artifacts() {
+    let home = scratch("lease-run");
+    let ws = home.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let spec = home.join("lease.stratum.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1
+contracts:
+  R: {v: string}
+flows:
+  entry: a
+  a:
+    input: {}
+    output: {from: \"${x.output}\", contract: R}
+    steps:
+      - id: x
+        do: \"write out.txt\"
+        out: R
+        timeout_ms: 90000
+        artifacts: [\"out.txt\"]
+",
+    )
+    .unwrap();
+    let spec = spec.to_string_lossy().to_string();
+    let agent = "echo hi > out.txt; echo '{\"output\": {\"v\": \"ok\"}}'";
+    let (code, _, stderr) = stratumc(
+        &home,
+        &[
+            "run",
+            &spec,
+            "--agent",
+            agent,
+            "--workspace",
+            &ws.to_string_lossy(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let run_id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .expect("`run: <id>` on stderr")
+        .trim()
+        .to_string();
+    let (code, dot, stderr) = stratumc(&home, &["graph", &spec, "--run", &run_id]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        dot.contains("label=\"x\\ndo · claude\\n→ R\\n⏱ 90 s\\nartifacts: 1\\n● succeeded\", fillcolor=\"#c8f0c8\""),
+        "{dot}"
+    );
+    let (code, mermaid, _) = stratumc(
+        &home,
+        &["graph", &spec, "--run", &run_id, "--format", "mermaid"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        mermaid.contains(
+            "(\"x<br/>do · claude<br/>→ R<br/>⏱ 90 s<br/>artifacts: 1<br/>● succeeded\")"
+        ),
+        "{mermaid}"
+    );
     let _ = std::fs::remove_dir_all(&home);
 }
 

@@ -12,6 +12,7 @@ test and a summary `e2e: N passed, M failed`.
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -230,6 +231,29 @@ flows:
         out: R
         ensure:
           - file_contains: {path: "notes.md", text: "owl"}
+"""
+
+# X4 artifacts and an X5 scored judge (`[judges.local]` in the workspace's stratum.toml)
+JUDGED = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {topic: string, dir: string}
+    output: {from: "${write.output}", contract: R}
+    steps:
+      - id: write
+        do: "write ${input.dir}/notes.md and figures about ${input.topic}"
+        out: R
+        artifacts: ["${input.dir}/notes.md", "${input.dir}/figs/*.png"]
+        ensure:
+          - judged:
+              rubric: "The notes on ${input.topic} are complete."
+              threshold: 0.7
+              judge: local
+              inputs: ["${input.dir}/notes.md"]
+        attempts: 2
 """
 
 BAD_SPECS = {
@@ -853,6 +877,71 @@ async def file_predicates_use_the_workspace_root():
         assert env["status"] == "completed", env
         await c.err("stratum_plan", {"spec": FILES, "workspaceRoot": str(ws / "missing")},
                     "invalid_request")
+
+
+@contextlib.contextmanager
+def fake_judge():
+    """The research example's loopback OpenAI-style judge; yields its port."""
+    port_file = Path(tempfile.mkdtemp(prefix="judge-", dir=HOME)) / "port"
+    script = REPO / "examples" / "research-pipeline" / "judge" / "fake-openai-judge.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--port-file", str(port_file)],
+                            stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not port_file.is_file():
+            assert proc.poll() is None and time.monotonic() < deadline, "the fake judge did not start"
+            time.sleep(0.05)
+        yield int(port_file.read_text().strip())
+    finally:
+        proc.terminate()
+        proc.wait(TIMEOUT)
+
+
+@test
+async def artifacts_and_scored_verdicts_are_audited():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    with fake_judge() as port:
+        (ws / "stratum.toml").write_text(
+            f'[judges.local]\nurl = "http://127.0.0.1:{port}/v1"\nmodel = "fake"\n')
+        (ws / "out" / "figs").mkdir(parents=True)
+        (ws / "out" / "figs" / "a.png").write_bytes(b"png")
+        async with server() as c:
+            env = await c.ok("stratum_plan", {"spec": JUDGED, "workspaceRoot": str(ws),
+                                              "input": {"topic": "owls", "dir": "out"}})
+            e = ready_entry(env, "write")
+            assert e["do"] == "write out/notes.md and figures about owls", e["do"]
+            # the scored ensure, rendered: rubric and input paths are templates
+            assert e["ensure"] == [{"judged": {
+                "rubric": "The notes on owls are complete.", "threshold": 0.7, "judge": "local",
+                "inputs": ["out/notes.md"]}}], e["ensure"]
+            # a weak draft: the judge scores it 0.3 < 0.7, the step is handed out again
+            (ws / "out" / "notes.md").write_text("owls [weak]\n")
+            env = await c.done(env, "write", {"output": {"value": "draft"}})
+            v = ready_entry(env, "write")["previousFailure"]["violations"]
+            assert [(x["kind"], x["score"], x["threshold"]) for x in v] == [("judged", 0.3, 0.7)], v
+            notes = b"owls hoot at night\n"
+            (ws / "out" / "notes.md").write_bytes(notes)
+            env = await c.done(env, "write", {"output": {"value": "notes"}})
+            assert env["status"] == "completed", env
+            run = env["runId"]
+            audit = await c.ok("stratum_audit", {"runId": run})
+            judged = [ev["detail"] for ev in audit["events"] if ev["type"] == "judged"]
+            assert [(j["score"], j["threshold"], j["holds"], j["judge"]) for j in judged] == [
+                (0.3, 0.7, False, "local"), (0.9, 0.7, True, "local")], judged
+            assert all(j["stakes"] == "scored" and j["reasons"] for j in judged), judged
+            digest = {"path": "out/notes.md", "size": len(notes), "sha256": hashlib.sha256(notes).hexdigest()}
+            assert judged[1]["inputs"] == [digest], judged[1]
+            recorded = [ev for ev in audit["events"] if ev["type"] == "artifacts_recorded"]
+            assert len(recorded) == 1 and recorded[0]["stepId"] == "write", recorded
+            png = {"path": "out/figs/a.png", "size": 3, "sha256": hashlib.sha256(b"png").hexdigest()}
+            manifest = recorded[0]["detail"]
+            assert (manifest["attempt"], manifest["files"]) == (2, [png, digest]), manifest
+            assert len(manifest["digest"]) == 64, manifest
+            assert audit["manifests"] == [manifest], audit["manifests"]
+            # retried from the step: handed out again with the same rendered ensure
+            again = await c.ok("stratum_retry", {"runId": run, "from": "write"})
+            assert ready_ids(again) == ["write"], again
+            assert ready_entry(again, "write")["ensure"] == e["ensure"]
 
 
 @test

@@ -3,7 +3,8 @@
 //!
 //! Owns: turning a [`FlowIr`] into a small drawing model (nodes shaped by
 //! construct, fanout and sub-flow boxes, edges styled by the IR's edge kind,
-//! revise edges with their reset closures), colouring it with the step
+//! revise edges with their reset closures; leases, artifacts, gate `show`
+//! files and scored judges as short label lines), colouring it with the step
 //! statuses of a stored run (read-only), and rendering the model as Graphviz
 //! DOT or Mermaid (`svg` pipes the DOT through `dot -Tsvg`). Output is
 //! deterministic: the same spec (and run state) always gives the same bytes.
@@ -16,7 +17,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StageIr, StepIr, StepKindIr};
+use stratum_compiler::ir::{
+    ArtifactIr, EdgeKind, FlowId, FlowIr, Ir, Piece, PredicateIr, StageIr, StepIr, StepKindIr,
+    TemplateIr,
+};
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
@@ -372,6 +376,77 @@ fn fanout_label(f: &FlowIr, step: &StepIr, state: Option<&StepState>) -> Vec<Str
     label
 }
 
+/// `n thing` / `n things`.
+fn plural(n: usize, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A dispatch lease (X7) in the largest whole unit: `⏱ 20 min`.
+fn lease(ms: u64) -> String {
+    let (n, unit) = match ms {
+        0 => (0, "ms"),
+        _ if ms.is_multiple_of(3_600_000) => (ms / 3_600_000, "h"),
+        _ if ms.is_multiple_of(60_000) => (ms / 60_000, "min"),
+        _ if ms.is_multiple_of(1000) => (ms / 1000, "s"),
+        _ => (ms, "ms"),
+    };
+    format!("⏱ {n} {unit}")
+}
+
+/// A task's attempts (when not the default 2) and its own lease, on one line.
+fn attempts_line(attempts: u64, timeout_ms: Option<u64>) -> Option<String> {
+    let mut parts = Vec::new();
+    if attempts != 2 {
+        parts.push(format!("attempts {attempts}"));
+    }
+    parts.extend(timeout_ms.map(lease));
+    (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
+/// The `artifacts` (X4) on one line: how many, then each glob entry by its
+/// last two path components (`artifacts: 3 · figures/*.png`).
+fn artifacts_line(f: &FlowIr, artifacts: &[ArtifactIr]) -> Option<String> {
+    if artifacts.is_empty() {
+        return None;
+    }
+    let mut line = format!("artifacts: {}", artifacts.len());
+    for a in artifacts.iter().filter(|a| a.glob) {
+        let text = template_text(f, &a.template);
+        let parts: Vec<&str> = text.rsplitn(3, '/').take(2).collect();
+        let tail: Vec<&str> = parts.into_iter().rev().collect();
+        let _ = write!(line, " · {}", shorten(&tail.join("/"), 30));
+    }
+    Some(line)
+}
+
+/// A template as written (`${input.workdir}/plan.md`).
+fn template_text(f: &FlowIr, t: &TemplateIr) -> String {
+    t.pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Text(s) => s.clone(),
+            Piece::Ref(r) => format!("${{{}}}", f.reference_text(&r.target, &r.path)),
+        })
+        .collect()
+}
+
+/// One line per scored `judged` ensure (X5): `judge local ≥ 0.7` (the
+/// default judge has no name).
+fn judge_lines(ensure: &[PredicateIr]) -> Vec<String> {
+    ensure
+        .iter()
+        .filter_map(|p| match p {
+            PredicateIr::Scored {
+                judge, threshold, ..
+            } => Some(match judge {
+                Some(name) => format!("judge {name} ≥ {threshold}"),
+                None => format!("judge ≥ {threshold}"),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 struct Builder<'a> {
     ir: &'a Ir,
     run: Option<&'a RunView>,
@@ -468,9 +543,8 @@ impl Builder<'_> {
                         shorten(&it.until.source, 40)
                     ));
                 }
-                if *attempts != 2 {
-                    lines.push(format!("attempts {attempts}"));
-                }
+                lines.extend(attempts_line(*attempts, step.timeout_ms));
+                lines.extend(artifacts_line(f, &step.artifacts));
                 self.node(key, lines, Shape::Task, step, state)
             }
             StepKindIr::Set { fields } => {
@@ -482,16 +556,21 @@ impl Builder<'_> {
                 lines.extend(self.contract(step.out));
                 self.node(key, lines, Shape::Compute, step, state)
             }
-            StepKindIr::Gate { max_rounds, .. } => {
+            StepKindIr::Gate {
+                max_rounds, show, ..
+            } => {
                 lines.push("gate".into());
                 if let Some(m) = max_rounds {
                     lines.push(format!("max_rounds {m}"));
+                }
+                if !show.is_empty() {
+                    lines.push(format!("show: {}", plural(show.len(), "file")));
                 }
                 self.node(key, lines, Shape::Gate, step, state)
             }
             StepKindIr::Fanout { stages, .. } => {
                 let label = fanout_label(f, step, state);
-                let (inner, first, last) = self.stages(&key, stages);
+                let (inner, first, last) = self.stages(f, &key, stages);
                 let first = first.unwrap_or_else(|| key.clone());
                 let last = last.unwrap_or_else(|| key.clone());
                 (
@@ -512,6 +591,7 @@ impl Builder<'_> {
     /// first and last stage (none without stages).
     fn stages(
         &mut self,
+        f: &FlowIr,
         key: &str,
         stages: &[StageIr],
     ) -> (Vec<Item>, Option<String>, Option<String>) {
@@ -525,6 +605,9 @@ impl Builder<'_> {
             if st.when.is_some() {
                 sl.push("when …".into());
             }
+            sl.extend(st.timeout_ms.map(lease));
+            sl.extend(artifacts_line(f, &st.artifacts));
+            sl.extend(judge_lines(&st.ensure));
             let sk = format!("{key}#{}", i + 1);
             inner.push(Item::Node(Node {
                 key: sk.clone(),
@@ -639,6 +722,7 @@ impl Builder<'_> {
         if !step.ensure.is_empty() {
             lines.push(format!("ensure ×{}", step.ensure.len()));
         }
+        lines.extend(judge_lines(&step.ensure));
         lines.extend(status_line(state));
         let end = End {
             node: key.clone(),
@@ -695,6 +779,9 @@ pub fn model(ir: &Ir, flow: FlowId, run: Option<&RunView>) -> Model {
         b.edge(&a.exit.clone(), &to, Style::Data, None);
     }
     let mut title = vec![format!("flow {}", f.name)];
+    if let Some(ms) = f.dispatch_timeout_ms {
+        title.push(format!("dispatch lease {}", lease(ms)));
+    }
     if let Some(r) = run {
         title.push(format!("run {} · {}", r.id, r.status));
     }
@@ -1041,6 +1128,79 @@ mod tests {
     fn long_conditions_are_shortened_on_one_line() {
         assert_eq!(shorten("a\n  b", 10), "a b");
         assert_eq!(shorten("abcdefghijkl", 5), "abcd…");
+    }
+
+    #[test]
+    fn leases_are_shown_in_their_largest_whole_unit() {
+        assert_eq!(lease(1_200_000), "⏱ 20 min");
+        assert_eq!(lease(3_600_000), "⏱ 1 h");
+        assert_eq!(lease(90_000), "⏱ 90 s");
+        assert_eq!(lease(1500), "⏱ 1500 ms");
+        assert_eq!(attempts_line(2, None), None);
+        assert_eq!(
+            attempts_line(3, Some(600_000)).as_deref(),
+            Some("attempts 3 · ⏱ 10 min")
+        );
+    }
+
+    #[test]
+    fn leases_artifacts_show_files_and_scored_judges_are_labelled() {
+        let text = "version: 1
+contracts:
+  R: {v: string}
+flows:
+  entry: main
+  main:
+    input: {dir: string}
+    output: {from: \"${finish.output}\", contract: R}
+    dispatch_timeout_ms: 60000
+    max_rounds: 1
+    steps:
+      - id: build
+        do: \"build\"
+        out: R
+        timeout_ms: 1200000
+        artifacts: [\"${input.dir}/a.txt\", \"${input.dir}/figures/*.png\"]
+        ensure:
+          - judged: {rubric: \"good\", threshold: 0.7, judge: local, inputs: [\"${input.dir}/a.txt\"]}
+          - judged: {rubric: \"fine\", threshold: 0.5}
+      - id: review
+        after: [build]
+        gate: {on_approve: null, on_revise: build, on_kill: null, show: [\"${input.dir}/a.txt\"]}
+      - id: finish
+        after: [review]
+        do: \"finish\"
+        out: R
+";
+        let a = stratum_compiler::analyze(text);
+        let ir = a.ir.expect("valid spec");
+        let m = model(&ir, 0, None);
+        assert_eq!(m.title, ["flow main", "dispatch lease ⏱ 1 min"]);
+        let lines = |key: &str| -> Vec<String> {
+            m.items
+                .iter()
+                .find_map(|i| match i {
+                    Item::Node(n) if n.key == key => Some(n.lines.clone()),
+                    _ => None,
+                })
+                .expect("the node is drawn")
+        };
+        assert_eq!(
+            lines("main/build"),
+            [
+                "build",
+                "do · claude",
+                "→ R",
+                "⏱ 20 min",
+                "artifacts: 2 · figures/*.png",
+                "ensure ×2",
+                "judge local ≥ 0.7",
+                "judge ≥ 0.5",
+            ]
+        );
+        assert_eq!(lines("main/review"), ["review", "gate", "show: 1 file"]);
+        // a step without 1.1 fields keeps its short label
+        assert_eq!(lines("main/finish"), ["finish", "do · claude", "→ R"]);
     }
 
     #[test]

@@ -15,15 +15,39 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Every `examples/*.stratum.yaml`, sorted.
+/// Every example spec, sorted by path: `examples/*.stratum.yaml` and the
+/// project directories' `examples/*/*.stratum.yaml` (the research pipeline).
 pub fn examples() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
-        .expect("the repository has examples/")
-        .map(|e| e.expect("examples/ is readable").path())
-        .filter(|p| p.to_string_lossy().ends_with(".stratum.yaml"))
-        .collect();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root().join("examples")).expect("the repository has examples/") {
+        let path = entry.expect("examples/ is readable").path();
+        if path.is_dir() {
+            let inner = std::fs::read_dir(&path).expect("an examples/ directory is readable");
+            files.extend(
+                inner
+                    .map(|e| e.expect("an examples/ directory is readable").path())
+                    .filter(|p| is_spec(p)),
+            );
+        } else if is_spec(&path) {
+            files.push(path);
+        }
+    }
     files.sort();
     files
+}
+
+/// The snapshot name of an example: its file stem (`research` for
+/// `examples/research-pipeline/research.stratum.yaml`).
+pub fn example_name(p: &Path) -> String {
+    p.file_name()
+        .expect("an example path names a file")
+        .to_string_lossy()
+        .trim_end_matches(".stratum.yaml")
+        .to_string()
+}
+
+fn is_spec(p: &Path) -> bool {
+    p.is_file() && p.to_string_lossy().ends_with(".stratum.yaml")
 }
 
 /// Runs the built `stratumc ARGS` in `dir` (with `NO_COLOR`, and
