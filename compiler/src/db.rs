@@ -1,6 +1,7 @@
 //! The salsa database behind the language server: incremental analysis.
 //!
-//! Owns: the file-text input ([`FileId`]), the path → file map, and the
+//! Owns: the file-text input ([`FileId`], with its environment input
+//! [`CheckEnv`]: what the `stratum.toml` near the file says), the path → file map, and the
 //! tracked queries that run the front end's stages (YAML + decode, shared
 //! tables, per-flow checks, IR assembly) so that an edit re-runs only what
 //! the edit can affect; the event log used by tests to observe re-execution.
@@ -14,6 +15,7 @@ use salsa::Setter;
 
 use crate::check::{self, Fact, Parses, Tables};
 use crate::diagnostics::{Diagnostic, Sink};
+use crate::env::CheckEnv;
 use crate::ir::{self, FlowIr, Ir};
 use crate::source::Span;
 use crate::syntax::{
@@ -31,6 +33,10 @@ pub struct FileId {
     /// The whole text.
     #[returns(ref)]
     pub text: String,
+    /// The environment input (the `stratum.toml` near the file, as the
+    /// caller found it; default: none known). Only [`file_analysis`] reads it.
+    #[returns(ref)]
+    pub env: CheckEnv,
 }
 
 /// Query executions recorded by the event callback (tests only look at it).
@@ -86,11 +92,24 @@ impl Db {
                 file
             }
             None => {
-                let file = FileId::new(self, path.to_string(), text);
+                let file = FileId::new(self, path.to_string(), text, CheckEnv::default());
                 self.files.insert(path.to_string(), file);
                 file
             }
         }
+    }
+
+    /// Sets a file's environment input (only a changed environment
+    /// invalidates anything, and then only the file's [`file_analysis`]).
+    pub fn set_env(&mut self, file: FileId, env: CheckEnv) {
+        if file.env(self) != &env {
+            file.set_env(self).to(env);
+        }
+    }
+
+    /// The environment input of a file.
+    pub fn env(&self, file: FileId) -> &CheckEnv {
+        file.env(self)
     }
 
     /// The handle of a file, if it is open.
@@ -384,7 +403,7 @@ pub fn check_flow<'db>(db: &'db dyn salsa::Database, key: FlowKey<'db>) -> FlowC
 /// Everything known about one file, positions absolute.
 #[derive(Debug)]
 pub struct FileAnalysis {
-    /// Exactly `analysis::analyze(text).diagnostics`.
+    /// Exactly `analysis::analyze_with(text, env).diagnostics`.
     pub diagnostics: Vec<Diagnostic>,
     /// The checked IR, present exactly when there are no errors.
     pub ir: Option<Arc<Ir>>,
@@ -437,6 +456,10 @@ pub fn file_analysis(db: &dyn salsa::Database, file: FileId) -> FileAnalysis {
         check::subflow_recursion(&p.spec, t, text, &mut sink);
         if !sink.has_errors() && !p.yaml_errors {
             ir = check::assemble(&p.spec, t.clone(), flows);
+        }
+        // after the check, as `analysis::analyze_with` pushes them
+        for d in crate::env::warnings(&p.spec, file.env(db)) {
+            sink.push(d);
         }
         if let Some(ir) = &ir {
             let config = crate::cost::CostConfig::default();
@@ -841,6 +864,40 @@ mod tests {
             let got = crate::ide::diagnostics(&shared, file);
             assert_eq!(got, want.diagnostics, "{} (incremental)", path.display());
         }
+    }
+
+    /// With an environment input, too: the database's diagnostics are
+    /// `analyze_with`'s, and changing the environment alone updates them.
+    #[test]
+    fn diagnostics_equal_analyze_with_an_environment_on_every_corpus_spec() {
+        let corpus = corpus();
+        let judges = ["fast", "strict"].map(String::from);
+        let env = CheckEnv {
+            judges: Some(judges.into_iter().collect()),
+        };
+        let mut shared = Db::new();
+        let mut unknown_judges = 0;
+        for (path, text) in &corpus {
+            let want = crate::analysis::analyze_with(text, &env);
+            unknown_judges += want
+                .diagnostics
+                .iter()
+                .filter(|d| d.code == crate::diagnostics::Code::UnknownJudge)
+                .count();
+            let file = shared.set_text("env.stratum.yaml", text.clone());
+            shared.set_env(file, env.clone());
+            let got = crate::ide::diagnostics(&shared, file);
+            assert_eq!(got, want.diagnostics, "{} (with env)", path.display());
+            shared.set_env(file, CheckEnv::default());
+            let without = crate::analysis::analyze(text).diagnostics;
+            assert_eq!(
+                crate::ide::diagnostics(&shared, file),
+                without,
+                "{}",
+                path.display()
+            );
+        }
+        assert!(unknown_judges > 0, "the corpus names a judge the env lacks");
     }
 }
 

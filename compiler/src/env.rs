@@ -38,6 +38,13 @@ impl CheckEnv {
         }
     }
 
+    /// The environment of the `stratum.toml` near the spec at `spec`
+    /// (beside it, else in the current directory), found as every adapter
+    /// finds it: `stratumc check`, the language server and the MCP server.
+    pub fn near_spec(spec: &std::path::Path) -> (CheckEnv, Option<String>) {
+        CheckEnv::from_near(stratum_vm::config::near_spec(spec))
+    }
+
     /// The environment of a loaded `stratum.toml`.
     pub fn from_config(config: &stratum_vm::config::Config) -> CheckEnv {
         CheckEnv {

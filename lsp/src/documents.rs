@@ -87,6 +87,11 @@ impl Documents {
         }
     }
 
+    /// The URIs of the open documents, in no particular order.
+    pub fn uris(&self) -> Vec<Uri> {
+        self.open.keys().cloned().collect()
+    }
+
     /// An open document.
     pub fn get(&self, uri: &Uri) -> Option<&Document> {
         self.open.get(uri)

@@ -11,9 +11,10 @@ use lsp_server::{Message, Notification, Request, RequestId};
 use lsp_types::notification::{self as n, Notification as LspNotification};
 use lsp_types::request::{self as r, Request as LspRequest};
 use lsp_types::{
-    CodeActionParams, CompletionParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, DocumentSymbolParams, FoldingRangeParams, GotoDefinitionParams,
-    HoverParams, ReferenceParams, RenameParams, TextDocumentPositionParams,
+    CodeActionParams, CompletionParams, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbolParams,
+    FoldingRangeParams, GotoDefinitionParams, HoverParams, ReferenceParams, RenameParams,
+    TextDocumentPositionParams,
 };
 use serde::de::DeserializeOwned;
 
@@ -73,6 +74,8 @@ pub enum Note {
     DidChange(DidChangeTextDocumentParams),
     /// `textDocument/didClose`.
     DidClose(DidCloseTextDocumentParams),
+    /// `workspace/didChangeWatchedFiles` (a `stratum.toml` may have changed).
+    DidChangeWatchedFiles(DidChangeWatchedFilesParams),
     /// `exit`.
     Exit,
     /// Anything else (`initialized`, `$/cancelRequest`, `didSave`, ...): nothing to do.
@@ -127,6 +130,9 @@ impl Note {
             n::DidOpenTextDocument::METHOD => decode_note(method, params, Note::DidOpen),
             n::DidChangeTextDocument::METHOD => decode_note(method, params, Note::DidChange),
             n::DidCloseTextDocument::METHOD => decode_note(method, params, Note::DidClose),
+            n::DidChangeWatchedFiles::METHOD => {
+                decode_note(method, params, Note::DidChangeWatchedFiles)
+            }
             n::Exit::METHOD => Note::Exit,
             _ => Note::Ignored,
         }

@@ -13,19 +13,20 @@ use std::collections::HashMap;
 use lsp_types::{
     CodeActionKind, CodeActionOrCommand, CodeActionParams, CompletionItemKind, CompletionParams,
     CompletionResponse, Diagnostic as LspDiagnostic, DiagnosticRelatedInformation,
-    DiagnosticSeverity, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse,
-    FoldingRange, FoldingRangeKind, FoldingRangeParams, GotoDefinitionParams,
-    GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location, MarkupContent, MarkupKind,
-    NumberOrString, Position, PrepareRenameResponse, PublishDiagnosticsParams, ReferenceParams,
-    RenameParams, SymbolKind as LspSymbolKind, TextDocumentPositionParams, TextEdit as LspTextEdit,
-    Uri, WorkspaceEdit,
+    DiagnosticSeverity, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbol, DocumentSymbolParams,
+    DocumentSymbolResponse, FoldingRange, FoldingRangeKind, FoldingRangeParams,
+    GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents, HoverParams, Location,
+    MarkupContent, MarkupKind, NumberOrString, Position, PrepareRenameResponse,
+    PublishDiagnosticsParams, ReferenceParams, RenameParams, SymbolKind as LspSymbolKind,
+    TextDocumentPositionParams, TextEdit as LspTextEdit, Uri, WorkspaceEdit,
 };
 use stratum_compiler::diagnostics::Diagnostic;
 use stratum_compiler::ide::{self, CompletionKind, Db, SymbolKind};
 use stratum_compiler::{Severity, Span};
 
 use crate::documents::{Document, Documents};
+use crate::environment;
 
 /// Why a request could not be answered (becomes an LSP error response).
 #[derive(Debug)]
@@ -77,16 +78,54 @@ impl<'a> Snapshot<'a> {
 
 // ---- notifications -------------------------------------------------------
 
-/// `textDocument/didOpen`: the text goes into the database; its diagnostics
-/// are published.
+/// `textDocument/didOpen`: the text and the environment input (the
+/// `stratum.toml` near the document) go into the database; its diagnostics
+/// are published. A `stratum.toml` that cannot be used is logged and the
+/// document is checked without it, as `stratumc check` does.
 pub fn did_open(
     db: &mut Db,
     docs: &mut Documents,
     p: DidOpenTextDocumentParams,
 ) -> Result<PublishDiagnosticsParams, String> {
     let doc = p.text_document;
-    docs.open(db, doc.uri.clone(), doc.version, doc.text);
+    let file = docs.open(db, doc.uri.clone(), doc.version, doc.text).file;
+    let (env, unreadable) = environment::near(&doc.uri);
+    db.set_env(file, env);
+    if let Some(why) = unreadable {
+        crate::server::log(&why);
+    }
     publish_diagnostics(db, docs, &doc.uri)
+}
+
+/// `workspace/didChangeWatchedFiles`: when a `stratum.toml` changed (was
+/// created, saved or deleted), every open document's environment is found
+/// again; the diagnostics of those whose environment changed are published.
+pub fn did_change_watched_files(
+    db: &mut Db,
+    docs: &Documents,
+    p: DidChangeWatchedFilesParams,
+) -> Vec<PublishDiagnosticsParams> {
+    if !p.changes.iter().any(|c| environment::is_config(&c.uri)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for uri in docs.uris() {
+        let Some(file) = docs.get(&uri).map(|d| d.file) else {
+            continue;
+        };
+        let (env, unreadable) = environment::near(&uri);
+        if let Some(why) = unreadable {
+            crate::server::log(&why);
+        }
+        if db.env(file) == &env {
+            continue;
+        }
+        db.set_env(file, env);
+        if let Ok(params) = publish_diagnostics(db, docs, &uri) {
+            out.push(params);
+        }
+    }
+    out
 }
 
 /// `textDocument/didChange`: the changes are applied in order; the

@@ -2,7 +2,8 @@
 //!
 //! Owns: the LSP protocol edge: the closed set of events ([`event`]), the
 //! main loop and shutdown ([`server`]), one handler per method
-//! ([`handlers`]), the open documents ([`documents`]), UTF-16 position
+//! ([`handlers`]), the open documents ([`documents`]) and their
+//! environment input ([`environment`]: the `stratum.toml` near each), UTF-16 position
 //! conversion ([`convert`], the only place that counts UTF-16 units) and
 //! file URIs ([`uri`]).
 //! Must never: implement a language rule (everything comes from
@@ -10,6 +11,7 @@
 
 pub mod convert;
 mod documents;
+mod environment;
 mod event;
 mod handlers;
 mod server;

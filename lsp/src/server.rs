@@ -81,7 +81,7 @@ pub fn run_stdio() -> Result<Ending, String> {
 /// Serves one client over `connection` (stdio, or `Connection::memory()`
 /// in tests) from `initialize` to `exit`.
 pub fn serve(connection: &Connection) -> Result<Ending, String> {
-    let (id, _params) = connection
+    let (id, params) = connection
         .initialize_start()
         .map_err(|e| format!("initialization failed: {e}"))?;
     let result = serde_json::json!({
@@ -94,6 +94,9 @@ pub fn serve(connection: &Connection) -> Result<Ending, String> {
     connection
         .initialize_finish(id, result)
         .map_err(|e| format!("initialization failed: {e}"))?;
+    if watches_dynamically(&params) {
+        register_config_watcher(connection);
+    }
     let mut server = Server {
         connection,
         db: Db::new(),
@@ -106,6 +109,48 @@ pub fn serve(connection: &Connection) -> Result<Ending, String> {
         }
     }
     Ok(Ending::Abrupt)
+}
+
+/// Whether the client lets the server register file watchers
+/// (`workspace.didChangeWatchedFiles.dynamicRegistration`).
+fn watches_dynamically(params: &serde_json::Value) -> bool {
+    serde_json::from_value::<lsp_types::InitializeParams>(params.clone())
+        .ok()
+        .and_then(|p| {
+            p.capabilities
+                .workspace?
+                .did_change_watched_files?
+                .dynamic_registration
+        })
+        .unwrap_or(false)
+}
+
+/// Asks the client to report changes of every `stratum.toml` (the
+/// environment input of the documents): `client/registerCapability`. The
+/// client's answer needs no action.
+fn register_config_watcher(connection: &Connection) {
+    use lsp_types::request::{RegisterCapability, Request as _};
+    let options = lsp_types::DidChangeWatchedFilesRegistrationOptions {
+        watchers: vec![lsp_types::FileSystemWatcher {
+            glob_pattern: lsp_types::GlobPattern::String("**/stratum.toml".into()),
+            kind: None,
+        }],
+    };
+    let params = lsp_types::RegistrationParams {
+        registrations: vec![lsp_types::Registration {
+            id: "stratum-toml".into(),
+            method: "workspace/didChangeWatchedFiles".into(),
+            register_options: serde_json::to_value(options).ok(),
+        }],
+    };
+    let request = lsp_server::Request::new(
+        RequestId::from("register-stratum-toml".to_string()),
+        RegisterCapability::METHOD.into(),
+        params,
+    );
+    if connection.sender.send(Message::Request(request)).is_err() {
+        log("the client closed the connection");
+    }
 }
 
 struct Server<'c> {
@@ -140,6 +185,15 @@ impl Server<'_> {
             Note::DidChange(p) => self.notified(|db, docs| handlers::did_change(db, docs, p)),
             Note::DidClose(p) => {
                 self.notified(|db, docs| Ok(Some(handlers::did_close(db, docs, p))))
+            }
+            Note::DidChangeWatchedFiles(p) => {
+                let (db, docs) = (&mut self.db, &self.docs);
+                match catch_unwind(AssertUnwindSafe(|| {
+                    handlers::did_change_watched_files(db, docs, p)
+                })) {
+                    Ok(all) => all.into_iter().for_each(|params| self.publish(params)),
+                    Err(panic) => log(&format!("analysis failed: {}", panic_message(panic))),
+                }
             }
             Note::Ignored => {}
             Note::Invalid { method, error } => log(&format!(
@@ -266,6 +320,6 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Server-side log: stderr, which LSP clients keep apart from the protocol.
-fn log(message: &str) {
+pub(crate) fn log(message: &str) {
     eprintln!("stratumc lsp: {message}");
 }

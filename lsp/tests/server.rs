@@ -801,3 +801,122 @@ fn completion_after_the_dollar_trigger_offers_references() {
     }
     client.shutdown();
 }
+
+/// A spec whose `judged` ensure names the judge `locl` (S0325 when the
+/// `stratum.toml` near it has other judges).
+const JUDGED_SPEC: &str = r#"version: 1
+contracts:
+  Draft: {text: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${write.output}", contract: Draft}
+    steps:
+      - id: write
+        do: "Écris 中文"
+        out: Draft
+        ensure:
+          - judged:
+              rubric: "Score the draft."
+              threshold: 0.5
+              judge: locl
+"#;
+
+/// What `stratumc check` reports for `path` (its codes, ranges and messages).
+fn as_check_reports(path: &std::path::Path, text: &str) -> Vec<(String, String)> {
+    use stratum_compiler::env::CheckEnv;
+    let (env, _) = CheckEnv::near_spec(path);
+    stratum_compiler::analysis::analyze_with(text, &env)
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str().to_string(), d.message.clone()))
+        .collect()
+}
+
+fn reports(published: &lsp_types::PublishDiagnosticsParams) -> Vec<(String, String)> {
+    published
+        .diagnostics
+        .iter()
+        .map(|d| {
+            let code = match &d.code {
+                Some(NumberOrString::String(c)) => c.clone(),
+                other => panic!("a string code, got {other:?}"),
+            };
+            (code, d.message.clone())
+        })
+        .collect()
+}
+
+fn watched_change(client: &Client, toml: &std::path::Path) {
+    use lsp_types::notification::DidChangeWatchedFiles;
+    let uri: Uri = stratum_lsp::uri::from_path(&toml.display().to_string())
+        .parse()
+        .expect("a valid URI");
+    client.notify::<DidChangeWatchedFiles>(lsp_types::DidChangeWatchedFilesParams {
+        changes: vec![lsp_types::FileEvent::new(
+            uri,
+            lsp_types::FileChangeType::CHANGED,
+        )],
+    });
+}
+
+#[test]
+fn unknown_judge_names_come_from_the_stratum_toml_beside_the_document_and_follow_its_changes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = dir.path().join("judged.stratum.yaml");
+    let toml = dir.path().join("stratum.toml");
+    std::fs::write(&spec, JUDGED_SPEC).expect("spec written");
+    let judges = |names: &[&str]| {
+        let tables: Vec<String> = names
+            .iter()
+            .map(|n| format!("[judges.{n}]\nurl = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"))
+            .collect();
+        std::fs::write(&toml, tables.join("\n")).expect("stratum.toml written");
+    };
+    judges(&["local"]);
+    let mut client = Client::start();
+    let u: Uri = stratum_lsp::uri::from_path(&spec.display().to_string())
+        .parse()
+        .expect("a valid URI");
+
+    let published = client.open(&u, JUDGED_SPEC);
+    let want = as_check_reports(&spec, JUDGED_SPEC);
+    assert_eq!(reports(&published), want);
+    let [d] = &published.diagnostics[..] else {
+        panic!("one diagnostic: {:#?}", published.diagnostics)
+    };
+    assert_eq!(d.code, Some(NumberOrString::String("S0325".into())));
+    assert_eq!(d.severity, Some(DiagnosticSeverity::WARNING));
+    assert_eq!(d.range, range(JUDGED_SPEC, "locl", 0));
+
+    // the judge is added: the warning goes away
+    judges(&["local", "locl"]);
+    watched_change(&client, &toml);
+    let published = client.next_diagnostics();
+    assert_eq!(published.uri, u);
+    assert_eq!(reports(&published), as_check_reports(&spec, JUDGED_SPEC));
+    assert!(
+        published.diagnostics.is_empty(),
+        "{:#?}",
+        published.diagnostics
+    );
+
+    // the toml removed: no environment, so S0325 is not checked (as `check`)
+    std::fs::remove_file(&toml).expect("stratum.toml removed");
+    watched_change(&client, &toml);
+    let published = client.next_diagnostics();
+    assert!(
+        published.diagnostics.is_empty(),
+        "{:#?}",
+        published.diagnostics
+    );
+    assert_eq!(reports(&published), as_check_reports(&spec, JUDGED_SPEC));
+
+    // written back without `locl`: the warning is back
+    judges(&["local"]);
+    watched_change(&client, &toml);
+    let published = client.next_diagnostics();
+    assert_eq!(reports(&published), want);
+    assert_eq!(client.shutdown(), Ending::Clean);
+}

@@ -351,6 +351,13 @@ pub fn near(root: Option<&Path>) -> Result<Option<Config>, ConfigError> {
     workspace_path(root).map(|p| load_file(&p)).transpose()
 }
 
+/// The workspace's file of a spec file, as [`near`] finds it from the
+/// spec's directory (`stratumc check`, the language server and MCP share
+/// this: the `stratum.toml` beside the spec, else in the current directory).
+pub fn near_spec(spec: &Path) -> Result<Option<Config>, ConfigError> {
+    near(spec.parent().filter(|d| !d.as_os_str().is_empty()))
+}
+
 // ---------------------------------------------------------------------------
 // The operator's file, the workspace's file, and the configuration frozen
 // into a run

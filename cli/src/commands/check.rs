@@ -149,8 +149,7 @@ pub fn run(args: &CheckArgs) -> Exit {
         };
         // The environment input: the stratum.toml beside the spec (else in
         // the current directory), as the language server and MCP find it.
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        let (env, unreadable) = CheckEnv::from_near(stratum_vm::config::near(dir));
+        let (env, unreadable) = CheckEnv::near_spec(path);
         if let Some(why) = unreadable {
             eprintln!("warning: {shown}: checked without its stratum.toml: {why}");
         }

@@ -34,6 +34,7 @@ use crate::syntax::ast::{self, Spec, StepKind};
 use crate::types::{FieldType, Record, RecordId, Ty, Type, TypeTable};
 
 pub use graph::Graph;
+pub(crate) use template::TEMPLATE_STATE_MEMBERS;
 
 /// What the output of a step looks like to its readers.
 #[derive(Debug, Clone)]

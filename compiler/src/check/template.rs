@@ -668,7 +668,7 @@ fn state_read<'r>(fc: &FlowCtx<'_>, r: &'r Reference) -> Option<&'r str> {
 }
 
 /// The members a template reads of a step's state; `choice` is X10 (refused).
-const TEMPLATE_STATE_MEMBERS: &[&str] = &["status", "failure", "note", "choice"];
+pub(crate) const TEMPLATE_STATE_MEMBERS: &[&str] = &["status", "failure", "note", "choice"];
 
 impl Checker<'_> {
     /// `${<id>.status}`, `${<id>.failure...}`, `${<id>.note}` (X1).

@@ -9,7 +9,10 @@
 
 use super::{CompletionItem, CompletionKind, Db, FileId, Index, flow_at, members, step_items};
 use crate::check::FactKind;
-use crate::syntax::{ast::StepKind, decode};
+use crate::syntax::{
+    ast::{self, StepKind},
+    decode,
+};
 
 fn item(label: &str, kind: CompletionKind, detail: Option<String>) -> CompletionItem {
     CompletionItem {
@@ -71,6 +74,9 @@ pub fn completion(db: &Db, file: FileId, offset: u32) -> Vec<CompletionItem> {
         if inner == "input." {
             return input_fields(&ix, fi);
         }
+        if let Some(step) = inner.strip_suffix('.').and_then(|id| step_named(flow, id)) {
+            return template_state_members(step);
+        }
         if inner.ends_with('.') {
             let dot = line_start + before.len() - 1;
             let close = !text[at..].lines().next().unwrap_or("").contains('}');
@@ -106,9 +112,31 @@ pub fn completion(db: &Db, file: FileId, offset: u32) -> Vec<CompletionItem> {
                 .iter()
                 .map(|f| item(&f.name.text, CompletionKind::Flow, Some("flow".into())))
                 .collect(),
+            "on_fail" if value.is_empty() => {
+                let mut out = flow.map(step_items).unwrap_or_default();
+                out.push(item(
+                    "continue",
+                    CompletionKind::Value,
+                    decode::key_doc(None, "on_fail").map(String::from),
+                ));
+                out
+            }
             "after" | "on_fail" | "on_approve" | "on_revise" | "on_kill" if in_list => {
                 flow.map(step_items).unwrap_or_default()
             }
+            "judge" => db
+                .env(file)
+                .judges
+                .iter()
+                .flatten()
+                .map(|j| {
+                    item(
+                        j,
+                        CompletionKind::Value,
+                        Some("judge of stratum.toml".into()),
+                    )
+                })
+                .collect(),
             "agent" => decode::AGENTS
                 .iter()
                 .map(|(a, _)| item(a, CompletionKind::Value, None))
@@ -124,7 +152,35 @@ pub fn completion(db: &Db, file: FileId, offset: u32) -> Vec<CompletionItem> {
     if !trimmed.is_empty() {
         return Vec::new();
     }
-    keys(&ix, fi, offset, before)
+    keys(&ix, fi, offset, before, line_start)
+}
+
+fn step_named<'a>(flow: Option<&'a ast::Flow>, id: &str) -> Option<&'a ast::Step> {
+    flow?
+        .steps
+        .iter()
+        .find(|s| s.id.as_ref().is_some_and(|n| n.text == id))
+}
+
+/// What `${<id>.` may read of a step (X1): its output and the state members
+/// the checker accepts in a template (`note` of gates only).
+fn template_state_members(step: &ast::Step) -> Vec<CompletionItem> {
+    let is_gate = matches!(step.kind, StepKind::Gate(_));
+    let mut out = vec![item(
+        "output",
+        CompletionKind::Field,
+        step.out.as_ref().map(|c| format!("`{}`", c.text)),
+    )];
+    for m in crate::check::TEMPLATE_STATE_MEMBERS {
+        let doc = match *m {
+            "status" => "\"succeeded\" | \"failed\" | \"skipped\"",
+            "failure" => "{reason, violations} or null",
+            "note" if is_gate => "the note of the gate's latest decision",
+            _ => continue,
+        };
+        out.push(item(m, CompletionKind::Field, Some(doc.into())));
+    }
+    out
 }
 
 fn is_set_value(ix: &Index<'_>, offset: u32) -> bool {
@@ -205,11 +261,24 @@ fn after_dot(
 }
 
 /// Keys valid at a key position, by indentation: root, flow, step or stage.
-fn keys(ix: &Index<'_>, fi: Option<usize>, offset: u32, before: &str) -> Vec<CompletionItem> {
+fn keys(
+    ix: &Index<'_>,
+    fi: Option<usize>,
+    offset: u32,
+    before: &str,
+    line_start: usize,
+) -> Vec<CompletionItem> {
     let col = before.chars().count();
     let spec = ix.spec();
+    let parent = parent_key(ix.text, line_start, col);
     let list: Vec<&str> = if col == 0 {
         decode::ROOT_FIELDS.to_vec()
+    } else if parent == Some("cost") {
+        decode::COST_FIELDS.to_vec()
+    } else if parent == Some("judged") {
+        decode::JUDGED_FIELDS.to_vec()
+    } else if parent == Some("gate") {
+        decode::GATE_FIELDS.to_vec()
     } else if let Some(flow) = fi.and_then(|i| spec.flows.get(i)) {
         let flow_col = column(ix.text, flow.name.span.start);
         // the last step starting before the cursor, if the cursor is at its key column
@@ -239,7 +308,7 @@ fn keys(ix: &Index<'_>, fi: Option<usize>, offset: u32, before: &str) -> Vec<Com
         .map(|k| CompletionItem {
             label: k.to_string(),
             kind: CompletionKind::Key,
-            detail: None,
+            detail: decode::key_doc(parent, k).map(String::from),
             insert_text: Some(format!("{k}: ")),
         })
         .collect()
@@ -250,4 +319,26 @@ fn column(text: &str, offset: u32) -> usize {
     let at = (offset as usize).min(text.len());
     let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     text.get(start..at).map_or(0, |s| s.chars().count())
+}
+
+/// The key of the mapping a key at column `col` of the line starting at
+/// byte `line_start` sits in: the nearest line above it that starts left of
+/// `col` (a `- ` list marker counts as indentation), when it is `key:`.
+pub(super) fn parent_key(text: &str, line_start: usize, col: usize) -> Option<&str> {
+    let above = text.get(..line_start)?;
+    for line in above.lines().rev() {
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let indent = line.chars().count() - body.chars().count();
+        let key_text = body.trim_start_matches("- ");
+        let key_col = indent + (body.len() - key_text.len());
+        if key_col >= col {
+            continue;
+        }
+        let (key, _) = key_text.split_once(':')?;
+        return Some(key.trim());
+    }
+    None
 }

@@ -158,7 +158,9 @@ pub fn hover(db: &Db, file: FileId, offset: u32) -> Option<HoverResult> {
             markdown,
         });
     }
-    let occ = ix.at(offset)?;
+    let Some(occ) = ix.at(offset) else {
+        return word_hover(ix.text, offset);
+    };
     let markdown = match &occ.sym {
         Sym::Step(fi, id) => {
             let flow = ix.spec().flows.get(*fi)?;
@@ -232,6 +234,40 @@ pub fn hover(db: &Db, file: FileId, offset: u32) -> Option<HoverResult> {
         range: occ.span,
         markdown,
     })
+}
+
+/// Hover on a key (its meaning, from the decoder's [`decode::KEY_DOCS`]) or
+/// on a builtin's name before `(` (its line of the plan's `BUILTIN_DOCS`).
+fn word_hover(text: &str, offset: u32) -> Option<HoverResult> {
+    let at = (offset as usize).min(text.len());
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let start = text.get(..at)?.trim_end_matches(is_word).len();
+    let end = at + (text.get(at..)?.len() - text.get(at..)?.trim_start_matches(is_word).len());
+    let word = text.get(start..end).filter(|w| !w.is_empty())?;
+    let range = Span::new(start as u32, end as u32);
+    let after = text.get(end..)?;
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let lead = &text[line_start..start];
+    if after.starts_with(':') && lead.trim_start().trim_start_matches("- ").is_empty() {
+        let col = lead.chars().count();
+        let parent = complete::parent_key(text, line_start, col);
+        let doc = decode::key_doc(parent, word)?;
+        return Some(HoverResult {
+            range,
+            markdown: format!("`{word}` — {doc}"),
+        });
+    }
+    if after.starts_with('(') {
+        let i = crate::check::expr::BUILTINS
+            .iter()
+            .position(|(name, _)| *name == word)?;
+        let doc = stratum_vm::plan::op::BUILTIN_DOCS.get(i)?;
+        return Some(HoverResult {
+            range,
+            markdown: format!("```\n{doc}\n```\nbuiltin"),
+        });
+    }
+    None
 }
 
 fn quote_record(name: &str) -> String {

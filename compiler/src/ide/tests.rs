@@ -355,3 +355,248 @@ fn x3_lambda_parameters_hover_with_their_element_type_and_builtins_complete() {
         "{map:?}"
     );
 }
+
+// ----- language 1.1 part one (X1-X8) ------------------------------------------
+
+/// A valid spec using the 1.1 keys: `dispatch_timeout_ms`, `timeout_ms`,
+/// `cost`, `artifacts`, gate `prompt`/`show`, scored `judged`, `on_fail:
+/// continue`, `steps.<id>` and `${<id>.status}`.
+const SPEC_11: &str = "# é 中文
+version: 1
+contracts:
+  Out: {text: string, tags: \"string[]\"}
+flows:
+  entry: main
+  main:
+    input: {topic: string}
+    output: {from: \"${review.output}\", contract: Out}
+    dispatch_timeout_ms: 60000
+    max_rounds: 2
+    steps:
+      - id: draft
+        do: \"Draft ${input.topic}\"
+        out: Out
+        timeout_ms: 1000
+        cost:
+          tokens: 100
+        artifacts: [\"notes/${input.topic}.md\"]
+        on_fail: continue
+        ensure:
+          - judged:
+              rubric: \"Score it.\"
+              threshold: 0.5
+              judge: local
+      - id: gate
+        after: [draft]
+        gate:
+          on_approve: null
+          on_revise: draft
+          on_kill: null
+          prompt: \"Approve ${draft.status}?\"
+          show: [\"notes/${input.topic}.md\"]
+      - id: review
+        after: [gate]
+        when: \"steps.draft.status == 'succeeded' && len(steps.draft.output.tags) > 0\"
+        do: \"Review ${draft.output.text}\"
+        out: Out
+";
+
+/// `text` with `needle`'s first occurrence replaced by `with`, and the
+/// offset of the `@` in `with` (the cursor, removed).
+fn typed(text: &str, needle: &str, with: &str) -> (String, u32) {
+    let at = text.find(needle).expect("needle");
+    let cursor = with.find('@').expect("a cursor in `with`");
+    let mut out = text.to_string();
+    out.replace_range(at..at + needle.len(), &with.replacen('@', "", 1));
+    (out, (at + cursor) as u32)
+}
+
+#[test]
+fn the_11_fixture_is_valid() {
+    let (db, file) = open(SPEC_11);
+    assert_eq!(diagnostics(&db, file), Vec::new());
+}
+
+#[test]
+fn every_key_of_the_decoder_tables_has_a_hover_line() {
+    let tables: [(Option<&str>, &[&str]); 14] = [
+        (None, decode::ROOT_FIELDS),
+        (None, decode::FLOW_FIELDS),
+        (None, decode::STEP_FIELDS),
+        (None, decode::STAGE_FIELDS),
+        (None, decode::FANOUT_FIELDS),
+        (None, decode::GATE_FIELDS),
+        (None, decode::ITERATE_FIELDS),
+        (Some("output"), decode::OUTPUT_FIELDS),
+        (None, decode::CARRY_FIELDS),
+        (Some("judged"), decode::JUDGED_FIELDS),
+        (None, decode::PREDICATE_FORMS),
+        (Some("judged"), decode::SCORED_FIELDS),
+        (Some("cost"), decode::COST_FIELDS),
+        (Some("budget"), decode::BUDGET_FIELDS),
+    ];
+    let missing: Vec<&str> = tables
+        .iter()
+        .flat_map(|(parent, keys)| keys.iter().map(move |k| (*parent, *k)))
+        .filter(|(parent, k)| decode::key_doc(*parent, k).is_none())
+        .map(|(_, k)| k)
+        .collect();
+    assert_eq!(missing, Vec::<&str>::new());
+}
+
+#[test]
+fn hover_on_11_keys_shows_their_meaning_under_their_parent() {
+    let (db, file) = open(SPEC_11);
+    for (needle, nth, want) in [
+        ("dispatch_timeout_ms:", 0, "X2: the default `timeout_ms`"),
+        (
+            "timeout_ms: 1000",
+            0,
+            "X2: the most milliseconds one dispatch",
+        ),
+        ("cost:", 0, "X6: expected cost of one attempt"),
+        ("tokens: 100", 0, "X6: expected tokens"),
+        ("artifacts:", 0, "X4: files"),
+        ("prompt:", 0, "X4: a template the human reads"),
+        ("show:", 0, "X4: templates"),
+        ("rubric:", 0, "X5: how the judge scores"),
+        ("threshold:", 0, "X5: the least score"),
+        ("judge: local", 0, "X5: the `[judges.NAME]`"),
+        ("on_fail:", 0, "`continue` (X1"),
+    ] {
+        let h = hover(&db, file, at(SPEC_11, needle, nth, 1)).expect(needle);
+        let key = needle.split(':').next().unwrap_or_default();
+        assert_eq!(slice(SPEC_11, h.range), key, "{needle}");
+        assert!(h.markdown.contains(want), "{needle}: {}", h.markdown);
+    }
+    // `ms` means something else under `budget` than under `cost`
+    assert_ne!(
+        decode::key_doc(Some("budget"), "ms"),
+        decode::key_doc(Some("cost"), "ms")
+    );
+}
+
+#[test]
+fn hover_on_a_builtin_shows_its_doc_line_and_steps_members_their_types() {
+    let (db, file) = open(SPEC_11);
+    let h = hover(&db, file, at(SPEC_11, "len(", 0, 1)).expect("builtin hover");
+    assert_eq!(slice(SPEC_11, h.range), "len");
+    assert!(h.markdown.contains("len(x) -> number"), "{}", h.markdown);
+    let h = hover(&db, file, at(SPEC_11, "steps.draft.status", 0, 1)).expect("steps");
+    assert!(h.markdown.starts_with("```\nsteps: "), "{}", h.markdown);
+    let h = hover(&db, file, at(SPEC_11, "${draft.status}", 0, 9)).expect("template state");
+    assert!(h.markdown.contains("succeeded"), "{}", h.markdown);
+}
+
+#[test]
+fn completion_of_11_keys_in_flows_steps_cost_and_judged() {
+    let (text, off) = typed(
+        SPEC_11,
+        "    dispatch_timeout_ms: 60000\n",
+        "    dispatch_timeout_ms: 60000\n    @\n",
+    );
+    let (db, file) = open(&text);
+    let got = completion(&db, file, off);
+    assert!(labels(&got).contains(&"dispatch_timeout_ms"), "{got:?}");
+    let item = got
+        .iter()
+        .find(|i| i.label == "dispatch_timeout_ms")
+        .expect("key");
+    assert!(item.detail.as_deref().is_some_and(|d| d.starts_with("X2")));
+
+    let (text, off) = typed(
+        SPEC_11,
+        "        timeout_ms: 1000\n",
+        "        timeout_ms: 1000\n        @\n",
+    );
+    let (db, file) = open(&text);
+    let got = labels(&completion(&db, file, off)).join(" ");
+    for k in ["timeout_ms", "cost", "artifacts", "on_fail"] {
+        assert!(got.split(' ').any(|l| l == k), "{k}: {got}");
+    }
+
+    let (text, off) = typed(
+        SPEC_11,
+        "          tokens: 100\n",
+        "          tokens: 100\n          @\n",
+    );
+    let (db, file) = open(&text);
+    assert_eq!(labels(&completion(&db, file, off)), decode::COST_FIELDS);
+
+    let (text, off) = typed(
+        SPEC_11,
+        "              threshold: 0.5\n",
+        "              threshold: 0.5\n              @\n",
+    );
+    let (db, file) = open(&text);
+    assert_eq!(labels(&completion(&db, file, off)), decode::JUDGED_FIELDS);
+
+    let (text, off) = typed(
+        SPEC_11,
+        "          on_kill: null\n",
+        "          on_kill: null\n          @\n",
+    );
+    let (db, file) = open(&text);
+    let got = completion(&db, file, off);
+    assert_eq!(labels(&got), decode::GATE_FIELDS);
+    let prompt = got.iter().find(|i| i.label == "prompt").expect("prompt");
+    assert!(
+        prompt
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("X4"))
+    );
+}
+
+#[test]
+fn completion_of_on_fail_continue_and_of_configured_judge_names() {
+    let (text, off) = typed(SPEC_11, "on_fail: continue", "on_fail: @");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, off);
+    assert!(labels(&got).contains(&"continue"), "{got:?}");
+    assert!(labels(&got).contains(&"gate"), "step ids too: {got:?}");
+
+    let (text, off) = typed(SPEC_11, "judge: local", "judge: @");
+    let (mut db, file) = open(&text);
+    assert_eq!(
+        completion(&db, file, off),
+        Vec::new(),
+        "no environment, no names"
+    );
+    let env = crate::env::CheckEnv {
+        judges: Some(["local", "strict"].map(String::from).into_iter().collect()),
+    };
+    db.set_env(file, env);
+    assert_eq!(labels(&completion(&db, file, off)), ["local", "strict"]);
+}
+
+#[test]
+fn completion_of_steps_members_and_template_state() {
+    const WHEN: &str = "\"steps.draft.status == 'succeeded' && len(steps.draft.output.tags) > 0\"";
+    // `steps.` lists the step ids, `steps.<id>.` the state members
+    let (text, off) = typed(SPEC_11, WHEN, "\"steps.@\"");
+    let (db, file) = open(&text);
+    assert_eq!(
+        labels(&completion(&db, file, off)),
+        ["draft", "gate", "review"]
+    );
+    let (text, off) = typed(SPEC_11, WHEN, "\"steps.draft.@\"");
+    let (db, file) = open(&text);
+    assert_eq!(
+        labels(&completion(&db, file, off)),
+        ["status", "output", "failure", "attempts"]
+    );
+    // `${<id>.` in a template: output and the state members (`note`: gates)
+    let (text, off) = typed(SPEC_11, "Approve ${draft.status}?", "Approve ${draft.@");
+    let (db, file) = open(&text);
+    assert_eq!(
+        labels(&completion(&db, file, off)),
+        ["output", "status", "failure"]
+    );
+    let (text, off) = typed(SPEC_11, "Review ${draft.output.text}", "Review ${gate.@");
+    let (db, file) = open(&text);
+    assert_eq!(
+        labels(&completion(&db, file, off)),
+        ["output", "status", "failure", "note"]
+    );
+}

@@ -119,6 +119,269 @@ pub const DISPATCHES: &[(&str, Dispatch)] = &[
 ];
 /// Values of `judged.stakes` (the plan's names).
 pub const STAKES: &[(&str, Stakes)] = Stakes::NAMED;
+/// What each key means, one line (hover and completion in the language
+/// server): `(parent, key, doc)`, where `parent` is the key of the mapping
+/// the key sits in (`"steps"` for a step or a fanout stage, `""` for any
+/// place the key is not listed under its parent). The first match wins.
+pub const KEY_DOCS: &[(&str, &str, &str)] = &[
+    ("", "version", "the spec language version: `1`"),
+    ("", "contracts", "named record types: `Name: {field: type}`"),
+    (
+        "",
+        "flows",
+        "the flows, and `entry: NAME`, the flow a run starts with",
+    ),
+    ("flows", "entry", "the flow a run starts with"),
+    ("", "input", "the flow's input fields: `{name: type}`"),
+    (
+        "",
+        "output",
+        "what the flow returns: `from` a template, as `contract`",
+    ),
+    (
+        "output",
+        "from",
+        "the template the flow's output is rendered from",
+    ),
+    (
+        "output",
+        "contract",
+        "the contract the flow's output must satisfy",
+    ),
+    ("cost", "tokens", "X6: expected tokens of one attempt"),
+    ("cost", "usd", "X6: expected dollars of one attempt"),
+    ("cost", "ms", "X6: expected milliseconds of one attempt"),
+    (
+        "cost",
+        "p",
+        "X6: probability that one attempt succeeds (0 < p <= 1)",
+    ),
+    (
+        "cost",
+        "judge_tokens",
+        "X6: expected tokens of the judge calls of one attempt",
+    ),
+    (
+        "budget",
+        "usd",
+        "the most dollars the flow or step may spend",
+    ),
+    (
+        "budget",
+        "tokens",
+        "the most tokens the flow or step may spend",
+    ),
+    (
+        "budget",
+        "dispatches",
+        "the most agent dispatches the flow or step may make",
+    ),
+    (
+        "budget",
+        "ms",
+        "the most milliseconds the flow or step may take",
+    ),
+    (
+        "judged",
+        "statement",
+        "what an LLM judge must agree is true of the result",
+    ),
+    (
+        "judged",
+        "stakes",
+        "how much a wrong verdict costs: it picks the judge",
+    ),
+    (
+        "judged",
+        "rubric",
+        "X5: how the judge scores the result, from 0 to 1",
+    ),
+    (
+        "judged",
+        "threshold",
+        "X5: the least score that passes (0 to 1)",
+    ),
+    (
+        "judged",
+        "judge",
+        "X5: the `[judges.NAME]` of stratum.toml that scores (default: `[judge]`)",
+    ),
+    (
+        "judged",
+        "inputs",
+        "X5: templates the judge reads besides the result: `{name: template}`",
+    ),
+    (
+        "",
+        "steps",
+        "the steps: a list of `- id: ...` with one construct each",
+    ),
+    (
+        "",
+        "budget",
+        "limits on dollars, tokens, dispatches and milliseconds",
+    ),
+    (
+        "",
+        "max_rounds",
+        "how many times a gate may send the flow back for revision",
+    ),
+    (
+        "",
+        "carry",
+        "variables kept across gate revisions: `{name: {initial, on_revise}}`",
+    ),
+    (
+        "",
+        "dispatch_timeout_ms",
+        "X2: the default `timeout_ms` of every dispatch of the flow",
+    ),
+    (
+        "",
+        "timeout_ms",
+        "X2: the most milliseconds one dispatch may take; then it fails with `timeout`",
+    ),
+    (
+        "",
+        "cost",
+        "X6: expected cost of one attempt: `{tokens, usd, ms, p, judge_tokens}`",
+    ),
+    (
+        "",
+        "artifacts",
+        "X4: files the step leaves for later steps: templated paths",
+    ),
+    (
+        "",
+        "id",
+        "the step's id, unique in the flow: `[a-z][a-z0-9_-]*`",
+    ),
+    ("", "after", "steps that must finish first: `[id, ...]`"),
+    (
+        "",
+        "when",
+        "an expression: the step runs only when it is true, else it is skipped",
+    ),
+    ("", "do", "a task for an agent: a template"),
+    (
+        "",
+        "set",
+        "computes values without an agent: `{name: expression}`",
+    ),
+    (
+        "",
+        "gate",
+        "waits for a human decision: approve, revise or kill",
+    ),
+    ("", "fanout", "runs stages for each element of `over`"),
+    ("", "run", "runs another flow as a sub-flow"),
+    ("", "evaluate", "an agent evaluates the given work"),
+    ("", "agent", "which agent runs the task"),
+    ("", "out", "the contract the step's result must satisfy"),
+    (
+        "",
+        "ensure",
+        "predicates the result must meet, or the attempt fails",
+    ),
+    (
+        "",
+        "attempts",
+        "how many times the step is tried before it fails",
+    ),
+    (
+        "",
+        "iterate",
+        "repeats the step: at most `max` times, `until` an expression holds",
+    ),
+    (
+        "",
+        "on_fail",
+        "where a failure goes: a step id, `null`, or `continue` (X1: the flow goes on)",
+    ),
+    ("", "with", "the sub-flow's input: `{field: template}`"),
+    ("", "prompt", "X4: a template the human reads at the gate"),
+    (
+        "",
+        "show",
+        "X4: templates (artifacts, outputs) shown at the gate",
+    ),
+    (
+        "",
+        "on_approve",
+        "the step the flow goes on with when the gate is approved",
+    ),
+    (
+        "",
+        "on_revise",
+        "the step the flow goes back to when the gate asks for revision",
+    ),
+    (
+        "",
+        "on_kill",
+        "the step that runs when the gate kills the run",
+    ),
+    (
+        "",
+        "over",
+        "the list a fanout runs its stages for (`${item}` in them)",
+    ),
+    ("", "concurrency", "how many fanout items run at once"),
+    (
+        "",
+        "isolation",
+        "`none`, or `worktree`: each item in its own git worktree",
+    ),
+    (
+        "",
+        "require",
+        "how many items must succeed: `all`, `any` or a number",
+    ),
+    (
+        "",
+        "merge",
+        "how the items' worktrees are merged: `sequential`",
+    ),
+    (
+        "",
+        "pre_merge",
+        "checks each item's worktree must pass before it is merged",
+    ),
+    (
+        "",
+        "dispatch",
+        "who dispatches the items: `engine` or `consumer`",
+    ),
+    ("", "expr", "an expression the result must make true"),
+    ("", "file_exists", "a templated path that must exist"),
+    (
+        "",
+        "file_contains",
+        "a templated path whose file must contain `text`",
+    ),
+    (
+        "",
+        "judged",
+        "an LLM judge decides: a `statement`, or a `rubric` and `threshold` (X5)",
+    ),
+    ("", "max", "the most iterations"),
+    (
+        "",
+        "until",
+        "an expression: iteration stops when it is true",
+    ),
+    ("", "initial", "the carry variable's first value"),
+];
+
+/// The one-line meaning of `key` in the mapping under `parent` ([`KEY_DOCS`]).
+pub fn key_doc(parent: Option<&str>, key: &str) -> Option<&'static str> {
+    let exact = KEY_DOCS
+        .iter()
+        .find(|(p, k, _)| !p.is_empty() && Some(*p) == parent && *k == key);
+    exact
+        .or_else(|| KEY_DOCS.iter().find(|(p, k, _)| p.is_empty() && *k == key))
+        .map(|(_, _, doc)| *doc)
+}
+
 /// Names that may never be used as field, carry or key names.
 pub const RESERVED: &[&str] = &["__proto__", "constructor", "prototype"];
 
