@@ -41,7 +41,7 @@ impl Host for Clock {
 fn the_fixture_is_a_version_1_file() {
     let (version, _, _) = file::read_header(V1_PLAN).unwrap();
     assert_eq!(version, 1);
-    assert_eq!(FORMAT_VERSION, 3, "this binary writes format 3");
+    const { assert!(FORMAT_VERSION > 1, "this binary writes a newer format") };
 }
 
 #[test]

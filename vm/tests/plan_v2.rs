@@ -62,7 +62,7 @@ impl Host for Agreeable {
 fn the_fixture_is_a_version_2_file() {
     let (version, _, _) = file::read_header(V2_PLAN).unwrap();
     assert_eq!(version, 2);
-    assert_eq!(FORMAT_VERSION, 3, "this binary writes format 3");
+    const { assert!(FORMAT_VERSION > 2, "this binary writes a newer format") };
 }
 
 #[test]

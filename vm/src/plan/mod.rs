@@ -16,6 +16,7 @@ pub mod hash;
 pub mod op;
 mod v1;
 mod v2;
+mod v3;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};

@@ -6,7 +6,7 @@
 //! every type that holds one of them (predicates, stages, step kinds, steps,
 //! flows, the plan) is copied here as version 2 wrote it. Types whose layout
 //! did not change are the current ones. Version 1 migrates to these types
-//! ([`super::v1`]) and from here to the current ones.
+//! ([`super::v1`]) and from here to version 3's ([`super::v3`]).
 //!
 //! Owns: decoding version-2 bodies and migrating them to the current types.
 //! Must never: change the structs (they are what version-2 files hold); only
@@ -184,8 +184,8 @@ pub(super) enum PredDef {
 
 impl Plan {
     /// The current plan with the same meaning.
-    pub(super) fn migrate(self) -> super::Plan {
-        super::Plan {
+    pub(super) fn migrate(self) -> super::v3::Plan {
+        super::v3::Plan {
             strings: self.strings,
             records: self.records,
             flows: self.flows.into_iter().map(FlowDef::migrate).collect(),
@@ -195,8 +195,8 @@ impl Plan {
 }
 
 impl FlowDef {
-    fn migrate(self) -> super::FlowDef {
-        super::FlowDef {
+    fn migrate(self) -> super::v3::FlowDef {
+        super::v3::FlowDef {
             name: self.name,
             input: self.input,
             output: self.output,
@@ -215,8 +215,8 @@ impl FlowDef {
 }
 
 impl StepDef {
-    fn migrate(self) -> super::StepDef {
-        super::StepDef {
+    fn migrate(self) -> super::v3::StepDef {
+        super::v3::StepDef {
             id: self.id,
             pos: self.pos,
             kind: self.kind.migrate(),
@@ -235,8 +235,8 @@ impl StepDef {
 }
 
 impl StepKindDef {
-    fn migrate(self) -> super::StepKindDef {
-        use super::StepKindDef as K;
+    fn migrate(self) -> super::v3::StepKindDef {
+        use super::v3::StepKindDef as K;
         match self {
             StepKindDef::Do {
                 task,
@@ -286,8 +286,8 @@ impl StepKindDef {
 }
 
 impl StageDef {
-    fn migrate(self) -> super::StageDef {
-        super::StageDef {
+    fn migrate(self) -> super::v3::StageDef {
+        super::v3::StageDef {
             task: self.task,
             agent: self.agent,
             out: self.out,

@@ -678,27 +678,21 @@ impl RunStore for SqliteStore {
 
     fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError> {
         // NOT INDEXED: the listing comes from the checksummed table records, so
-        // a damaged secondary index cannot hide a run from it
-        let sql = match status {
-            Some(_) => format!(
-                "SELECT {META_COLUMNS} FROM runs NOT INDEXED WHERE status = ?1
-                 ORDER BY created_ms DESC, run_id DESC"
-            ),
-            None => {
-                format!(
-                    "SELECT {META_COLUMNS} FROM runs NOT INDEXED ORDER BY created_ms DESC, run_id DESC"
-                )
-            }
-        };
+        // a damaged secondary index cannot hide a run from it. The status
+        // filter applies after each record's checksum is verified: a damaged
+        // status must be an error, not a run that silently drops out of a
+        // filtered listing.
+        let sql = format!(
+            "SELECT {META_COLUMNS} FROM runs NOT INDEXED ORDER BY created_ms DESC, run_id DESC"
+        );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(map_err)?;
-        let rows = match status {
-            Some(s) => stmt.query_map([s], MetaRecord::from_row),
-            None => stmt.query_map([], MetaRecord::from_row),
-        }
-        .map_err(map_err)?;
+        let rows = stmt.query_map([], MetaRecord::from_row).map_err(map_err)?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(row.map_err(map_err)?.verified()?.meta);
+            let meta = row.map_err(map_err)?.verified()?.meta;
+            if status.is_none_or(|s| meta.status == s) {
+                out.push(meta);
+            }
         }
         Ok(out)
     }
