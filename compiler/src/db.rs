@@ -643,6 +643,12 @@ impl Shift for ast::PredicateKind {
                 sc.inputs.shift(d);
                 sc.key.shift(d);
             }
+            ast::PredicateKind::Exec(ex) => {
+                ex.run.shift(d);
+                ex.args.shift(d);
+                ex.timeout_ms.shift(d);
+                ex.key.shift(d);
+            }
         }
     }
 }
@@ -700,8 +706,10 @@ impl Shift for ir::Piece {
 
 impl Shift for ir::PredicateIr {
     fn shift(&mut self, d: &mut Delta) {
-        if let ir::PredicateIr::Expr(e) = self {
-            e.shift(d);
+        match self {
+            ir::PredicateIr::Expr(e) => e.shift(d),
+            ir::PredicateIr::Exec { args, .. } => args.shift(d),
+            _ => {}
         }
     }
 }

@@ -270,6 +270,17 @@ pub enum PredicateIr {
         /// Input path templates.
         inputs: Vec<TemplateIr>,
     },
+    /// `exec` (X12): a declared command; holds iff its exit is `expect_exit`.
+    Exec {
+        /// `[commands.NAME]`.
+        run: String,
+        /// Argument templates (a full reference to a list: one argument per element).
+        args: Vec<TemplateIr>,
+        /// The exit status that passes.
+        expect_exit: i32,
+        /// The spec's bound in ms.
+        timeout_ms: Option<u64>,
+    },
 }
 
 /// A fanout stage.

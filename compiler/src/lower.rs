@@ -302,6 +302,17 @@ impl Lowerer<'_> {
                     judge: judge.as_ref().map(|j| self.s(j)),
                     inputs: inputs.iter().map(|p| self.template(t, p, true)).collect(),
                 },
+                ir::PredicateIr::Exec {
+                    run,
+                    args,
+                    expect_exit,
+                    timeout_ms,
+                } => PredDef::Exec {
+                    run: self.s(run),
+                    args: args.iter().map(|a| self.template(t, a, false)).collect(),
+                    expect_exit: *expect_exit,
+                    timeout_ms: *timeout_ms,
+                },
             })
             .collect()
     }

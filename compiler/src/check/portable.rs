@@ -35,6 +35,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.extend(fields.iter().flat_map(|(_, v)| v.iter().flat_map(builtins)));
             }
             out.extend(scored(&step.ensure));
+            out.extend(commands(&step.ensure));
             out.extend(step_states(flow, step));
             if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
                 out.push(continues(n));
@@ -52,6 +53,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                     out.extend(ensures(&s.ensure));
                     out.extend(file_paths(&s.ensure));
                     out.extend(scored(&s.ensure));
+                    out.extend(commands(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
                     out.extend(s.artifacts.first().map(|a| artifacts(a, "artifacts")));
@@ -131,6 +133,24 @@ fn builtins(expr: &Str) -> Vec<Diagnostic> {
                 ),
             )
             .with_help("write the condition with the v1 built-ins, or compute the value in a step, for the original engine")
+        })
+        .collect()
+}
+
+/// One S0912 per `exec` check (X12) of an ensure list.
+fn commands(ensure: &[Predicate]) -> Vec<Diagnostic> {
+    ensure
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::Exec(ex)) => Some(
+                Diagnostic::new(
+                    Code::PortableCommands,
+                    ex.key,
+                    "`exec` is a stratumc addition (language 1.1, X12); the original engine does not know the predicate nor `[commands.NAME]`",
+                )
+                .with_help("for the original engine, have an agent run the command and report its exit in the output, checked by an `expr`"),
+            ),
+            _ => None,
         })
         .collect()
 }

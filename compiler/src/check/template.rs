@@ -101,6 +101,8 @@ impl<'a> Checker<'a> {
                     leaves.push(&sc.rubric);
                     leaves.extend(sc.inputs.iter());
                 }
+                // X12: `exec` arguments
+                Some(crate::syntax::ast::PredicateKind::Exec(ex)) => leaves.extend(ex.args.iter()),
                 // X3: file predicate paths are templates too
                 Some(
                     crate::syntax::ast::PredicateKind::FileExists(path)

@@ -467,6 +467,20 @@ fn pred_text(plan: &Plan, flow: &FlowDef, p: &PredDef) -> String {
                 inputs.join(", ")
             )
         }
+        PredDef::Exec {
+            run,
+            args,
+            expect_exit,
+            timeout_ms,
+        } => {
+            let args: Vec<String> = args.iter().map(|t| template_text(plan, flow, *t)).collect();
+            let timeout = timeout_ms.map_or("config".to_owned(), |t| format!("{t} ms"));
+            format!(
+                "exec {:?} args [{}] expect_exit {expect_exit} timeout {timeout}",
+                plan.str(*run),
+                args.join(", ")
+            )
+        }
     }
 }
 

@@ -178,6 +178,18 @@ impl Resolver<'_> {
                 "judge": judge.map(|j| self.s(j)),
                 "inputs": inputs.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
             }),
+            // X12: every field changes what the check does
+            PredDef::Exec {
+                run,
+                args,
+                expect_exit,
+                timeout_ms,
+            } => json!({
+                "exec": self.s(*run),
+                "args": args.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
+                "expectExit": expect_exit,
+                "timeoutMs": timeout_ms,
+            }),
         }
     }
 

@@ -321,6 +321,23 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
                     v.fail(format!("judge threshold {threshold} is not in [0, 1]"))?;
                 }
             }
+            PredDef::Exec {
+                run,
+                args,
+                expect_exit,
+                timeout_ms,
+            } => {
+                v.s(*run)?;
+                for t in args {
+                    v.idx(*t, flow.templates.len(), "exec argument template")?;
+                }
+                if !(0..=255).contains(expect_exit) {
+                    v.fail(format!("exec expect_exit {expect_exit} is not in 0..=255"))?;
+                }
+                if *timeout_ms == Some(0) {
+                    v.fail("exec timeout_ms is 0".to_owned())?;
+                }
+            }
         }
     }
     Ok(())

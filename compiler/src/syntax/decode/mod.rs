@@ -102,7 +102,9 @@ pub const JUDGED_FIELDS: &[&str] = &[
 /// Fields of the scored form of `judged` (X5).
 pub const SCORED_FIELDS: &[&str] = &["rubric", "threshold", "judge", "inputs"];
 /// The forms of an ensure predicate.
-pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
+pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged", "exec"];
+/// Fields of `exec` (X12).
+pub const EXEC_FIELDS: &[&str] = &["run", "args", "expect_exit", "timeout_ms"];
 /// Values of `agent` (the plan's names).
 pub const AGENTS: &[(&str, Agent)] = Agent::NAMED;
 /// Values of `fanout.isolation`.
@@ -873,6 +875,7 @@ impl Decoder<'_> {
                     text: text?,
                 })
             }
+            "exec" => self.exec(v, form.key.span).map(PredicateKind::Exec),
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
                 self.strict(&obj, JUDGED_FIELDS, "`judged`");
@@ -993,6 +996,89 @@ impl Decoder<'_> {
             format!("`{}` is not a judge name", s.text),
         );
         d.help = Some("a judge name is a letter, then letters, digits, `_` or `-`, as in `[judges.local]` of stratum.toml".into());
+        None
+    }
+
+    /// `exec: {run, args?, expect_exit?, timeout_ms?}` (X12).
+    fn exec(&mut self, v: &Node, key: Span) -> Option<Exec> {
+        let obj = self.obj(v, "`exec`", Some(key))?;
+        self.strict(&obj, EXEC_FIELDS, "`exec`");
+        let run = self
+            .required(&obj, "run", "`exec`")
+            .and_then(|r| self.command_name(&r.value, "`exec.run`"));
+        let args = match obj.get("args") {
+            Some(e) => match &e.value.value {
+                Value::Sequence(items) => {
+                    let args: Vec<Option<Str>> = items
+                        .iter()
+                        .map(|i| self.string(i, "an entry of `exec.args`"))
+                        .collect();
+                    args.into_iter().collect::<Option<Vec<_>>>()
+                }
+                _ => {
+                    self.wrong_type(&e.value, "a list of argument templates", "`exec.args`");
+                    self.last().help = Some("write `args: [\"-k\", \"${input.test}\"]`: each entry is one argument, never split by a shell".into());
+                    None
+                }
+            },
+            None => Some(Vec::new()),
+        };
+        let expect_exit = match obj.get("expect_exit") {
+            Some(e) => self.exit_status(&e.value),
+            None => Some(0),
+        };
+        let timeout_ms = match obj.get("timeout_ms") {
+            Some(e) => Some(self.positive_int(&e.value, "`exec.timeout_ms`")?),
+            None => None,
+        };
+        Some(Exec {
+            run: run?,
+            args: args?,
+            expect_exit: expect_exit?,
+            timeout_ms,
+            key,
+        })
+    }
+
+    /// A command name (`[commands.NAME]`): `exec.run`, `evaluate.command`.
+    pub(super) fn command_name(&mut self, node: &Node, what: &str) -> Option<Str> {
+        let s = self.non_empty(node, what)?;
+        if stratum_vm::config::is_judge_name(&s.text) {
+            return Some(s);
+        }
+        let d = self.err(
+            Code::InvalidValue,
+            s.span,
+            format!("{what} must name a declared command, found `{}`", s.text),
+        );
+        d.help = Some("a command name is a letter, then letters, digits, `_` or `-`, as in `[commands.test]` of stratum.toml; the command line itself goes into its `argv` there, never into the spec".into());
+        None
+    }
+
+    /// `exec.expect_exit`: an exit status 0..=255 (S0336).
+    fn exit_status(&mut self, node: &Node) -> Option<i32> {
+        let Value::Number(n) = node.value else {
+            self.wrong_type(
+                node,
+                "an exit status (an integer 0..=255)",
+                "`exec.expect_exit`",
+            );
+            return None;
+        };
+        if n.fract() == 0.0 && (0.0..=255.0).contains(&n) {
+            return Some(n as i32);
+        }
+        let d = Diagnostic::new(
+            Code::ExecExitStatus,
+            node.span,
+            format!(
+                "`exec.expect_exit` must be an exit status 0..=255, found `{}`",
+                crate::yaml::format_number(n)
+            ),
+        )
+        .with_note("a process exits with a status 0..=255; a command killed by its timeout or a signal has none and never matches")
+        .with_help("write the status the check expects, e.g. `expect_exit: 1` for a command that must fail");
+        self.sink.push(d);
         None
     }
 
