@@ -690,6 +690,12 @@ impl Shift for ast::StepKind {
                 with.shift(d);
                 with_span.shift(d);
             }
+            ast::StepKind::Evaluate(ev) => {
+                ev.command.shift(d);
+                ev.timeout_ms.shift(d);
+                ev.input.shift(d);
+                ev.key.shift(d);
+            }
             ast::StepKind::Broken => {}
         }
     }
@@ -742,6 +748,7 @@ impl Shift for ir::StepKindIr {
                 stages.shift(d);
             }
             ir::StepKindIr::Run { with, .. } => with.shift(d),
+            ir::StepKindIr::Evaluate { input, .. } => input.shift(d),
         }
     }
 }

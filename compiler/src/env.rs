@@ -6,7 +6,8 @@
 //!
 //! Owns: [`CheckEnv`] and the diagnostics that depend on it (S0325: a
 //! `judge:` name that the configuration does not have; S0334: an `exec`
-//! `run:` name that it does not declare under `[commands.NAME]`).
+//! `run:` or `evaluate.command` name that it does not declare under
+//! `[commands.NAME]`).
 //! Must never: read files or the process environment (callers build the
 //! [`CheckEnv`]), or change whether a spec without an environment is valid.
 
@@ -14,6 +15,7 @@ use std::collections::BTreeSet;
 
 use crate::diagnostics::{Code, Diagnostic, did_you_mean};
 use crate::syntax::ast::{Predicate, PredicateKind, Spec, StepKind};
+use crate::yaml::Str;
 
 /// What the checker knows of the environment. `CheckEnv::default()` is no
 /// environment: no `stratum.toml` is known, and nothing that needs one is
@@ -67,20 +69,30 @@ pub fn warnings(spec: &Spec, env: &CheckEnv) -> Vec<Diagnostic> {
                 unknown_commands(ensure, commands, &mut out);
             }
         }
+        if let (StepKind::Evaluate(ev), Some(commands)) = (&step.kind, &env.commands) {
+            unknown_command(&ev.command, commands, &mut out);
+        }
     }
     out
 }
 
-/// S0334: an `exec` whose `run:` names no `[commands.NAME]`.
+/// S0334: each `exec` whose `run:` names no `[commands.NAME]`.
 fn unknown_commands(ensure: &[Predicate], commands: &BTreeSet<String>, out: &mut Vec<Diagnostic>) {
     for p in ensure {
         let Some(PredicateKind::Exec(ex)) = &p.kind else {
             continue;
         };
-        let name = &ex.run;
-        if commands.contains(&name.text) {
-            continue;
-        }
+        unknown_command(&ex.run, commands, out);
+    }
+}
+
+/// S0334: a command name (`exec.run`, `evaluate.command`) that no
+/// `[commands.NAME]` declares.
+fn unknown_command(name: &Str, commands: &BTreeSet<String>, out: &mut Vec<Diagnostic>) {
+    if commands.contains(&name.text) {
+        return;
+    }
+    {
         let known = if commands.is_empty() {
             "it declares no `[commands.NAME]`".to_owned()
         } else {
@@ -104,7 +116,7 @@ fn unknown_commands(ensure: &[Predicate], commands: &BTreeSet<String>, out: &mut
             )
             .with_span_label("no `[commands.NAME]` of this name")
             .with_note(format!(
-                "{known}; a run without this command fails the check at once"
+                "{known}; a run without this command fails the check (or the `evaluate` step) at once"
             ))
             .with_help(help),
         );

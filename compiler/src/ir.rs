@@ -389,6 +389,16 @@ pub enum StepKindIr {
         /// Input values, by callee input name.
         with: Vec<(String, WithValue)>,
     },
+    /// `evaluate` (v1 §4.9, X12): a declared command whose stdout is the
+    /// step's result object.
+    Evaluate {
+        /// `[commands.NAME]`.
+        command: String,
+        /// The spec's bound in ms.
+        timeout_ms: u64,
+        /// The stdin template (`in`).
+        input: Option<TemplateIr>,
+    },
 }
 
 /// `iterate: {max, until}`.

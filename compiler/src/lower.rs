@@ -508,6 +508,16 @@ impl Lowerer<'_> {
                     .map(|(k, v)| (self.s(k), self.with_value(t, v)))
                     .collect(),
             },
+            // X12: `in` keeps its value's type (a string as is, else its JSON)
+            StepKindIr::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => StepKindDef::Evaluate {
+                command: self.s(command),
+                timeout_ms: *timeout_ms,
+                input: input.as_ref().map(|i| self.template(t, i, false)),
+            },
         };
         let ensure = self.predicates(t, &s.ensure, Context::Output);
         let id = self.s(&s.id);

@@ -226,6 +226,7 @@ fn kind_name(kind: &StepKindDef) -> &'static str {
         StepKindDef::Gate { .. } => "gate",
         StepKindDef::Fanout { .. } => "fanout",
         StepKindDef::Run { .. } => "run",
+        StepKindDef::Evaluate { .. } => "evaluate",
     }
 }
 

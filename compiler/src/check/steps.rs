@@ -299,6 +299,20 @@ impl<'a> Checker<'a> {
                 with,
                 with_span,
             } => self.run_step(fc, s, i, flow, with.as_deref(), *with_span),
+            StepKind::Evaluate(ev) => {
+                // X12: `in` is a template of the step (data edges like a `do` task)
+                let input = match &ev.input {
+                    Some(t) => self
+                        .template(fc, Some(i), t, Leaf::EvaluateIn, &StageScope::default())
+                        .map(Some),
+                    None => Some(None),
+                };
+                input.map(|input| ir::StepKindIr::Evaluate {
+                    command: ev.command.text.clone(),
+                    timeout_ms: ev.timeout_ms.value,
+                    input,
+                })
+            }
             StepKind::Broken => None,
         };
         let out = match &fc.outputs[i] {

@@ -101,6 +101,7 @@ codes! {
     UnknownCommand = "S0334", Warning, "an `exec` or `evaluate` command that the stratum.toml near the spec does not declare";
     ExecArgNotText = "S0335", Error, "an `exec` argument that does not render to text or a list of texts";
     ExecExitStatus = "S0336", Error, "an `exec.expect_exit` that is not an exit status 0..=255";
+    ReceiptsOutsideEnsure = "S0337", Error, "`receipts()` outside an `ensure` expression";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";

@@ -316,6 +316,20 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     );
                 }
             }
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    evaluate {:?} timeout {timeout_ms} ms",
+                    s(*command)
+                );
+                if let Some(t) = input {
+                    let _ = writeln!(out, "      in {}", template_text(plan, flow, *t));
+                }
+            }
         }
         if let Some(o) = st.out {
             let _ = writeln!(out, "    out #{o}");

@@ -130,6 +130,16 @@ impl Resolver<'_> {
                 "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
                 "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
             }),
+            // X12: every field changes what the step does
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => json!({
+                "evaluate": self.s(*command),
+                "timeoutMs": timeout_ms,
+                "in": input.map(|t| self.template(t)),
+            }),
         }
     }
 

@@ -383,6 +383,17 @@ pub enum StepKindDef {
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
     },
+    /// `evaluate` (v1 §4.9, language 1.1 X12): the host runs the declared
+    /// command with `input` rendered on its stdin; its stdout is the
+    /// step's result object. Every failure is terminal.
+    Evaluate {
+        /// `[commands.NAME]` of the run's configuration.
+        command: StrId,
+        /// The spec's bound in ms (the smaller of it and the config's applies).
+        timeout_ms: u64,
+        /// The stdin template (full value: a string as is, else its JSON).
+        input: Option<u32>,
+    },
 }
 
 /// `require`.

@@ -277,6 +277,19 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     v.idx(*node, flow.with_nodes.len(), "with node")?;
                 }
             }
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => {
+                v.s(*command)?;
+                if *timeout_ms == 0 {
+                    v.fail("evaluate timeout_ms is 0".to_owned())?;
+                }
+                if let Some(t) = input {
+                    v.idx(*t, flow.templates.len(), "evaluate input template")?;
+                }
+            }
         }
     }
     Ok(())

@@ -103,6 +103,8 @@ pub const JUDGED_FIELDS: &[&str] = &[
 pub const SCORED_FIELDS: &[&str] = &["rubric", "threshold", "judge", "inputs"];
 /// The forms of an ensure predicate.
 pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged", "exec"];
+/// Fields of `evaluate` (v1 §4.9, X12).
+pub const EVALUATE_FIELDS: &[&str] = &["command", "timeout_ms", "in"];
 /// Fields of `exec` (X12).
 pub const EXEC_FIELDS: &[&str] = &["run", "args", "expect_exit", "timeout_ms"];
 /// Values of `agent` (the plan's names).
@@ -144,7 +146,8 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
         "gate" => &[],
         "fanout" => &["attempts", "budget", "on_fail"],
         "run" => &["budget", "on_fail", "with"],
-        _ => &["out"],
+        // v1 §4.9 takes `out`; X12 adds `on_fail` (an evaluate failure is terminal)
+        _ => &["out", "on_fail"],
     }
 }
 

@@ -99,6 +99,33 @@ impl Transition<'_> {
             return (Err((failure, Retry::Allowed)), usage);
         }
         self.artifacts_seen = None;
+        self.receipts = Some(Vec::new());
+        let verdict = self.check_ensures(
+            f,
+            (ensure, artifacts),
+            output,
+            attempt,
+            item,
+            step_id,
+            &mut usage,
+        );
+        self.receipts = None;
+        (verdict, usage)
+    }
+
+    /// The artifacts and the ensures of [`Self::check_output`], in order;
+    /// `exec` receipts gather in `self.receipts`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_ensures(
+        &mut self,
+        f: FrameIx,
+        (ensure, artifacts): (&[PredDef], &[ArtifactDef]),
+        output: &Value,
+        attempt: u32,
+        item: Option<(&Value, Option<&Value>)>,
+        step_id: &str,
+        usage: &mut Spend,
+    ) -> Result<(), (Failure, Retry)> {
         if !artifacts.is_empty() {
             match self.check_artifacts(f, artifacts, item) {
                 Ok(files) => self.artifacts_seen = Some(files),
@@ -108,7 +135,7 @@ impl Transition<'_> {
                         reason,
                         violations: vec![violation],
                     };
-                    return (Err((failure, Retry::Allowed)), usage);
+                    return Err((failure, Retry::Allowed));
                 }
             }
         }
@@ -142,7 +169,7 @@ impl Transition<'_> {
                         form: Form::Statement(self.plan.str(*s).to_owned(), stakes.as_str()),
                         inputs: Vec::new(),
                     };
-                    self.ensure_judged(f, &j, output, step_id, &mut usage)
+                    self.ensure_judged(f, &j, output, step_id, usage)
                 }
                 PredDef::Scored {
                     rubric,
@@ -150,7 +177,7 @@ impl Transition<'_> {
                     judge,
                     inputs,
                 } => match self.scored(f, *rubric, *threshold, *judge, inputs, item) {
-                    Ok(j) => self.ensure_judged(f, &j, output, step_id, &mut usage),
+                    Ok(j) => self.ensure_judged(f, &j, output, step_id, usage),
                     Err(v) => Err((v, Retry::Allowed)),
                 },
                 PredDef::Exec {
@@ -177,10 +204,10 @@ impl Transition<'_> {
                     reason,
                     violations: vec![violation],
                 };
-                return (Err((failure, retry)), usage);
+                return Err((failure, retry));
             }
         }
-        (Ok(()), usage)
+        Ok(())
     }
 
     /// A file predicate path (X3) rendered in the step's context (the item's
@@ -261,6 +288,9 @@ impl Transition<'_> {
             }
         };
         let receipt = run.receipt;
+        if let Some(all) = self.receipts.as_mut() {
+            all.push(receipt.clone());
+        }
         self.event(
             EventKind::CommandRan(receipt.clone()),
             Some(step_id.to_string()),

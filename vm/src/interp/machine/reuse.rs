@@ -170,7 +170,7 @@ fn reusable_kind(kind: &StepKindDef, st: &StepState) -> bool {
     match kind {
         StepKindDef::Do { .. } | StepKindDef::Fanout { .. } => true,
         StepKindDef::Gate { .. } => st.decision.as_deref() == Some("approve"),
-        StepKindDef::Set { .. } | StepKindDef::Run { .. } => false,
+        StepKindDef::Set { .. } | StepKindDef::Run { .. } | StepKindDef::Evaluate { .. } => false,
     }
 }
 
