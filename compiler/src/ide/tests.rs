@@ -355,3 +355,37 @@ fn x3_lambda_parameters_hover_with_their_element_type_and_builtins_complete() {
         "{map:?}"
     );
 }
+
+#[test]
+fn hover_on_an_evaluate_step_names_its_command_and_the_result_rule() {
+    const TEXT: &str = "version: 1
+contracts:
+  Done: {ok: boolean}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${build.output}\", contract: Done}
+    steps:
+      - id: triage
+        evaluate: {command: triage, timeout_ms: 5000}
+      - id: build
+        after: [triage]
+        do: \"fix ${triage.output.reason}\"
+        out: Done
+        ensure:
+          - exec: {run: test}
+          - expr: \"len(receipts()) == 1\"
+";
+    let (db, file) = open(TEXT);
+    let h = hover(&db, file, at(TEXT, "id: triage", 0, 5)).unwrap();
+    for part in [
+        "step `triage`",
+        "`evaluate`",
+        "runs command `triage`",
+        "at most 5000 ms",
+        "every failure is terminal",
+    ] {
+        assert!(h.markdown.contains(part), "{part} in {}", h.markdown);
+    }
+}
