@@ -138,6 +138,11 @@ struct ScriptHost {
     worktree_root: PathBuf,
     /// What was asked of the worktree fake, in order.
     worktree_ops: Vec<Value>,
+    /// The declared commands (`host.commands`: `[commands.NAME]` TOML
+    /// text), run for real by the standard runner in the workspace (X12).
+    commands: std::collections::BTreeMap<String, stratum_vm::config::CommandConfig>,
+    /// What was asked of the command runner, in order (`expect_command_calls`).
+    command_calls: Vec<Value>,
 }
 
 /// The item index at the end of a worktree name or directory (`.../fan-e0-2` → `2`).
@@ -152,6 +157,26 @@ impl ScriptHost {
 }
 
 impl Host for ScriptHost {
+    // X12: the real runner (no shell, own group, bounds) on the declared commands
+    fn run_command(
+        &mut self,
+        req: &stratum_vm::interp::CommandRequest<'_>,
+    ) -> Result<stratum_vm::interp::CommandRun, HostError> {
+        self.command_calls.push(json!({
+            "command": req.command, "args": req.args, "timeoutMs": req.timeout_ms,
+            "stdin": req.stdin,
+        }));
+        let cwd = match req.root {
+            FileRoot::Workspace => self
+                .workspace
+                .as_ref()
+                .map(|w| w.root().to_path_buf())
+                .ok_or_else(|| HostError::Command("no workspace".into()))?,
+            FileRoot::Worktree(dir) => PathBuf::from(dir),
+        };
+        stratum_vm::host::commands::run(&self.commands, req, &cwd)
+    }
+
     fn now_ms(&mut self) -> i64 {
         self.clock += 1;
         self.clock
@@ -941,6 +966,11 @@ fn run_scenario(path: &Path) -> Vec<String> {
             worktree: sc["host"].get("worktree").cloned(),
             worktree_root: dir.path().join("worktrees"),
             worktree_ops: Vec::new(),
+            commands: match declared_commands(&sc["host"]) {
+                Ok(c) => c,
+                Err(e) => return vec![format!("harness: host.commands: {e}")],
+            },
+            command_calls: Vec::new(),
         },
         tokens: HashMap::new(),
         _dir: dir,
@@ -1022,6 +1052,16 @@ fn run_scenario(path: &Path) -> Vec<String> {
             ));
         }
     }
+    if let Some(Value::Array(want)) = sc.get("expect_command_calls") {
+        let got = &ctx.host.command_calls;
+        if want.len() != got.len() || !want.iter().zip(got).all(|(w, g)| matches(w, g)) {
+            problems.push(format!(
+                "command calls expected {}, got {}",
+                short(&Value::Array(want.clone())),
+                short(&Value::Array(got.clone()))
+            ));
+        }
+    }
     if let Some(want) = sc.get("expect_judge_pauses") {
         let got = json!(ctx.host.pauses);
         if !matches(want, &got) {
@@ -1082,6 +1122,20 @@ fn check_events(want: &[Value], got: &[Value], exact: bool, problems: &mut Vec<S
             short(&Value::Array(want.to_vec()))
         ));
     }
+}
+
+/// `host.commands`: the `[commands.NAME]` tables of a stratum.toml (X12).
+fn declared_commands(
+    host: &Value,
+) -> Result<std::collections::BTreeMap<String, stratum_vm::config::CommandConfig>, String> {
+    let Some(text) = host.get("commands").and_then(Value::as_str) else {
+        return Ok(Default::default());
+    };
+    let c = stratum_vm::config::Config::from_toml(text).map_err(|e| e.to_string())?;
+    Ok(c.commands
+        .keys()
+        .filter_map(|n| Some((n.clone(), c.command(n)?)))
+        .collect())
 }
 
 fn scenario_files(dir: &Path) -> Vec<PathBuf> {

@@ -904,6 +904,7 @@ impl<'a> Ctx<'a> {
                 do_step(per, *attempts, iterate.as_ref(), leased)
             }
             StepKindIr::Set { .. } => set_step(&judges),
+            StepKindIr::Evaluate { timeout_ms, .. } => evaluate_step(*timeout_ms),
             StepKindIr::Gate { .. } => StepCalc {
                 p_pass: 1.0,
                 decisions: 1,
@@ -1073,6 +1074,16 @@ fn set_step(judges: &[Profile]) -> StepCalc {
         why: "no dispatch".to_string(),
         ..StepCalc::default()
     }
+}
+
+/// An `evaluate` step (X12): no dispatch, no tokens, no dollars; its
+/// command runs for at most its `timeout_ms` of wall-clock time (the
+/// config may lower it, never raise it).
+fn evaluate_step(timeout_ms: u64) -> StepCalc {
+    let mut calc = set_step(&[]);
+    calc.worst.ms = Sym::num(timeout_ms as f64);
+    calc.why = format!("a declared command, at most {timeout_ms} ms");
+    calc
 }
 
 /// The activation probability of each step (the expected model), in
@@ -1532,6 +1543,7 @@ fn construct(kind: &StepKindIr) -> &'static str {
         StepKindIr::Gate { .. } => "gate",
         StepKindIr::Fanout { .. } => "fanout",
         StepKindIr::Run { .. } => "run",
+        StepKindIr::Evaluate { .. } => "evaluate",
     }
 }
 

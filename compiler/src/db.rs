@@ -666,6 +666,12 @@ impl Shift for ast::PredicateKind {
                 sc.inputs.shift(d);
                 sc.key.shift(d);
             }
+            ast::PredicateKind::Exec(ex) => {
+                ex.run.shift(d);
+                ex.args.shift(d);
+                ex.timeout_ms.shift(d);
+                ex.key.shift(d);
+            }
         }
     }
 }
@@ -707,6 +713,12 @@ impl Shift for ast::StepKind {
                 with.shift(d);
                 with_span.shift(d);
             }
+            ast::StepKind::Evaluate(ev) => {
+                ev.command.shift(d);
+                ev.timeout_ms.shift(d);
+                ev.input.shift(d);
+                ev.key.shift(d);
+            }
             ast::StepKind::Broken => {}
         }
     }
@@ -723,8 +735,10 @@ impl Shift for ir::Piece {
 
 impl Shift for ir::PredicateIr {
     fn shift(&mut self, d: &mut Delta) {
-        if let ir::PredicateIr::Expr(e) = self {
-            e.shift(d);
+        match self {
+            ir::PredicateIr::Expr(e) => e.shift(d),
+            ir::PredicateIr::Exec { args, .. } => args.shift(d),
+            _ => {}
         }
     }
 }
@@ -757,6 +771,7 @@ impl Shift for ir::StepKindIr {
                 stages.shift(d);
             }
             ir::StepKindIr::Run { with, .. } => with.shift(d),
+            ir::StepKindIr::Evaluate { input, .. } => input.shift(d),
         }
     }
 }
@@ -874,6 +889,7 @@ mod tests {
         let judges = ["fast", "strict"].map(String::from);
         let env = CheckEnv {
             judges: Some(judges.into_iter().collect()),
+            commands: Some(["test"].map(String::from).into_iter().collect()),
         };
         let mut shared = Db::new();
         let mut unknown_judges = 0;

@@ -270,6 +270,17 @@ pub enum PredicateIr {
         /// Input path templates.
         inputs: Vec<TemplateIr>,
     },
+    /// `exec` (X12): a declared command; holds iff its exit is `expect_exit`.
+    Exec {
+        /// `[commands.NAME]`.
+        run: String,
+        /// Argument templates (a full reference to a list: one argument per element).
+        args: Vec<TemplateIr>,
+        /// The exit status that passes.
+        expect_exit: i32,
+        /// The spec's bound in ms.
+        timeout_ms: Option<u64>,
+    },
 }
 
 /// A fanout stage.
@@ -377,6 +388,16 @@ pub enum StepKindIr {
         flow: FlowId,
         /// Input values, by callee input name.
         with: Vec<(String, WithValue)>,
+    },
+    /// `evaluate` (v1 §4.9, X12): a declared command whose stdout is the
+    /// step's result object.
+    Evaluate {
+        /// `[commands.NAME]`.
+        command: String,
+        /// The spec's bound in ms.
+        timeout_ms: u64,
+        /// The stdin template (`in`).
+        input: Option<TemplateIr>,
     },
 }
 

@@ -302,6 +302,17 @@ impl Lowerer<'_> {
                     judge: judge.as_ref().map(|j| self.s(j)),
                     inputs: inputs.iter().map(|p| self.template(t, p, true)).collect(),
                 },
+                ir::PredicateIr::Exec {
+                    run,
+                    args,
+                    expect_exit,
+                    timeout_ms,
+                } => PredDef::Exec {
+                    run: self.s(run),
+                    args: args.iter().map(|a| self.template(t, a, false)).collect(),
+                    expect_exit: *expect_exit,
+                    timeout_ms: *timeout_ms,
+                },
             })
             .collect()
     }
@@ -496,6 +507,16 @@ impl Lowerer<'_> {
                     .iter()
                     .map(|(k, v)| (self.s(k), self.with_value(t, v)))
                     .collect(),
+            },
+            // X12: `in` keeps its value's type (a string as is, else its JSON)
+            StepKindIr::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => StepKindDef::Evaluate {
+                command: self.s(command),
+                timeout_ms: *timeout_ms,
+                input: input.as_ref().map(|i| self.template(t, i, false)),
             },
         };
         let ensure = self.predicates(t, &s.ensure, Context::Output);

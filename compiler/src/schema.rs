@@ -28,9 +28,12 @@ pub const DRAFT: &str = "http://json-schema.org/draft-07/schema#";
 
 /// Constructs the decoder recognises but stratumc does not run yet: left out
 /// of the schema so editors do not offer them.
-pub const NOT_SUPPORTED_YET: &[&str] = &["evaluate"];
+/// (None now: `evaluate` runs since language 1.1 X12.)
+pub const NOT_SUPPORTED_YET: &[&str] = &[];
 
 const STEP_ID: &str = "^[a-z][a-z0-9_-]*$";
+/// A `[commands.NAME]` name (X12), as `stratum_vm::config` takes it.
+const COMMAND_NAME: &str = "^[A-Za-z][A-Za-z0-9_-]*$";
 const FIELD_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 
 /// What a key means (hover text in editors).
@@ -70,10 +73,13 @@ fn doc(key: &str) -> Option<&'static str> {
         "gate" => "A human decision: `on_approve`, `on_revise`, `on_kill` (a step id or null).",
         "fanout" => "Run stages for every element of a list (`over`).",
         "run" => "Call another flow of this spec, with `with:` as its input.",
+        "evaluate" => {
+            "Run a declared command of stratum.toml (`[commands.NAME]`, language 1.1) with `in` on its stdin: its stdout is the step's result `{status: closed|open|failed, children, reason, score?, route?}`, then checked by `out`. Every failure is terminal."
+        }
         "agent" => "Who runs the task: claude (default) or codex.",
         "out" => "The contract the step's output must match.",
         "ensure" => {
-            "Predicates the output must satisfy: `expr`, `file_exists`, `file_contains`, `judged`."
+            "Predicates the output must satisfy: `expr`, `file_exists`, `file_contains`, `judged`, `exec` (language 1.1: a declared command of stratum.toml that must exit with `expect_exit`)."
         }
         "attempts" => "Total attempts (default 2).",
         "iterate" => "Repeat the task until `until` holds, at most `max` times.",
@@ -155,6 +161,13 @@ fn predicate() -> Json {
                 "file_contains" => strict(FILE_CONTAINS_FIELDS, FILE_CONTAINS_FIELDS, |k| {
                     if k == "path" { non_empty() } else { string() }
                 }),
+                // language 1.1 X12
+                "exec" => strict(crate::syntax::decode::EXEC_FIELDS, &["run"], |k| match k {
+                    "run" => json!({"type": "string", "pattern": COMMAND_NAME}),
+                    "args" => json!({"type": "array", "items": string()}),
+                    "expect_exit" => json!({"type": "integer", "minimum": 0, "maximum": 255}),
+                    _ => pos_int(),
+                }),
                 _ => json!({"oneOf": [
                     strict(&["statement", "stakes"], &["statement", "stakes"], |k| {
                         if k == "stakes" {
@@ -183,6 +196,16 @@ fn value_of(key: &str) -> Json {
         "id" | "on_fail" => step_id(),
         "after" => json!({"type": "array", "items": step_id()}),
         "when" | "do" | "run" | "out" => string(),
+        // language 1.1 X12 (v1 §4.9)
+        "evaluate" => strict(
+            crate::syntax::decode::EVALUATE_FIELDS,
+            &["command", "timeout_ms"],
+            |k| match k {
+                "command" => json!({"type": "string", "pattern": COMMAND_NAME}),
+                "timeout_ms" => pos_int(),
+                _ => string(),
+            },
+        ),
         "set" => json!({
             "type": "object",
             "propertyNames": {"not": {"enum": RESERVED}},

@@ -191,3 +191,84 @@ flows:
             .any(|e| e["type"] == "artifacts_recorded" && e["detail"]["digest"] == m["digest"])
     );
 }
+
+#[test]
+fn audit_carries_the_receipts_of_exec_checks_and_evaluate_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("stratum.toml"),
+        "[commands.made]\nargv = [\"test\", \"-f\"]\n[commands.triage]\nargv = [\"cat\"]\n",
+    )
+    .unwrap();
+    let spec = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${a.output}\", contract: R}
+    steps:
+      - id: triage
+        evaluate: {command: triage, timeout_ms: 5000, in: '{\"status\": \"closed\", \"children\": [], \"reason\": \"ok\"}'}
+      - id: a
+        after: [triage]
+        do: \"write report.md\"
+        out: R
+        ensure:
+          - exec: {run: made, args: [\"report.md\"]}
+";
+    let s = server();
+    let root = dir.path().display().to_string();
+    let env = ok(call(
+        &s,
+        "plan",
+        json!({"spec": spec, "workspaceRoot": root}),
+    ));
+    let run = env["runId"].as_str().unwrap().to_string();
+    // the engine ran the evaluate step itself; the agent sees which command checks it
+    let entry = &env["ready"][0];
+    assert_eq!(entry["id"], "a", "{env}");
+    assert_eq!(
+        entry["ensure"][0]["exec"],
+        json!({"run": "made", "args": ["report.md"], "expect_exit": 0})
+    );
+    let token = entry["dispatchToken"].as_str().unwrap().to_string();
+    // report.md is missing: the check fails with its receipt, the step is retried
+    let env = ok(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "a", "dispatchToken": token, "result": {"value": "x"}}),
+    ));
+    let entry = &env["ready"][0];
+    let violation = &entry["previousFailure"]["violations"][0];
+    assert_eq!(violation["kind"], "exec", "{env}");
+    assert_eq!(violation["receipt"]["exit"], 1);
+    std::fs::write(dir.path().join("report.md"), "the report").unwrap();
+    let token = entry["dispatchToken"].as_str().unwrap().to_string();
+    let env = ok(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "a", "dispatchToken": token, "result": {"value": "y"}}),
+    ));
+    assert_eq!(env["status"], "completed", "{env}");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    let ran: Vec<(&str, &str, i64)> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "command_ran")
+        .map(|e| {
+            (
+                e["stepId"].as_str().unwrap_or("?"),
+                e["detail"]["command"].as_str().unwrap_or("?"),
+                e["detail"]["exit"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [("triage", "triage", 0), ("a", "made", 1), ("a", "made", 0)],
+        "{audit}"
+    );
+}

@@ -100,19 +100,31 @@ impl Outcome {
 /// `# env: judges=a,b` (the judge names of a `stratum.toml` near the spec;
 /// `# env: judges=` is a stratum.toml without `[judges.NAME]`); no such line
 /// is no environment.
+///
+/// `# env: commands=a,b` likewise names the `[commands.NAME]` (X12); a case
+/// with either line has a stratum.toml, and a list it does not give is empty.
 pub fn case_env(text: &str) -> stratum_compiler::env::CheckEnv {
-    let judges = text.lines().find_map(|l| {
-        let names = l.trim().strip_prefix("# env: judges=")?;
-        Some(
-            names
-                .split(',')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(String::from)
-                .collect(),
-        )
-    });
-    stratum_compiler::env::CheckEnv { judges }
+    let names = |key: &str| {
+        text.lines().find_map(|l| {
+            let names = l.trim().strip_prefix(key)?;
+            Some(
+                names
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect::<std::collections::BTreeSet<String>>(),
+            )
+        })
+    };
+    let (judges, commands) = (names("# env: judges="), names("# env: commands="));
+    if judges.is_none() && commands.is_none() {
+        return stratum_compiler::env::CheckEnv::default();
+    }
+    stratum_compiler::env::CheckEnv {
+        judges: Some(judges.unwrap_or_default()),
+        commands: Some(commands.unwrap_or_default()),
+    }
 }
 
 pub fn run_file(path: &Path) -> Outcome {

@@ -27,6 +27,10 @@
 //! attempt as before (the operator's limit, not the spec's). Groups are signalled through `rustix`,
 //! and a command's pid is reaped only after its group's last kill, so a
 //! group id is never reused under us.
+//! The same supervision runs a declared command of language 1.1 X12
+//! ([`run_program`]: an `exec` check or an `evaluate` step, through the
+//! host): no shell, argv as given, only the environment given, the
+//! caller's output bound.
 //! Must never: touch run state (the caller reports the result through the
 //! engine), wait on a command's output without a size or time bound, or
 //! leave a command's process group alive when it returns.
@@ -312,24 +316,44 @@ fn deadline(d: Duration) -> Instant {
 /// outlives it; the pipes get [`PIPE_GRACE`] after it exits, then what was
 /// read is taken.
 fn supervise(
-    mut child: Child,
+    child: Child,
     job: &Job,
     tx: Sender<Event>,
     rx: Receiver<Event>,
 ) -> (End, Capture, Capture) {
-    let by = deadline(job.timeout);
+    let stdin = job.entry.to_string().into_bytes();
+    supervise_bounded(
+        child,
+        (job.timeout, stdin),
+        (MAX_STDOUT, MAX_STDERR),
+        tx,
+        rx,
+    )
+}
+
+/// [`supervise`] for any started command: `input` is its timeout and the
+/// bytes for its stdin, `limits` the bytes kept of stdout (its head) and of
+/// stderr (its tail).
+fn supervise_bounded(
+    mut child: Child,
+    (timeout, input): (Duration, Vec<u8>),
+    (out_limit, err_limit): (usize, usize),
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+) -> (End, Capture, Capture) {
+    let by = deadline(timeout);
     let group = Group(Pid::from_child(&child));
     if let Some(stdin) = child.stdin.take() {
-        feed(stdin, job.entry.to_string().into_bytes());
+        feed(stdin, input);
     }
     let out = child
         .stdout
         .take()
-        .map(|p| drain(p, MAX_STDOUT, Keep::Head, tx.clone()));
+        .map(|p| drain(p, out_limit, Keep::Head, tx.clone()));
     let err = child
         .stderr
         .take()
-        .map(|p| drain(p, MAX_STDERR, Keep::Tail, tx.clone()));
+        .map(|p| drain(p, err_limit, Keep::Tail, tx.clone()));
     let open = usize::from(out.is_some()) + usize::from(err.is_some());
     watch_exit(group.0, tx);
     let mut seen = Pending {
@@ -418,6 +442,78 @@ pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Answer {
         }
         Err(e) => Answer::Report(failure(format!("cannot start the agent command: {e}"))),
     }
+}
+
+/// A declared command (language 1.1 X12) to run without a shell: the
+/// program and its arguments, where, with which environment (nothing else
+/// of the caller's is passed), what goes to its stdin, and its bounds.
+#[derive(Debug, Clone)]
+pub struct Program<'a> {
+    /// The program and its arguments, each one argument as given.
+    pub argv: &'a [String],
+    /// Its working directory.
+    pub cwd: &'a Path,
+    /// Its whole environment.
+    pub env: &'a [(String, String)],
+    /// The bytes written to its stdin (then closed).
+    pub stdin: Vec<u8>,
+    /// How long it may run before its process group is killed.
+    pub timeout: Duration,
+    /// How many bytes of stdout (its head) and of stderr (its tail) are kept.
+    pub max_output: usize,
+}
+
+/// How a [`Program`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramEnd {
+    /// Its exit code; `None` when it was killed (timeout, a signal) or
+    /// could not be waited for.
+    pub exit: Option<i32>,
+    /// It ran past its timeout and its group was killed.
+    pub timed_out: bool,
+    /// The head of its stdout, at most `max_output` bytes.
+    pub stdout: Vec<u8>,
+    /// More stdout arrived than was kept.
+    pub stdout_over: bool,
+    /// The tail of its stderr, at most `max_output` bytes.
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a [`Program`] in a process group of its own, like an agent command
+/// (the same supervision: bounded time and output, the group killed when
+/// it returns), but with no shell and only the environment given.
+pub fn run_program(p: &Program<'_>) -> std::io::Result<ProgramEnd> {
+    let Some((program, args)) = p.argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a command needs a program",
+        ));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(p.cwd)
+        .env_clear()
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.spawn()?;
+    let (tx, rx) = channel();
+    let input = (p.timeout, p.stdin.clone());
+    let (end, out, err) = supervise_bounded(child, input, (p.max_output, p.max_output), tx, rx);
+    let (exit, timed_out) = match end {
+        End::Exited(status) => (status.and_then(|s| s.code()), false),
+        End::TimedOut => (None, true),
+        End::Stopped => (None, false),
+    };
+    Ok(ProgramEnd {
+        exit,
+        timed_out,
+        stdout: out.bytes,
+        stdout_over: out.over,
+        stderr: err.bytes,
+    })
 }
 
 /// Runs several jobs at once, one thread each; results in the order given.

@@ -60,6 +60,77 @@ pub struct Config {
     /// (language 1.1 X5); the same keys as `[judge]`.
     #[serde(default, deserialize_with = "judge_tables")]
     pub judges: BTreeMap<String, JudgeSection>,
+    /// `[commands.NAME]`: the commands an `exec` check or an `evaluate`
+    /// step may run (language 1.1 X12); a spec names them, never a shell
+    /// string.
+    #[serde(default, deserialize_with = "command_tables")]
+    pub commands: BTreeMap<String, CommandSection>,
+}
+
+/// A command's timeout when `[commands.NAME] timeout_ms` is left out: 10 min.
+pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 600_000;
+/// The largest `[commands.NAME] timeout_ms`: 1 hour.
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = 3_600_000;
+/// A command's output bound when `max_output_bytes` is left out: 1 MiB.
+pub const DEFAULT_COMMAND_OUTPUT_BYTES: u64 = 1024 * 1024;
+/// The largest `[commands.NAME] max_output_bytes`: 64 MiB.
+pub const MAX_COMMAND_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// The environment variables every command gets (when the runner has them),
+/// besides the names its table lists.
+pub const COMMAND_BASE_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// `[commands.NAME]`: one command a spec may run by name.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSection {
+    /// The program and its fixed arguments (no shell): a non-empty array
+    /// whose first element is a non-empty string.
+    #[serde(deserialize_with = "command_argv")]
+    pub argv: Vec<String>,
+    /// How long one run may take, in ms (1..=3600000, default 600000).
+    #[serde(default, deserialize_with = "command_timeout")]
+    pub timeout_ms: Option<u64>,
+    /// Environment variable names passed through besides `PATH`, `HOME`
+    /// and `LANG`.
+    #[serde(default, deserialize_with = "env_names")]
+    pub env: Vec<String>,
+    /// How many bytes of stdout (and, separately, stderr) are kept
+    /// (1..=67108864, default 1048576); the rest is read and dropped.
+    #[serde(default, deserialize_with = "output_bytes")]
+    pub max_output_bytes: Option<u64>,
+}
+
+/// A declared command as the host runs it: `[commands.NAME]` with its
+/// defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandConfig {
+    /// The program and its fixed arguments.
+    pub argv: Vec<String>,
+    /// The config's bound on one run.
+    pub timeout_ms: u64,
+    /// Every variable name passed through: [`COMMAND_BASE_ENV`] and the
+    /// table's `env`, sorted, without repeats.
+    pub env: Vec<String>,
+    /// The bound on stdout and on stderr.
+    pub max_output_bytes: u64,
+}
+
+impl CommandSection {
+    /// The command with its defaults applied.
+    pub fn runner(&self) -> CommandConfig {
+        let mut env: Vec<String> = COMMAND_BASE_ENV.iter().map(|s| (*s).to_owned()).collect();
+        env.extend(self.env.iter().cloned());
+        env.sort();
+        env.dedup();
+        CommandConfig {
+            argv: self.argv.clone(),
+            timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_COMMAND_TIMEOUT_MS),
+            env,
+            max_output_bytes: self
+                .max_output_bytes
+                .unwrap_or(DEFAULT_COMMAND_OUTPUT_BYTES),
+        }
+    }
 }
 
 /// What a cost figure of `stratum.toml` overrides (any left out keeps the
@@ -279,6 +350,11 @@ impl Config {
     pub fn judge_section(&self, name: Option<&str>) -> Option<&JudgeSection> {
         name.and_then(|n| self.judges.get(n))
             .or(self.judge.as_ref())
+    }
+
+    /// The declared command `name` (`[commands.NAME]`) with its defaults.
+    pub fn command(&self, name: &str) -> Option<CommandConfig> {
+        self.commands.get(name).map(CommandSection::runner)
     }
 
     /// The agent commands: agent → command line (`[agents.NAME] command`).
@@ -594,6 +670,15 @@ pub fn merge(operator: &Config, workspace: &Config) -> Result<Config, Vec<Wideni
         let prefix = format!("judges.{name}");
         merge_judge(&prefix, judge, operator.judges.get(name), w, &mut widenings);
     }
+    for (name, w) in &workspace.commands {
+        merge_command(
+            &mut out,
+            name,
+            operator.commands.get(name),
+            w,
+            &mut widenings,
+        );
+    }
     if widenings.is_empty() {
         Ok(out)
     } else {
@@ -724,6 +809,84 @@ fn merge_judge(
     out.ms = out.ms.or(w.ms);
 }
 
+/// One `[commands.NAME]` of the workspace: it must repeat the operator's
+/// `argv` exactly; it may shorten `timeout_ms`, lower `max_output_bytes` and
+/// pass a subset of the operator's `env` names. A command the operator does
+/// not declare cannot be added. Commands the workspace leaves out stay as
+/// the operator declares them.
+fn merge_command(
+    out: &mut Config,
+    name: &str,
+    operator: Option<&CommandSection>,
+    w: &CommandSection,
+    bad: &mut Vec<Widening>,
+) {
+    let prefix = format!("commands.{name}");
+    let list = |v: &[String]| {
+        toml::Value::Array(v.iter().map(|s| s.as_str().into()).collect()).to_string()
+    };
+    let Some(o) = operator else {
+        bad.push(Widening {
+            path: format!("{prefix}.argv"),
+            workspace: list(&w.argv),
+            operator: None,
+            rule: "the operator declares no such command, so it cannot add one",
+        });
+        return;
+    };
+    let mut narrowed = o.clone();
+    if w.argv != o.argv {
+        bad.push(Widening {
+            path: format!("{prefix}.argv"),
+            workspace: list(&w.argv),
+            operator: Some(list(&o.argv)),
+            rule: SAME,
+        });
+    }
+    let bounds = [
+        (
+            "timeout_ms",
+            w.timeout_ms,
+            o.timeout_ms.unwrap_or(DEFAULT_COMMAND_TIMEOUT_MS),
+        ),
+        (
+            "max_output_bytes",
+            w.max_output_bytes,
+            o.max_output_bytes.unwrap_or(DEFAULT_COMMAND_OUTPUT_BYTES),
+        ),
+    ];
+    for (key, theirs, limit) in bounds {
+        match theirs {
+            Some(t) if t > limit => bad.push(Widening {
+                path: format!("{prefix}.{key}"),
+                workspace: t.to_string(),
+                operator: Some(limit.to_string()),
+                rule: "it may only lower it",
+            }),
+            Some(t) if key == "timeout_ms" => narrowed.timeout_ms = Some(t),
+            Some(t) => narrowed.max_output_bytes = Some(t),
+            None => {}
+        }
+    }
+    let extra: Vec<String> = w
+        .env
+        .iter()
+        .filter(|n| !o.env.contains(n))
+        .cloned()
+        .collect();
+    if extra.is_empty() {
+        narrowed.env = w.env.clone();
+    } else {
+        bad.push(Widening {
+            path: format!("{prefix}.env"),
+            workspace: list(&extra),
+            operator: Some(list(&o.env)),
+            rule: "it may only pass a subset of the operator's names",
+        });
+    }
+    out.commands.insert(name.to_owned(), narrowed);
+}
+
 fn judge_widening(
     prefix: &str,
     key: &str,
@@ -810,6 +973,23 @@ impl Config {
         }
         for (name, j) in &self.judges {
             judge_tables_of(&format!("judges.{name}"), j, &mut out);
+        }
+        for (name, c) in &self.commands {
+            let list = |v: &Vec<String>| {
+                toml::Value::Array(v.iter().map(|s| s.as_str().into()).collect()).to_string()
+            };
+            let mut k = vec![("argv", list(&c.argv))];
+            put(&mut k, "timeout_ms", &c.timeout_ms, u64::to_string);
+            if !c.env.is_empty() {
+                k.push(("env", list(&c.env)));
+            }
+            put(
+                &mut k,
+                "max_output_bytes",
+                &c.max_output_bytes,
+                u64::to_string,
+            );
+            out.push((format!("commands.{name}"), k));
         }
         out
     }
@@ -1115,6 +1295,76 @@ pub fn is_judge_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+fn command_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    integer(d, 1..=MAX_COMMAND_TIMEOUT_MS)
+}
+
+fn output_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    integer(d, 1..=MAX_COMMAND_OUTPUT_BYTES)
+}
+
+/// `argv`: a non-empty array of strings whose program is not empty.
+fn command_argv<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let argv = Vec::<String>::deserialize(d)?;
+    match argv.first() {
+        Some(program) if !program.trim().is_empty() => Ok(argv),
+        _ => Err(de::Error::invalid_value(
+            de::Unexpected::Seq,
+            &"a non-empty array whose first element names the program, e.g. [\"python3\", \"-m\", \"pytest\"]",
+        )),
+    }
+}
+
+/// Whether `name` can name an environment variable passed to a command:
+/// a letter or `_`, then letters, digits or `_`.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `env`: variable names.
+fn env_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    if let Some(bad) = names.iter().find(|n| !is_env_name(n)) {
+        return Err(de::Error::invalid_value(
+            de::Unexpected::Str(bad),
+            &"an environment variable name: a letter or `_`, then letters, digits or `_`",
+        ));
+    }
+    Ok(names)
+}
+
+/// `[commands.NAME]`: a table of command tables keyed by command names
+/// (the same names as judges).
+fn command_tables<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, CommandSection>, D::Error> {
+    struct Tables;
+    impl<'de> Visitor<'de> for Tables {
+        type Value = BTreeMap<String, CommandSection>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a table of `[commands.NAME]` tables")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if !is_judge_name(&k) {
+                    return Err(de::Error::invalid_value(
+                        de::Unexpected::Str(&k),
+                        &"a command name: a letter, then letters, digits, `_` or `-`",
+                    ));
+                }
+                out.insert(k, map.next_value()?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Tables)
+}
+
 /// `[judges.NAME]`: a table of judge tables keyed by judge names.
 fn judge_tables<'de, D: Deserializer<'de>>(
     d: D,
@@ -1374,6 +1624,16 @@ impl<'de> Deserializer<'de> for ValueDe<'_, '_> {
         self.deserialize_str(visitor)
     }
 
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.0.get_ref() {
+            DeValue::Array(a) => {
+                let items = a.iter().map(ValueDe);
+                visitor.visit_seq(de::value::SeqDeserializer::new(items))
+            }
+            _ => Err(self.wrong("an array")),
+        }
+    }
+
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         match self.0.get_ref() {
             DeValue::Table(t) => visitor.visit_map(TableAccess::new(t)),
@@ -1396,7 +1656,7 @@ impl<'de> Deserializer<'de> for ValueDe<'_, '_> {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u128 f32 char bytes byte_buf unit
-        unit_struct newtype_struct seq tuple tuple_struct enum identifier ignored_any
+        unit_struct newtype_struct tuple tuple_struct enum identifier ignored_any
     }
 }
 
@@ -1837,5 +2097,99 @@ mod tests {
         let op = Config::from_toml("[judge]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
         let ws = Config::from_toml("[judges.x]\nurl = \"http://x/v1\"\nmodel = \"m\"\n").unwrap();
         assert!(merge(&op, &ws).is_err());
+    }
+
+    #[test]
+    fn commands_are_read_with_defaults_frozen_and_checked() {
+        let c = Config::from_toml(
+            "[commands.test]\nargv = [\"python3\", \"-m\", \"pytest\", \"-q\"]\ntimeout_ms = 120000\nenv = [\"CI\", \"PATH\"]\n\
+             [commands.lint]\nargv = [\"ruff\"]\nmax_output_bytes = 4096\n",
+        )
+        .unwrap();
+        let test = c.command("test").unwrap();
+        assert_eq!(test.argv, ["python3", "-m", "pytest", "-q"]);
+        assert_eq!(test.timeout_ms, 120_000);
+        assert_eq!(test.env, ["CI", "HOME", "LANG", "PATH"]);
+        assert_eq!(test.max_output_bytes, DEFAULT_COMMAND_OUTPUT_BYTES);
+        let lint = c.command("lint").unwrap();
+        assert_eq!(
+            (lint.timeout_ms, lint.max_output_bytes),
+            (DEFAULT_COMMAND_TIMEOUT_MS, 4096)
+        );
+        assert_eq!(c.command("nope"), None);
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        for (text, needle) in [
+            (
+                "[commands.t]\ntimeout_ms = 5\n",
+                "`commands.t.argv` is missing",
+            ),
+            ("[commands.t]\nargv = []\n", "a non-empty array"),
+            (
+                "[commands.t]\nargv = \"pytest -q\"\n",
+                "`commands.t.argv` must be",
+            ),
+            (
+                "[commands.t]\nargv = [\"x\"]\nenv = [\"A=B\"]\n",
+                "an environment variable name",
+            ),
+            (
+                "[commands.t]\nargv = [\"x\"]\ntimeout_ms = 0\n",
+                "between 1 and 3600000",
+            ),
+            (
+                "[commands.t]\nargv = [\"x\"]\nmax_output_bytes = 999999999\n",
+                "between 1 and 67108864",
+            ),
+            (
+                "[commands.t]\nargv = [\"x\"]\nshell = true\n",
+                "unknown key `commands.t.shell`",
+            ),
+            ("[commands.\"9\"]\nargv = [\"x\"]\n", "a command name"),
+        ] {
+            let e = Config::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_may_only_narrow_each_command() {
+        let op = Config::from_toml(
+            "[commands.test]\nargv = [\"pytest\"]\ntimeout_ms = 60000\nenv = [\"CI\", \"TOKEN\"]\n\
+             [commands.lint]\nargv = [\"ruff\"]\n",
+        )
+        .unwrap();
+        // same argv, shorter timeout, smaller output, fewer names: narrowed
+        let ws = Config::from_toml(
+            "[commands.test]\nargv = [\"pytest\"]\ntimeout_ms = 500\nenv = [\"CI\"]\nmax_output_bytes = 100\n",
+        )
+        .unwrap();
+        let m = merge(&op, &ws).unwrap();
+        let test = m.command("test").unwrap();
+        assert_eq!((test.timeout_ms, test.max_output_bytes), (500, 100));
+        assert_eq!(test.env, ["CI", "HOME", "LANG", "PATH"]);
+        // a command the workspace leaves out stays as the operator declares it
+        assert_eq!(m.command("lint"), op.command("lint"));
+        // another argv, a longer timeout, a new name, a command of its own
+        let ws = Config::from_toml(
+            "[commands.test]\nargv = [\"sh\", \"-c\", \"curl evil\"]\ntimeout_ms = 90000\nenv = [\"AWS_SECRET\"]\n\
+             [commands.extra]\nargv = [\"rm\"]\n",
+        )
+        .unwrap();
+        let w = merge(&op, &ws).unwrap_err();
+        let paths: Vec<&str> = w.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "commands.extra.argv",
+                "commands.test.argv",
+                "commands.test.timeout_ms",
+                "commands.test.env"
+            ]
+        );
+        assert!(w[0].rule.contains("cannot add one"), "{}", w[0]);
+        assert!(w[3].to_string().contains("AWS_SECRET"), "{}", w[3]);
+        // no operator file: the workspace's file is the configuration (for_run)
+        let m = merge(&Config::default(), &ws).unwrap_err();
+        assert_eq!(m.len(), 2);
     }
 }

@@ -56,6 +56,7 @@ use serde_json::{Value, json};
 pub use crate::interp::{FileEvidence, FileHash};
 
 mod beneath;
+pub mod commands;
 pub mod git;
 pub mod glob;
 mod std_host;

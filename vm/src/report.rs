@@ -1,7 +1,8 @@
 //! The evidence chain of one run as plain data (`stratumc report`): per
 //! step its status and attempts, what its checks read (files with their
 //! digests), every verdict (rules that failed, the judge's answers, human
-//! decisions with their notes), what it spent, and the run's timeline.
+//! decisions with their notes), the receipts of the declared commands it
+//! ran (X12), what it spent, and the run's timeline.
 //!
 //! Owns: gathering a stored run's [`RunView`] and its typed audit events
 //! into a [`RunReport`], and the one rule of its own: a step whose actual
@@ -83,6 +84,9 @@ pub struct StepReport {
     /// Judge calls that erred (transport, timeout, malformed answer): not
     /// verdicts, retried (X5).
     pub judge_errors: u32,
+    /// The receipts of the declared commands its `exec` checks and its
+    /// `evaluate` ran (X12), in order, with when each was recorded.
+    pub receipts: Vec<ReceiptRecord>,
     /// Gate decisions (for a gate).
     pub decisions: Vec<DecisionRecord>,
     /// Why it was skipped, when it was.
@@ -131,6 +135,18 @@ pub struct TryRecord {
     pub reason: Option<String>,
     /// The structured violations of a failure (contract errors, ensures).
     pub violations: Vec<Value>,
+}
+
+/// A declared command's run (X12).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptRecord {
+    /// When the command's run was recorded (ms since the epoch).
+    pub at: i64,
+    /// What the audit keeps of it: `{command, argv, exit, ms,
+    /// stdout_sha256, tail, timed_out, truncated}`.
+    #[serde(flatten)]
+    pub receipt: crate::interp::CommandReceipt,
 }
 
 /// A judge's verdict.
@@ -334,6 +350,7 @@ fn step_of(s: &StepView) -> StepReport {
         manifests: Vec::new(),
         verdicts: Vec::new(),
         judge_errors: 0,
+        receipts: Vec::new(),
         decisions: Vec::new(),
         skipped: None,
         spent: s.spent.into(),
@@ -394,6 +411,10 @@ fn record(step: &mut StepReport, event: &Event) {
             inputs: inputs.clone(),
         }),
         EventKind::JudgeError { .. } => step.judge_errors += 1,
+        EventKind::CommandRan(receipt) => step.receipts.push(ReceiptRecord {
+            at: event.at,
+            receipt: receipt.clone(),
+        }),
         EventKind::ArtifactsRecorded(m) => step.manifests.push(m.clone()),
         EventKind::GateResolved {
             decision,
@@ -435,6 +456,17 @@ fn summary(kind: &EventKind) -> String {
         EventKind::Judged { holds, reason, .. } => clip(&format!(
             "{}: {reason}",
             if *holds { "holds" } else { "does not hold" }
+        )),
+        EventKind::CommandRan(r) => clip(&format!(
+            "`{}` {} in {} ms: {}",
+            r.command,
+            match (r.exit, r.timed_out) {
+                (_, true) => "timed out".to_owned(),
+                (Some(c), _) => format!("exited {c}"),
+                (None, false) => "was killed".to_owned(),
+            },
+            r.ms,
+            r.argv.join(" ")
         )),
         EventKind::GateResolved { decision, note, .. } => match note {
             Some(n) => clip(&format!("{decision}: {n}")),

@@ -226,6 +226,7 @@ fn kind_name(kind: &StepKindDef) -> &'static str {
         StepKindDef::Gate { .. } => "gate",
         StepKindDef::Fanout { .. } => "fanout",
         StepKindDef::Run { .. } => "run",
+        StepKindDef::Evaluate { .. } => "evaluate",
     }
 }
 
@@ -407,6 +408,38 @@ pub fn manifests(engine: &Engine, run_id: &str) -> Result<Vec<Manifest>, EngineE
         .filter_map(|l| serde_json::from_str::<Event>(l).ok())
         .filter_map(|e| match e.kind {
             EventKind::ArtifactsRecorded(m) => Some(m),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A declared command's run (X12) as the audit recorded it: the checked
+/// step (or item, `fan/2`) and its receipt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptView {
+    /// The step or item whose `exec` check or `evaluate` ran it.
+    pub step: Option<String>,
+    /// When it was recorded (ms since the epoch).
+    pub at: i64,
+    /// The receipt.
+    #[serde(flatten)]
+    pub receipt: crate::interp::CommandReceipt,
+}
+
+/// The receipts of the declared commands (X12) of run `run_id`, in order
+/// (`stratumc query flow RUN --receipts`).
+pub fn receipts(engine: &Engine, run_id: &str) -> Result<Vec<ReceiptView>, EngineError> {
+    let lines = engine.store().events(run_id, 0, u64::MAX)?;
+    Ok(lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .filter_map(|e| match e.kind {
+            EventKind::CommandRan(receipt) => Some(ReceiptView {
+                step: e.step,
+                at: e.at,
+                receipt,
+            }),
             _ => None,
         })
         .collect())

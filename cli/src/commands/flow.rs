@@ -55,6 +55,7 @@ pub fn run(args: &FlowArgs) -> Exit {
         workspace: None,
         judge: None,
         judges: Default::default(),
+        commands: Default::default(),
     };
     let (status, settled, reason) = match engine.cancel_flow(run, &mut host) {
         Ok(c) => (c.outcome.status, c.settled(), c.reason()),

@@ -584,6 +584,17 @@ impl Builder<'_> {
                 )
             }
             StepKindIr::Run { flow: callee, .. } => self.run_step(*callee, step, key, state, depth),
+            // X12: the engine runs a declared command itself, like a computed step
+            StepKindIr::Evaluate {
+                command,
+                timeout_ms,
+                ..
+            } => {
+                lines.push(format!("evaluate · {command}"));
+                lines.push(format!("≤ {timeout_ms} ms"));
+                lines.extend(self.contract(step.out));
+                self.node(key, lines, Shape::Compute, step, state)
+            }
         }
     }
 

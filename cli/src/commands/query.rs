@@ -53,8 +53,11 @@ pub enum Cmd {
         /// The run id (`run-…`).
         run: String,
         /// Show the manifests of the run's artifacts (X4): step, attempt, files with size and sha256, digest.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "receipts")]
         artifacts: bool,
+        /// Show the receipts of the declared commands its `exec` checks and `evaluate` steps ran (X12): step, command, argv, exit, ms, stdout sha256, output tail.
+        #[arg(long)]
+        receipts: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -113,7 +116,14 @@ pub fn run(args: &QueryArgs) -> Exit {
             run,
             format,
             artifacts: true,
+            ..
         } => manifests(&mut engine, run, *format),
+        Cmd::Flow {
+            run,
+            format,
+            receipts: true,
+            ..
+        } => receipts(&mut engine, run, *format),
         Cmd::Flow { run, format, .. } => match load(&mut engine, run) {
             Ok(v) => {
                 let text = match format {
@@ -170,6 +180,54 @@ fn manifests(engine: &mut Engine, run: &str, format: Format) -> Exit {
                 out.push_str(&table(&["PATH", "SIZE", "SHA256"], rows));
             }
             out
+        }
+    };
+    super::emit(&text);
+    Exit::Ok
+}
+
+/// `query flow RUN --receipts`: the declared commands the run ran (X12).
+fn receipts(engine: &mut Engine, run: &str, format: Format) -> Exit {
+    if let Err(code) = load(engine, run) {
+        return code;
+    }
+    let list = match view::receipts(engine, run) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: run `{run}`: {e}");
+            return Exit::Usage;
+        }
+    };
+    let text = match format {
+        Format::Json => {
+            let list = serde_json::to_value(&list).unwrap_or(Value::Null);
+            format!(
+                "{}\n",
+                json!({"version": 1, "runId": run, "receipts": list})
+            )
+        }
+        Format::Human if list.is_empty() => format!("run {run} ran no declared commands\n"),
+        Format::Human => {
+            let rows = list
+                .iter()
+                .map(|r| {
+                    let c = &r.receipt;
+                    let exit = match (c.exit, c.timed_out) {
+                        (_, true) => "timed out".to_owned(),
+                        (Some(code), _) => code.to_string(),
+                        (None, false) => "killed".to_owned(),
+                    };
+                    vec![
+                        r.step.clone().unwrap_or_default(),
+                        c.command.clone(),
+                        exit,
+                        c.ms.to_string(),
+                        short_hash(&c.stdout_sha256),
+                        c.argv.join(" "),
+                    ]
+                })
+                .collect();
+            table(&["STEP", "COMMAND", "EXIT", "MS", "STDOUT", "ARGV"], rows)
         }
     };
     super::emit(&text);

@@ -1,7 +1,8 @@
 //! `stratumc report RUN [--format html|md|json] [-o FILE]`: the evidence
 //! chain of a run as a document a reviewer reads — per step its status,
 //! attempts and failures, the files its checks read (size and digest), every
-//! verdict (rules, judge, human decisions with notes), spend against budget,
+//! verdict (rules, judge, human decisions with notes), the receipts of the
+//! declared commands its checks ran (X12), spend against budget,
 //! spend against the estimate the run was started with (each step's spent /
 //! expected / worst per dimension; a step over 2× its expected estimate is
 //! marked `⚠ over 2×` and listed, `flags` in the JSON), and the timeline.
@@ -385,7 +386,51 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
                 .collect(),
         ));
     }
+    receipts(s, doc);
     verdicts(s, doc);
+}
+
+/// The declared commands the step ran (X12): one row per receipt.
+fn receipts(s: &StepReport, doc: &mut Vec<Block>) {
+    if s.receipts.is_empty() {
+        return;
+    }
+    doc.push(Block::Table(
+        vec!["command", "argv", "exit", "ms", "stdout sha256", "tail"],
+        s.receipts
+            .iter()
+            .map(|r| {
+                let r = &r.receipt;
+                let exit = match (r.exit, r.timed_out) {
+                    (_, true) => "timed out".to_owned(),
+                    (Some(c), _) => c.to_string(),
+                    (None, false) => "killed".to_owned(),
+                };
+                let mut sha = r.stdout_sha256.clone();
+                if r.truncated {
+                    sha.push_str(" (output cut)");
+                }
+                let tail: String = r
+                    .tail
+                    .lines()
+                    .rev()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join(" ⏎ ");
+                vec![
+                    Cell::code(&r.command),
+                    Cell::code(r.argv.join(" ")),
+                    Cell::text(exit),
+                    Cell::text(r.ms.to_string()),
+                    Cell::code(sha),
+                    Cell::code(tail),
+                ]
+            })
+            .collect(),
+    ));
 }
 
 fn verdicts(s: &StepReport, doc: &mut Vec<Block>) {

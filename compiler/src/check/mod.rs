@@ -660,6 +660,8 @@ impl<'a> Checker<'a> {
                 Some(&callee) => StepOut::Known(self.flow_outputs[callee].clone()),
                 None => StepOut::Known(Type::Any),
             },
+            // X12: the result object of v1 §4.9, or `out` when it narrows it
+            StepKind::Evaluate(_) => StepOut::Known(named(self, &s.out).unwrap_or(Type::Object)),
             StepKind::Broken => StepOut::Known(Type::Any),
         }
     }

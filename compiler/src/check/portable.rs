@@ -35,6 +35,10 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.extend(fields.iter().flat_map(|(_, v)| v.iter().flat_map(builtins)));
             }
             out.extend(scored(&step.ensure));
+            out.extend(commands(&step.ensure));
+            if let StepKind::Evaluate(ev) = &step.kind {
+                out.push(evaluate(ev));
+            }
             out.extend(step_states(flow, step));
             if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
                 out.push(continues(n));
@@ -52,6 +56,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                     out.extend(ensures(&s.ensure));
                     out.extend(file_paths(&s.ensure));
                     out.extend(scored(&s.ensure));
+                    out.extend(commands(&s.ensure));
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
                     out.extend(s.artifacts.first().map(|a| artifacts(a, "artifacts")));
@@ -135,6 +140,61 @@ fn builtins(expr: &Str) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// One S0912 per `exec` check (X12) of an ensure list.
+fn commands(ensure: &[Predicate]) -> Vec<Diagnostic> {
+    ensure
+        .iter()
+        .filter_map(|p| match &p.kind {
+            Some(PredicateKind::Exec(ex)) => Some(
+                Diagnostic::new(
+                    Code::PortableCommands,
+                    ex.key,
+                    "`exec` is a stratumc addition (language 1.1, X12); the original engine does not know the predicate nor `[commands.NAME]`",
+                )
+                .with_help("for the original engine, have an agent run the command and report its exit in the output, checked by an `expr`"),
+            ),
+            Some(PredicateKind::Expr(e)) if calls_receipts(e) => Some(
+                Diagnostic::new(
+                    Code::PortableCommands,
+                    e.span,
+                    "`receipts()` is a stratumc addition (language 1.1, X12); the original engine cannot evaluate it",
+                )
+                .with_help("for the original engine, check the command's result from the agent's output instead"),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+/// S0912 for an `evaluate` step (X12): the original engine hands
+/// `command` to its injected runner, not to `[commands.NAME]`.
+fn evaluate(ev: &crate::syntax::ast::Evaluate) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableCommands,
+        ev.key,
+        format!(
+            "`evaluate` runs `[commands.{}]` of stratum.toml in stratumc (language 1.1, X12); the original engine hands `command` to the runner its host injects, and fails the step without one",
+            ev.command.text
+        ),
+    )
+    .with_help("for the original engine, configure its runner to answer this command, or have an agent run it in a `do` step")
+}
+
+/// Whether an expression calls `receipts()` (X12).
+fn calls_receipts(expr: &Str) -> bool {
+    let (Some(ast), _) = stratum_grammar::parse_expr(&expr.text) else {
+        return false;
+    };
+    let mut seen = false;
+    stratum_grammar::walk(&ast, &mut |e| {
+        if matches!(&e.kind, stratum_grammar::ExprKind::Call { callee, .. } if callee == "receipts")
+        {
+            seen = true;
+        }
+    });
+    seen
+}
+
 /// One S0905 per scored `judged` (X5) of an ensure list.
 fn scored(ensure: &[Predicate]) -> Vec<Diagnostic> {
     ensure
@@ -164,6 +224,7 @@ fn step_states(flow: &Flow, step: &Step) -> Vec<Diagnostic> {
     exprs.extend(own);
     match &step.kind {
         StepKind::Do(t) => templates.push(t),
+        StepKind::Evaluate(ev) => templates.extend(ev.input.iter()),
         StepKind::Set(fields) => exprs.extend(fields.iter().filter_map(|(_, v)| v.as_ref())),
         StepKind::Fanout(f) => {
             for st in &f.stages {

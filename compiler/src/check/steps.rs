@@ -82,6 +82,13 @@ impl<'a> Checker<'a> {
                         continue;
                     }
                 },
+                PredicateKind::Exec(ex) => match self.exec(fc, ex, scope) {
+                    Some(p) => p,
+                    None => {
+                        ok = false;
+                        continue;
+                    }
+                },
             });
         }
         ok.then_some(out)
@@ -120,6 +127,72 @@ impl<'a> Checker<'a> {
             judge: sc.judge.as_ref().map(|j| j.text.clone()),
             inputs: inputs.into_iter().collect::<Option<_>>()?,
         })
+    }
+
+    /// An `exec` check (X12): each argument is a template of the step (a
+    /// fanout stage's also binds `${item}`/`${prev}`) whose full reference
+    /// must render to text (a string, number or boolean) or a list of them
+    /// (S0335). Whether `run:` names a declared command needs the
+    /// environment (`crate::env`), not the spec.
+    fn exec(
+        &mut self,
+        fc: &mut FlowCtx<'_>,
+        ex: &ast::Exec,
+        scope: &Scope,
+    ) -> Option<ir::PredicateIr> {
+        let (leaf, stage) = match &scope.item {
+            Some(_) => (
+                Leaf::StageArtifact,
+                StageScope {
+                    item: scope.item.clone(),
+                    prev: scope.prev.clone(),
+                },
+            ),
+            None => (Leaf::Artifact, StageScope::default()),
+        };
+        let mut args = Vec::new();
+        let mut ok = true;
+        for a in &ex.args {
+            match self.template(fc, Some(scope.reader), a, leaf, &stage) {
+                Some(t) if self.exec_arg_renders(&t) => args.push(t),
+                _ => ok = false,
+            }
+        }
+        ok.then(|| ir::PredicateIr::Exec {
+            run: ex.run.text.clone(),
+            args,
+            expect_exit: ex.expect_exit,
+            timeout_ms: ex.timeout_ms.map(|t| t.value),
+        })
+    }
+
+    /// Whether an `exec` argument renders to text or a list of texts; S0335
+    /// when its full reference never can.
+    fn exec_arg_renders(&mut self, t: &ir::TemplateIr) -> bool {
+        let Some(Piece::Ref(r)) = t.pieces.first().filter(|_| t.full_value) else {
+            return true;
+        };
+        let scalar =
+            |ty: &Type| ty.is_stringy() || matches!(ty, Type::Any | Type::Number | Type::Bool);
+        let fine = match &r.ty {
+            Type::List(el) => scalar(el),
+            ty => scalar(ty),
+        };
+        if fine {
+            return true;
+        }
+        let shown = self.types.display(&r.ty);
+        self.sink.push(
+            Diagnostic::new(
+                Code::ExecArgNotText,
+                r.span,
+                format!("an `exec` argument must render to text or a list of texts, but this reference is {shown}"),
+            )
+            .with_span_label(format!("this is {shown}"))
+            .with_note("each argument is passed as one argument, never split by a shell; a list gives one argument per element")
+            .with_help("reference a string, number or boolean field (or a list of them), or embed it in text to pass it as JSON"),
+        );
+        false
     }
 
     /// A file predicate path (`file_exists`, `file_contains.path`): a
@@ -226,6 +299,20 @@ impl<'a> Checker<'a> {
                 with,
                 with_span,
             } => self.run_step(fc, s, i, flow, with.as_deref(), *with_span),
+            StepKind::Evaluate(ev) => {
+                // X12: `in` is a template of the step (data edges like a `do` task)
+                let input = match &ev.input {
+                    Some(t) => self
+                        .template(fc, Some(i), t, Leaf::EvaluateIn, &StageScope::default())
+                        .map(Some),
+                    None => Some(None),
+                };
+                input.map(|input| ir::StepKindIr::Evaluate {
+                    command: ev.command.text.clone(),
+                    timeout_ms: ev.timeout_ms.value,
+                    input,
+                })
+            }
             StepKind::Broken => None,
         };
         let out = match &fc.outputs[i] {

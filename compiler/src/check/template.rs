@@ -42,6 +42,9 @@ pub(super) enum Leaf {
     FilePath,
     /// A file predicate path of a fanout stage (X3: `${item}`, `${prev}` bound).
     StageFilePath,
+    /// An `evaluate` step's `in` (X12): any type (a full reference keeps
+    /// its value; the engine writes a string as is, anything else as JSON).
+    EvaluateIn,
 }
 
 /// Bindings of a fanout stage.
@@ -80,6 +83,7 @@ impl<'a> Checker<'a> {
                 leaves.extend(f.stages.iter().flat_map(|st| st.artifacts.iter()));
             }
             StepKind::Gate(g) => leaves.extend(g.prompt.iter().chain(&g.show)),
+            StepKind::Evaluate(ev) => leaves.extend(ev.input.iter()),
             StepKind::Run {
                 with: Some(with), ..
             } => {
@@ -101,6 +105,8 @@ impl<'a> Checker<'a> {
                     leaves.push(&sc.rubric);
                     leaves.extend(sc.inputs.iter());
                 }
+                // X12: `exec` arguments
+                Some(crate::syntax::ast::PredicateKind::Exec(ex)) => leaves.extend(ex.args.iter()),
                 // X3: file predicate paths are templates too
                 Some(
                     crate::syntax::ast::PredicateKind::FileExists(path)

@@ -1,5 +1,6 @@
-//! Consumer-dispatched worktree fanouts: no file predicates in their stages
-//! (the engine cannot read the client's worktrees) and a person's gate
+//! Consumer-dispatched worktree fanouts: no file predicates and no `exec`
+//! checks (X12) in their stages (the engine cannot read the client's
+//! worktrees) and a person's gate
 //! right after them before anything is merged.
 //!
 //! Owns: reference v1-language §6.2 items 28–29.
@@ -31,7 +32,9 @@ impl<'a> Checker<'a> {
                         Some(PredicateKind::Expr(e)) => calls_file_fn(&e.text),
                         _ => false,
                     };
-                    if uses_fs {
+                    if let Some(PredicateKind::Exec(ex)) = &p.kind {
+                        self.sink.push(consumer_exec(ex.key));
+                    } else if uses_fs {
                         self.sink.push(consumer_fs(p.span));
                     }
                 }
@@ -70,6 +73,18 @@ fn consumer_fs(span: Span) -> Diagnostic {
     )
     .with_note("the items run in the client's worktrees, which the engine cannot read")
     .with_help("check the result fields instead, or use `dispatch: engine`")
+}
+
+/// S0313 for an `exec` check (X12): like a file predicate, it reads the
+/// item's worktree, which the engine does not have.
+fn consumer_exec(span: Span) -> Diagnostic {
+    Diagnostic::new(
+        Code::ConsumerWorktreeFilesystem,
+        span,
+        "an `exec` check cannot run in a consumer-dispatched worktree fanout",
+    )
+    .with_note("the items run in the client's worktrees; the engine would run the command on a tree the item did not change")
+    .with_help("run the command after the fanout's merge, in a step of its own, or use `dispatch: engine`")
 }
 
 fn calls_file_fn(text: &str) -> bool {

@@ -72,7 +72,7 @@ codes! {
     ReservedName = "S0109", Error, "a reserved name (`__proto__`, `constructor`, `prototype`)";
     EmptyBudget = "S0110", Error, "a budget with no limit in it";
     InvalidPredicate = "S0111", Error, "an ensure entry that is not a predicate";
-    NotSupportedYet = "S0112", Error, "a construct that stratumc does not support yet";
+    NotSupportedYet = "S0112", Error, "retired: every v1 construct is supported since language 1.1 (X12)";
 
     // S02xx — the contract type language.
     InvalidTypeString = "S0201", Error, "a type string that does not parse";
@@ -98,6 +98,10 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    UnknownCommand = "S0334", Warning, "an `exec` or `evaluate` command that the stratum.toml near the spec does not declare";
+    ExecArgNotText = "S0335", Error, "an `exec` argument that does not render to text or a list of texts";
+    ExecExitStatus = "S0336", Error, "an `exec.expect_exit` that is not an exit status 0..=255";
+    ReceiptsOutsideEnsure = "S0337", Error, "`receipts()` outside an `ensure` expression";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
@@ -166,6 +170,7 @@ codes! {
     PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
     PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
+    PortableCommands = "S0912", Warning, "`exec` checks and `evaluate` steps on declared commands, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }
 

@@ -321,6 +321,13 @@ fn step_summary(ix: &Index<'_>, fi: usize, i: usize) -> String {
             }
         }
         (StepKind::Run { flow, .. }, _) => lines.push(format!("runs flow `{}`", flow.text)),
+        (StepKind::Evaluate(ev), _) => {
+            lines.push(format!(
+                "runs command `{}` of stratum.toml (`[commands.{}]`), at most {} ms",
+                ev.command.text, ev.command.text, ev.timeout_ms.value
+            ));
+            lines.push("its stdout is the result `{status, children, reason, score?, route?}`; every failure is terminal".to_owned());
+        }
         _ => {}
     }
     if let Some(out) = &step.out {

@@ -419,7 +419,7 @@ fn the_11_fixture_is_valid() {
 
 #[test]
 fn every_key_of_the_decoder_tables_has_a_hover_line() {
-    let tables: [(Option<&str>, &[&str]); 14] = [
+    let tables: [(Option<&str>, &[&str]); 16] = [
         (None, decode::ROOT_FIELDS),
         (None, decode::FLOW_FIELDS),
         (None, decode::STEP_FIELDS),
@@ -434,6 +434,8 @@ fn every_key_of_the_decoder_tables_has_a_hover_line() {
         (Some("judged"), decode::SCORED_FIELDS),
         (Some("cost"), decode::COST_FIELDS),
         (Some("budget"), decode::BUDGET_FIELDS),
+        (Some("exec"), decode::EXEC_FIELDS),
+        (Some("evaluate"), decode::EVALUATE_FIELDS),
     ];
     let missing: Vec<&str> = tables
         .iter()
@@ -565,6 +567,7 @@ fn completion_of_on_fail_continue_and_of_configured_judge_names() {
     );
     let env = crate::env::CheckEnv {
         judges: Some(["local", "strict"].map(String::from).into_iter().collect()),
+        commands: None,
     };
     db.set_env(file, env);
     assert_eq!(labels(&completion(&db, file, off)), ["local", "strict"]);
@@ -599,4 +602,38 @@ fn completion_of_steps_members_and_template_state() {
         labels(&completion(&db, file, off)),
         ["output", "status", "failure", "note"]
     );
+}
+
+#[test]
+fn hover_on_an_evaluate_step_names_its_command_and_the_result_rule() {
+    const TEXT: &str = "version: 1
+contracts:
+  Done: {ok: boolean}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${build.output}\", contract: Done}
+    steps:
+      - id: triage
+        evaluate: {command: triage, timeout_ms: 5000}
+      - id: build
+        after: [triage]
+        do: \"fix ${triage.output.reason}\"
+        out: Done
+        ensure:
+          - exec: {run: test}
+          - expr: \"len(receipts()) == 1\"
+";
+    let (db, file) = open(TEXT);
+    let h = hover(&db, file, at(TEXT, "id: triage", 0, 5)).unwrap();
+    for part in [
+        "step `triage`",
+        "`evaluate`",
+        "runs command `triage`",
+        "at most 5000 ms",
+        "every failure is terminal",
+    ] {
+        assert!(h.markdown.contains(part), "{part} in {}", h.markdown);
+    }
 }

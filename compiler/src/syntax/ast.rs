@@ -197,6 +197,24 @@ pub enum PredicateKind {
     },
     /// `judged: {rubric, threshold, judge?, inputs?}` (language 1.1 X5).
     Scored(Scored),
+    /// `exec: {run, args?, expect_exit?, timeout_ms?}` (language 1.1 X12).
+    Exec(Exec),
+}
+
+/// An `exec` check (X12): runs the declared command `run` with `args`;
+/// holds iff its exit status is `expect_exit`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exec {
+    /// `[commands.NAME]` of stratum.toml.
+    pub run: Str,
+    /// Argument templates: each renders to one argument (a list: one per element).
+    pub args: Vec<Str>,
+    /// The exit status that passes (0..=255, default 0).
+    pub expect_exit: i32,
+    /// The spec's bound in ms (the smaller of it and the config's applies).
+    pub timeout_ms: Option<Int>,
+    /// The `exec` key (for `check --portable`).
+    pub key: Span,
 }
 
 /// The scored form of `judged` (X5): the judge scores the result against
@@ -374,8 +392,24 @@ pub enum StepKind {
         /// The `with` key.
         with_span: Option<Span>,
     },
+    /// `evaluate: {command, timeout_ms, in?}` (v1 §4.9, language 1.1 X12).
+    Evaluate(Evaluate),
     /// No usable construct (already reported); the step still has an id.
     Broken,
+}
+
+/// An `evaluate` step (X12): runs the declared command `command` with `in`
+/// on its stdin and takes its stdout as the result object of v1 §4.9.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluate {
+    /// `[commands.NAME]` of stratum.toml.
+    pub command: Str,
+    /// The spec's bound in ms (the smaller of it and the config's applies).
+    pub timeout_ms: Int,
+    /// The stdin template (`in`); `None`: empty stdin.
+    pub input: Option<Str>,
+    /// The `evaluate` key.
+    pub key: Span,
 }
 
 impl StepKind {
@@ -387,6 +421,7 @@ impl StepKind {
             StepKind::Gate(_) => "gate",
             StepKind::Fanout(_) => "fanout",
             StepKind::Run { .. } => "run",
+            StepKind::Evaluate(_) => "evaluate",
             StepKind::Broken => "?",
         }
     }

@@ -88,7 +88,15 @@ pub trait Files {
     fn glob(&mut self, _pattern: &str) -> Result<Vec<String>, HostError> {
         Err(HostError::Unsupported(NO_ROOT.into()))
     }
+    /// `receipts()` (X12): the receipts of this attempt's `exec` checks run
+    /// so far, in order; only an ensure binds them.
+    fn receipts(&mut self) -> Result<Value, HostError> {
+        Err(HostError::Unsupported(NO_RECEIPTS.into()))
+    }
 }
+
+/// What `receipts()` answers outside an output's checks.
+pub const NO_RECEIPTS: &str = "`receipts()` is only bound in an ensure";
 
 /// No workspace root: every file function is a `validation_error`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -524,6 +532,11 @@ impl<'a> Machine<'a, '_> {
         match name {
             "file" => forms::file(&mut *self.files, &args[0]).map(|f| Slot::File(Box::new(f))),
             "coalesce" => Ok(Slot::Val(forms::coalesce(args))),
+            "receipts" => self
+                .files
+                .receipts()
+                .map(|v| Slot::Val(Cow::Owned(v)))
+                .map_err(|e| EvalError::ValidationError(e.to_string())),
             _ => self
                 .call_value(name, args)
                 .map(|v| Slot::Val(Cow::Owned(v))),

@@ -20,8 +20,8 @@ pub mod value;
 
 pub use contract::{ContractError, Problem, check_record, check_type};
 pub use expr::{
-    Bindings, EvalError, Files, NoFiles, ResultBinding, StepOutputs, StepStates, eval, eval_bool,
-    eval_with_steps,
+    Bindings, EvalError, Files, NO_RECEIPTS, NoFiles, ResultBinding, StepOutputs, StepStates, eval,
+    eval_bool, eval_with_steps,
 };
 pub use forms::FILE_FIELDS;
 pub use regex::PatternError;

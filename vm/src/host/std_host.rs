@@ -1,6 +1,6 @@
 //! The standard host: the system clock, file predicates jailed to the
 //! workspace root (or an item's worktree), the configured judge, and git
-//! worktrees for isolated fanout items.
+//! worktrees for isolated fanout items, declared commands (X12).
 //!
 //! Owns: wiring the interpreter's [`Host`] seam to the effects of this
 //! module's parent (`Workspace`, `judge`, the git helpers), and the one
@@ -22,8 +22,8 @@ use super::{
 use crate::config::ConfigError;
 use crate::eval::sha256_hex;
 use crate::interp::{
-    FileEvidence, FileHash, FileRead, FileRoot, Host, HostError, InputDigest, JudgeAsk,
-    JudgeRequest, Verdict,
+    CommandRequest, CommandRun, FileEvidence, FileHash, FileRead, FileRoot, Host, HostError,
+    InputDigest, JudgeAsk, JudgeRequest, Verdict,
 };
 
 /// Why a standard host could not be made for a run.
@@ -96,6 +96,8 @@ pub struct StdHost {
     pub judge: Option<JudgeConfig>,
     /// The named judges (`[judges.NAME]` that configure a runner).
     pub judges: BTreeMap<String, JudgeConfig>,
+    /// The declared commands (`[commands.NAME]`, X12).
+    pub commands: BTreeMap<String, crate::config::CommandConfig>,
 }
 
 /// Why a file predicate has no root to look in.
@@ -131,10 +133,16 @@ impl StdHost {
             .into_iter()
             .filter_map(|(name, cfg)| Some((name?, cfg)))
             .collect();
+        let commands = config
+            .commands
+            .keys()
+            .filter_map(|n| Some((n.clone(), config.command(n)?)))
+            .collect();
         Ok(StdHost {
             workspace,
             judge: config.judge_runner(),
             judges,
+            commands,
         })
     }
 
@@ -221,6 +229,20 @@ pub fn read_judge_inputs(
 }
 
 impl Host for StdHost {
+    fn run_command(&mut self, req: &CommandRequest<'_>) -> Result<CommandRun, HostError> {
+        let cwd = match req.root {
+            FileRoot::Workspace => self
+                .workspace
+                .as_ref()
+                .map(|w| w.root().to_path_buf())
+                .ok_or_else(|| {
+                    HostError::Command("a declared command needs a workspace root".to_owned())
+                })?,
+            FileRoot::Worktree(dir) => PathBuf::from(dir),
+        };
+        super::commands::run(&self.commands, req, &cwd)
+    }
+
     fn now_ms(&mut self) -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

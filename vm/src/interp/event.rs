@@ -248,6 +248,9 @@ pub enum EventKind {
     /// started from a prebuilt plan file has none (the plan holds no IR to
     /// estimate from).
     Estimated { steps: Vec<StepEstimate> },
+    /// A declared command ran for an `exec` check (X12): its receipt (the
+    /// same one the violation carries when the check does not hold).
+    CommandRan(super::host::CommandReceipt),
 }
 
 /// The manifest of an attempt's artifacts (X4): what `stratumc verify`
@@ -384,6 +387,7 @@ impl EventKind {
             EventKind::Retried { .. } => "retried",
             EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
             EventKind::Estimated { .. } => "estimated",
+            EventKind::CommandRan(_) => "command_ran",
         }
     }
 
@@ -409,7 +413,9 @@ impl EventKind {
             EventKind::Evidence { .. } => {
                 "the checked step or item (`when`, `set`, `until` and stage `when` expressions: their step or item)"
             }
-            EventKind::Judged { .. } | EventKind::JudgeError { .. } => "the checked step or item",
+            EventKind::Judged { .. } | EventKind::JudgeError { .. } | EventKind::CommandRan(_) => {
+                "the checked step or item"
+            }
             EventKind::Routed { .. } | EventKind::StepContinued { .. } => "the failed step",
             EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
             EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
@@ -434,6 +440,22 @@ impl EventKind {
         all.extend(Self::revision_examples());
         all.extend(Self::retry_examples());
         all.push(Self::estimate_example());
+        all.push(EventKind::CommandRan(super::host::CommandReceipt {
+            command: "test".into(),
+            argv: vec![
+                "python3".into(),
+                "-m".into(),
+                "pytest".into(),
+                "-q".into(),
+                "tests/test_calc.py".into(),
+            ],
+            exit: Some(1),
+            ms: 840,
+            stdout_sha256: "5d41402abc4b2a76b9719d911017c592…".into(),
+            tail: "FAILED tests/test_calc.py::test_add - assert 3 == 4\n1 failed in 0.05s\n".into(),
+            timed_out: false,
+            truncated: false,
+        }));
         all
     }
 

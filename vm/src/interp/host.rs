@@ -2,7 +2,7 @@
 //! data it answers with, and its error type.
 //!
 //! Owns: the seam between the pure interpreter and side effects (files,
-//! the judge, git worktrees, the clock).
+//! the judge, git worktrees, declared commands, the clock).
 //! Must never: perform an effect itself (the standard implementation is
 //! `crate::host::StdHost`; tests script their own).
 
@@ -191,7 +191,68 @@ pub enum HostError {
     /// predicate fails closed at once, it is not asked again.
     #[error("{0}")]
     NoJudge(String),
+    /// A declared command (X12) could not be run: not declared in
+    /// stratum.toml, or its program could not be started.
+    #[error("{0}")]
+    Command(String),
 }
+
+/// One run of a declared command (language 1.1 X12): an `exec` check or an
+/// `evaluate` step.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandRequest<'a> {
+    /// The `[commands.NAME]` to run.
+    pub command: &'a str,
+    /// The rendered arguments, appended to the declared `argv`, one
+    /// argument each (no shell, no splitting, no globbing).
+    pub args: &'a [String],
+    /// The spec's bound; the host runs for the smaller of it and the
+    /// config's `timeout_ms`.
+    pub timeout_ms: Option<u64>,
+    /// What the command gets on stdin (`evaluate.in`); empty otherwise.
+    pub stdin: &'a str,
+    /// Its working directory: the workspace, or an item's worktree.
+    pub root: FileRoot<'a>,
+}
+
+/// The most bytes of a command's output a receipt's `tail` keeps.
+pub const RECEIPT_TAIL_BYTES: usize = 2048;
+
+/// What the audit keeps of one run of a declared command (X12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandReceipt {
+    /// The `[commands.NAME]` run.
+    pub command: String,
+    /// Every argument it ran with: the declared `argv`, then the rendered `args`.
+    pub argv: Vec<String>,
+    /// Its exit code; `None` when it was killed (timeout, a signal).
+    pub exit: Option<i32>,
+    /// How long it ran, in ms.
+    pub ms: u64,
+    /// Lowercase hex sha256 of the stdout kept (at most the command's
+    /// `max_output_bytes`).
+    pub stdout_sha256: String,
+    /// The last [`RECEIPT_TAIL_BYTES`] of its stdout then stderr (lossy UTF-8).
+    pub tail: String,
+    /// It ran past its timeout; its process group was killed.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// More stdout arrived than `max_output_bytes`; the rest was dropped.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// A finished command: its receipt and the stdout kept (for `evaluate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// What the audit keeps.
+    pub receipt: CommandReceipt,
+    /// The head of its stdout (at most `max_output_bytes`).
+    pub stdout: Vec<u8>,
+}
+
+/// What a host that runs no commands answers.
+pub const NO_COMMANDS: &str = "this host runs no declared commands";
 
 /// What a host without git worktrees answers.
 pub const NO_WORKTREES: &str = "this host makes no git worktrees";
@@ -248,6 +309,13 @@ pub trait Host {
     /// Waits `ms` milliseconds between judge tries (the standard host
     /// sleeps; a scripted host records it and does not).
     fn pause_ms(&mut self, _ms: u64) {}
+
+    /// Runs a declared command (X12) in `req.root` and waits for it within
+    /// its bounds; `HostError::Command` when it is not declared or cannot
+    /// start (a non-zero exit or a timeout is a receipt, not an error).
+    fn run_command(&mut self, _req: &CommandRequest<'_>) -> Result<CommandRun, HostError> {
+        Err(HostError::Command(NO_COMMANDS.into()))
+    }
 
     // ----- X4 artifacts: jailed like the file predicates -----
 

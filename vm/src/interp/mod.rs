@@ -26,9 +26,9 @@ use serde_json::Value;
 pub use error::{CheckpointError, VmError};
 pub use event::{Event, EventKind, Manifest, ShownFile};
 pub use host::{
-    FileEvidence, FileHash, FileRead, FileRoot, Host, HostError, InputDigest, JudgeAsk,
-    JudgeRequest, MAX_GLOB_MATCHES, MAX_HASH_BYTES, MAX_TEXT_BYTES, NO_ARTIFACTS, NO_WORKTREES,
-    Verdict,
+    CommandReceipt, CommandRequest, CommandRun, FileEvidence, FileHash, FileRead, FileRoot, Host,
+    HostError, InputDigest, JudgeAsk, JudgeRequest, MAX_GLOB_MATCHES, MAX_HASH_BYTES,
+    MAX_TEXT_BYTES, NO_ARTIFACTS, NO_COMMANDS, NO_WORKTREES, RECEIPT_TAIL_BYTES, Verdict,
 };
 pub use index::PlanIndex;
 pub use machine::{

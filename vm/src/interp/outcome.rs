@@ -188,6 +188,14 @@ pub enum EnsureView {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         inputs: Vec<String>,
     },
+    /// `exec: {run, args, expect_exit}` (X12), its arguments rendered for
+    /// this dispatch (an argument not renderable yet is shown as a note):
+    /// the agent sees which declared command will check its work.
+    Exec {
+        run: String,
+        args: Vec<String>,
+        expect_exit: i32,
+    },
 }
 
 /// A gate waiting for a decision.

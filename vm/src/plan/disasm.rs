@@ -316,6 +316,20 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     );
                 }
             }
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    evaluate {:?} timeout {timeout_ms} ms",
+                    s(*command)
+                );
+                if let Some(t) = input {
+                    let _ = writeln!(out, "      in {}", template_text(plan, flow, *t));
+                }
+            }
         }
         if let Some(o) = st.out {
             let _ = writeln!(out, "    out #{o}");
@@ -465,6 +479,20 @@ fn pred_text(plan: &Plan, flow: &FlowDef, p: &PredDef) -> String {
             format!(
                 "scored rubric tmpl {rubric} threshold {threshold} judge {judge} inputs [{}]",
                 inputs.join(", ")
+            )
+        }
+        PredDef::Exec {
+            run,
+            args,
+            expect_exit,
+            timeout_ms,
+        } => {
+            let args: Vec<String> = args.iter().map(|t| template_text(plan, flow, *t)).collect();
+            let timeout = timeout_ms.map_or("config".to_owned(), |t| format!("{t} ms"));
+            format!(
+                "exec {:?} args [{}] expect_exit {expect_exit} timeout {timeout}",
+                plan.str(*run),
+                args.join(", ")
             )
         }
     }

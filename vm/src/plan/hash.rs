@@ -130,6 +130,16 @@ impl Resolver<'_> {
                 "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
                 "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
             }),
+            // X12: every field changes what the step does
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => json!({
+                "evaluate": self.s(*command),
+                "timeoutMs": timeout_ms,
+                "in": input.map(|t| self.template(t)),
+            }),
         }
     }
 
@@ -177,6 +187,18 @@ impl Resolver<'_> {
                 "threshold": num(*threshold),
                 "judge": judge.map(|j| self.s(j)),
                 "inputs": inputs.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
+            }),
+            // X12: every field changes what the check does
+            PredDef::Exec {
+                run,
+                args,
+                expect_exit,
+                timeout_ms,
+            } => json!({
+                "exec": self.s(*run),
+                "args": args.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
+                "expectExit": expect_exit,
+                "timeoutMs": timeout_ms,
             }),
         }
     }

@@ -384,6 +384,17 @@ pub enum StepKindDef {
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
     },
+    /// `evaluate` (v1 §4.9, language 1.1 X12): the host runs the declared
+    /// command with `input` rendered on its stdin; its stdout is the
+    /// step's result object. Every failure is terminal.
+    Evaluate {
+        /// `[commands.NAME]` of the run's configuration.
+        command: StrId,
+        /// The spec's bound in ms (the smaller of it and the config's applies).
+        timeout_ms: u64,
+        /// The stdin template (full value: a string as is, else its JSON).
+        input: Option<u32>,
+    },
 }
 
 /// `require`.
@@ -476,6 +487,20 @@ pub enum PredDef {
     FileExistsAt(u32),
     /// `file_contains` whose path is a template (X3); the text is literal.
     FileContainsAt(u32, StrId),
+    /// `exec: {run, args?, expect_exit?, timeout_ms?}` (language 1.1 X12):
+    /// the host runs the declared command `[commands.NAME]` with the
+    /// rendered arguments (no shell; a list renders one argument per
+    /// element); holds iff the exit status is `expect_exit`.
+    Exec {
+        /// `[commands.NAME]` of the run's configuration.
+        run: StrId,
+        /// Argument templates of the flow.
+        args: Vec<u32>,
+        /// The exit status that passes (0..=255).
+        expect_exit: i32,
+        /// The spec's bound in ms (the smaller of it and the config's applies).
+        timeout_ms: Option<u64>,
+    },
 }
 
 /// How a template renders.

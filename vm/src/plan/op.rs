@@ -175,6 +175,7 @@ pub const BUILTIN_DOCS: &[&str] = &[
     "count(xs, p -> cond) -> number: how many elements satisfy cond",
     "filter(xs, p -> cond) -> list: the elements that satisfy cond, in order",
     "map(xs, p -> value) -> list: the value of the body for each element",
+    "receipts() -> list of objects: this attempt's `exec` receipts so far ({command, argv, exit, ms, stdout_sha256, tail, timed_out, truncated}); ensure only",
 ];
 
 /// The builtin functions, by index: name and arity ([`VARIADIC`]: one or
@@ -200,6 +201,7 @@ pub const BUILTINS: &[(&str, u8)] = &[
     ("count", 2),
     ("filter", 2),
     ("map", 2),
+    ("receipts", 0),
 ];
 
 /// The index of a builtin by name.

@@ -277,6 +277,19 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     v.idx(*node, flow.with_nodes.len(), "with node")?;
                 }
             }
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => {
+                v.s(*command)?;
+                if *timeout_ms == 0 {
+                    v.fail("evaluate timeout_ms is 0".to_owned())?;
+                }
+                if let Some(t) = input {
+                    v.idx(*t, flow.templates.len(), "evaluate input template")?;
+                }
+            }
         }
     }
     Ok(())
@@ -319,6 +332,23 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
                 }
                 if !(0.0..=1.0).contains(threshold) {
                     v.fail(format!("judge threshold {threshold} is not in [0, 1]"))?;
+                }
+            }
+            PredDef::Exec {
+                run,
+                args,
+                expect_exit,
+                timeout_ms,
+            } => {
+                v.s(*run)?;
+                for t in args {
+                    v.idx(*t, flow.templates.len(), "exec argument template")?;
+                }
+                if !(0..=255).contains(expect_exit) {
+                    v.fail(format!("exec expect_exit {expect_exit} is not in 0..=255"))?;
+                }
+                if *timeout_ms == Some(0) {
+                    v.fail("exec timeout_ms is 0".to_owned())?;
                 }
             }
         }

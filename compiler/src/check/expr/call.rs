@@ -64,6 +64,10 @@ impl Walk<'_, '_, '_> {
         if callee.starts_with("file") || callee == "matches" || callee == "glob" {
             self.dynamic = true;
         }
+        if callee == "receipts" {
+            self.dynamic = true;
+            return self.receipts(whole);
+        }
         self.builtin(callee, args, &arg_types)
     }
 
@@ -322,6 +326,25 @@ impl Walk<'_, '_, '_> {
         }
     }
 
+    /// `receipts()` (X12): the receipts of this attempt's `exec` checks, so
+    /// bound only in an `ensure` expression (S0337 elsewhere).
+    fn receipts(&mut self, whole: &Expr) -> Type {
+        if self.scope.field != "ensure" {
+            let span = self.span(whole.span);
+            let field = self.scope.field;
+            self.push(
+                Diagnostic::new(
+                    Code::ReceiptsOutsideEnsure,
+                    span,
+                    format!("`receipts()` is only bound in an `ensure` expression, not in `{field}`"),
+                )
+                .with_note("it lists the receipts of the `exec` checks of the attempt being checked; elsewhere there is no attempt")
+                .with_help("move the condition into the step's `ensure` list, after its `exec` checks"),
+            );
+        }
+        Type::List(Box::new(Type::Object))
+    }
+
     /// `max` / `min`: the element type of a list of numbers or strings.
     fn extreme(&mut self, callee: &str, arg: &Expr, t: &Type) -> Type {
         match t {
@@ -377,6 +400,7 @@ fn fallback(callee: &str) -> Type {
         "int" | "len" | "count" => Type::Number,
         "max" | "min" | "coalesce" | "unique" | "file" | "filter" | "map" => Type::Any,
         "keys" | "glob" => Type::List(Box::new(Type::String)),
+        "receipts" => Type::List(Box::new(Type::Object)),
         _ => Type::Bool,
     }
 }

@@ -102,7 +102,11 @@ pub const JUDGED_FIELDS: &[&str] = &[
 /// Fields of the scored form of `judged` (X5).
 pub const SCORED_FIELDS: &[&str] = &["rubric", "threshold", "judge", "inputs"];
 /// The forms of an ensure predicate.
-pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged"];
+pub const PREDICATE_FORMS: &[&str] = &["expr", "file_exists", "file_contains", "judged", "exec"];
+/// Fields of `evaluate` (v1 §4.9, X12).
+pub const EVALUATE_FIELDS: &[&str] = &["command", "timeout_ms", "in"];
+/// Fields of `exec` (X12).
+pub const EXEC_FIELDS: &[&str] = &["run", "args", "expect_exit", "timeout_ms"];
 /// Values of `agent` (the plan's names).
 pub const AGENTS: &[(&str, Agent)] = Agent::NAMED;
 /// Values of `fanout.isolation`.
@@ -275,7 +279,11 @@ pub const KEY_DOCS: &[(&str, &str, &str)] = &[
     ),
     ("", "fanout", "runs stages for each element of `over`"),
     ("", "run", "runs another flow as a sub-flow"),
-    ("", "evaluate", "an agent evaluates the given work"),
+    (
+        "",
+        "evaluate",
+        "runs a declared command (`[commands.NAME]`) and takes its stdout as the result object (X12)",
+    ),
     ("", "agent", "which agent runs the task"),
     ("", "out", "the contract the step's result must satisfy"),
     (
@@ -370,6 +378,46 @@ pub const KEY_DOCS: &[(&str, &str, &str)] = &[
         "an expression: iteration stops when it is true",
     ),
     ("", "initial", "the carry variable's first value"),
+    (
+        "",
+        "exec",
+        "runs a declared command (`[commands.NAME]` in stratum.toml); holds iff its exit status is `expect_exit` (X12)",
+    ),
+    (
+        "exec",
+        "run",
+        "the name of a `[commands.NAME]` entry of stratum.toml",
+    ),
+    (
+        "exec",
+        "args",
+        "argument templates, each one argument (a list renders one per element; no shell, no globbing)",
+    ),
+    (
+        "exec",
+        "expect_exit",
+        "the exit status that passes (default 0)",
+    ),
+    (
+        "exec",
+        "timeout_ms",
+        "the check's time limit (the smaller of this and the command's)",
+    ),
+    (
+        "evaluate",
+        "command",
+        "the name of a `[commands.NAME]` entry of stratum.toml",
+    ),
+    (
+        "evaluate",
+        "timeout_ms",
+        "the command's time limit in milliseconds",
+    ),
+    (
+        "evaluate",
+        "in",
+        "a template written to the command's stdin",
+    ),
 ];
 
 /// The one-line meaning of `key` in the mapping under `parent` ([`KEY_DOCS`]).
@@ -405,7 +453,8 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
         "gate" => &[],
         "fanout" => &["attempts", "budget", "on_fail"],
         "run" => &["budget", "on_fail", "with"],
-        _ => &["out"],
+        // v1 §4.9 takes `out`; X12 adds `on_fail` (an evaluate failure is terminal)
+        _ => &["out", "on_fail"],
     }
 }
 
@@ -1136,6 +1185,7 @@ impl Decoder<'_> {
                     text: text?,
                 })
             }
+            "exec" => self.exec(v, form.key.span).map(PredicateKind::Exec),
             _ => {
                 let obj = self.obj(v, "`judged`", Some(form.key.span))?;
                 self.strict(&obj, JUDGED_FIELDS, "`judged`");
@@ -1256,6 +1306,89 @@ impl Decoder<'_> {
             format!("`{}` is not a judge name", s.text),
         );
         d.help = Some("a judge name is a letter, then letters, digits, `_` or `-`, as in `[judges.local]` of stratum.toml".into());
+        None
+    }
+
+    /// `exec: {run, args?, expect_exit?, timeout_ms?}` (X12).
+    fn exec(&mut self, v: &Node, key: Span) -> Option<Exec> {
+        let obj = self.obj(v, "`exec`", Some(key))?;
+        self.strict(&obj, EXEC_FIELDS, "`exec`");
+        let run = self
+            .required(&obj, "run", "`exec`")
+            .and_then(|r| self.command_name(&r.value, "`exec.run`"));
+        let args = match obj.get("args") {
+            Some(e) => match &e.value.value {
+                Value::Sequence(items) => {
+                    let args: Vec<Option<Str>> = items
+                        .iter()
+                        .map(|i| self.string(i, "an entry of `exec.args`"))
+                        .collect();
+                    args.into_iter().collect::<Option<Vec<_>>>()
+                }
+                _ => {
+                    self.wrong_type(&e.value, "a list of argument templates", "`exec.args`");
+                    self.last().help = Some("write `args: [\"-k\", \"${input.test}\"]`: each entry is one argument, never split by a shell".into());
+                    None
+                }
+            },
+            None => Some(Vec::new()),
+        };
+        let expect_exit = match obj.get("expect_exit") {
+            Some(e) => self.exit_status(&e.value),
+            None => Some(0),
+        };
+        let timeout_ms = match obj.get("timeout_ms") {
+            Some(e) => Some(self.positive_int(&e.value, "`exec.timeout_ms`")?),
+            None => None,
+        };
+        Some(Exec {
+            run: run?,
+            args: args?,
+            expect_exit: expect_exit?,
+            timeout_ms,
+            key,
+        })
+    }
+
+    /// A command name (`[commands.NAME]`): `exec.run`, `evaluate.command`.
+    pub(super) fn command_name(&mut self, node: &Node, what: &str) -> Option<Str> {
+        let s = self.non_empty(node, what)?;
+        if stratum_vm::config::is_judge_name(&s.text) {
+            return Some(s);
+        }
+        let d = self.err(
+            Code::InvalidValue,
+            s.span,
+            format!("{what} must name a declared command, found `{}`", s.text),
+        );
+        d.help = Some("a command name is a letter, then letters, digits, `_` or `-`, as in `[commands.test]` of stratum.toml; the command line itself goes into its `argv` there, never into the spec".into());
+        None
+    }
+
+    /// `exec.expect_exit`: an exit status 0..=255 (S0336).
+    fn exit_status(&mut self, node: &Node) -> Option<i32> {
+        let Value::Number(n) = node.value else {
+            self.wrong_type(
+                node,
+                "an exit status (an integer 0..=255)",
+                "`exec.expect_exit`",
+            );
+            return None;
+        };
+        if n.fract() == 0.0 && (0.0..=255.0).contains(&n) {
+            return Some(n as i32);
+        }
+        let d = Diagnostic::new(
+            Code::ExecExitStatus,
+            node.span,
+            format!(
+                "`exec.expect_exit` must be an exit status 0..=255, found `{}`",
+                crate::yaml::format_number(n)
+            ),
+        )
+        .with_note("a process exits with a status 0..=255; a command killed by its timeout or a signal has none and never matches")
+        .with_help("write the status the check expects, e.g. `expect_exit: 1` for a command that must fail");
+        self.sink.push(d);
         None
     }
 

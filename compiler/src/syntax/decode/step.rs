@@ -1,19 +1,20 @@
 //! Decoding one step: construct detection, the construct/field matrix, the
 //! fields every construct shares, and each construct's own value (`do`,
-//! `set`, `gate`, `fanout` with its stages, `run` with `with`).
+//! `set`, `gate`, `fanout` with its stages, `run` with `with`, `evaluate`).
 //!
 //! Owns: the step schema of v1 (the key tables it reads are in the parent
 //! module, where `schema` and the IDE read them too).
 //! Must never: resolve step ids or contracts (that is `check`).
 
 use super::{
-    CONSTRUCTS, DISPATCHES, Decoder, FANOUT_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS,
-    MERGES, Obj, REQUIRE_WORDS, SHARED_STEP_FIELDS, STAGE_FIELDS, STEP_FIELDS, allowed_for, name,
+    CONSTRUCTS, DISPATCHES, Decoder, EVALUATE_FIELDS, FANOUT_FIELDS, GATE_FIELDS, ISOLATIONS,
+    ITERATE_FIELDS, MERGES, Obj, REQUIRE_WORDS, SHARED_STEP_FIELDS, STAGE_FIELDS, STEP_FIELDS,
+    allowed_for, name,
 };
 use crate::diagnostics::{Code, Diagnostic};
 use crate::source::Span;
 use crate::syntax::ast::{
-    Fanout, Gate, Iterate, Name, Require, Route, Stage, Step, StepKind, WithEntry,
+    Evaluate, Fanout, Gate, Iterate, Name, Require, Route, Stage, Step, StepKind, WithEntry,
 };
 use crate::yaml::{Entry, Node, Str, Value};
 
@@ -228,18 +229,41 @@ impl Decoder<'_> {
                 .fanout(construct)
                 .map_or(StepKind::Broken, StepKind::Fanout),
             "run" => self.run(obj, construct, label),
-            _ => {
-                let d = self.err(
-                    Code::NotSupportedYet,
-                    construct.key.span,
-                    "the `evaluate` construct is not supported by stratumc yet",
-                );
-                d.help = Some(
-                    "use a `do` step whose agent runs the command and reports its result".into(),
-                );
-                StepKind::Broken
-            }
+            _ => self
+                .evaluate(construct)
+                .map_or(StepKind::Broken, StepKind::Evaluate),
         }
+    }
+
+    /// `evaluate: {command, timeout_ms, in?}` (v1 §4.9, X12).
+    fn evaluate(&mut self, e: &Entry) -> Option<Evaluate> {
+        let obj = self.obj(&e.value, "`evaluate`", Some(e.key.span))?;
+        self.strict(&obj, EVALUATE_FIELDS, "`evaluate`");
+        let command = self
+            .required(&obj, "command", "`evaluate`")
+            .and_then(|c| self.command_name(&c.value, "`evaluate.command`"));
+        let timeout_ms = match obj.get("timeout_ms") {
+            Some(t) => self.positive_int(&t.value, "`evaluate.timeout_ms`"),
+            None => {
+                let d = self.err(
+                    Code::MissingField,
+                    obj.owner,
+                    "`evaluate` is missing the required field `timeout_ms`",
+                );
+                d.help = Some("add `timeout_ms: 60000` (the most milliseconds the command may run; the smaller of it and the command's `timeout_ms` in stratum.toml applies)".into());
+                None
+            }
+        };
+        let input = match obj.get("in") {
+            Some(i) => Some(self.string(&i.value, "`evaluate.in`")?),
+            None => None,
+        };
+        Some(Evaluate {
+            command: command?,
+            timeout_ms: timeout_ms?,
+            input,
+            key: e.key.span,
+        })
     }
 
     /// A `run` step: the callee and its `with` mapping.

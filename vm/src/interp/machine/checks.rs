@@ -1,11 +1,14 @@
 //! The checks of an output: its contract, then each `ensure` in order
-//! (expressions, file predicates, judged statements and scored rubrics).
+//! (expressions, file predicates, judged statements and scored rubrics,
+//! `exec` checks on declared commands).
 //!
 //! Owns: turning each predicate's verdict into a failure with its
 //! violation, the evidence, judge and judge-error events, the judge's
 //! usage, and the judge's tries (X5): an erring judge is asked again, up to
 //! [`JUDGE_TRIES`] times with the pauses of [`JUDGE_BACKOFF_MS`] through
-//! the host, and then fails the step [`JUDGE_UNAVAILABLE`] with no retry.
+//! the host, and then fails the step [`JUDGE_UNAVAILABLE`] with no retry;
+//! an `exec` check's arguments rendered one argument each and its receipt
+//! (X12) in the audit and the violation.
 //! Must never: settle usage (the attempt path does), or treat an erring
 //! judge or file check as holding.
 
@@ -17,7 +20,7 @@ use super::values::ResultSel;
 use crate::eval::contract::check_record;
 use crate::eval::value::type_name;
 use crate::interp::event::{EventKind, JudgeUsage};
-use crate::interp::host::{FileRoot, HostError, JudgeAsk, JudgeRequest, Verdict};
+use crate::interp::host::{CommandRequest, FileRoot, HostError, JudgeAsk, JudgeRequest, Verdict};
 use crate::interp::state::*;
 use crate::plan::{ArtifactDef, PredDef};
 
@@ -96,6 +99,33 @@ impl Transition<'_> {
             return (Err((failure, Retry::Allowed)), usage);
         }
         self.artifacts_seen = None;
+        self.receipts = Some(Vec::new());
+        let verdict = self.check_ensures(
+            f,
+            (ensure, artifacts),
+            output,
+            attempt,
+            item,
+            step_id,
+            &mut usage,
+        );
+        self.receipts = None;
+        (verdict, usage)
+    }
+
+    /// The artifacts and the ensures of [`Self::check_output`], in order;
+    /// `exec` receipts gather in `self.receipts`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_ensures(
+        &mut self,
+        f: FrameIx,
+        (ensure, artifacts): (&[PredDef], &[ArtifactDef]),
+        output: &Value,
+        attempt: u32,
+        item: Option<(&Value, Option<&Value>)>,
+        step_id: &str,
+        usage: &mut Spend,
+    ) -> Result<(), (Failure, Retry)> {
         if !artifacts.is_empty() {
             match self.check_artifacts(f, artifacts, item) {
                 Ok(files) => self.artifacts_seen = Some(files),
@@ -105,7 +135,7 @@ impl Transition<'_> {
                         reason,
                         violations: vec![violation],
                     };
-                    return (Err((failure, Retry::Allowed)), usage);
+                    return Err((failure, Retry::Allowed));
                 }
             }
         }
@@ -139,7 +169,7 @@ impl Transition<'_> {
                         form: Form::Statement(self.plan.str(*s).to_owned(), stakes.as_str()),
                         inputs: Vec::new(),
                     };
-                    self.ensure_judged(f, &j, output, step_id, &mut usage)
+                    self.ensure_judged(f, &j, output, step_id, usage)
                 }
                 PredDef::Scored {
                     rubric,
@@ -147,7 +177,24 @@ impl Transition<'_> {
                     judge,
                     inputs,
                 } => match self.scored(f, *rubric, *threshold, *judge, inputs, item) {
-                    Ok(j) => self.ensure_judged(f, &j, output, step_id, &mut usage),
+                    Ok(j) => self.ensure_judged(f, &j, output, step_id, usage),
+                    Err(v) => Err((v, Retry::Allowed)),
+                },
+                PredDef::Exec {
+                    run,
+                    args,
+                    expect_exit,
+                    timeout_ms,
+                } => match self.exec_args(f, args, item) {
+                    Ok(argv) => {
+                        let check = Exec {
+                            run: self.plan.str(*run).to_owned(),
+                            args: argv,
+                            expect_exit: *expect_exit,
+                            timeout_ms: *timeout_ms,
+                        };
+                        self.ensure_exec(&check, step_id)
+                    }
                     Err(v) => Err((v, Retry::Allowed)),
                 },
             };
@@ -157,10 +204,10 @@ impl Transition<'_> {
                     reason,
                     violations: vec![violation],
                 };
-                return (Err((failure, retry)), usage);
+                return Err((failure, retry));
             }
         }
-        (Ok(()), usage)
+        Ok(())
     }
 
     /// A file predicate path (X3) rendered in the step's context (the item's
@@ -185,6 +232,89 @@ impl Transition<'_> {
             )),
             Err(why) => Err(path_unrendered(form, &why)),
         }
+    }
+
+    /// The arguments of an `exec` check rendered (X12): an interpolated
+    /// template is one argument; a full reference to a string, number or
+    /// boolean is one, to a list of them one per element; anything else
+    /// (or a reference not there) fails the check.
+    fn exec_args(
+        &self,
+        f: FrameIx,
+        args: &[u32],
+        item: Option<(&Value, Option<&Value>)>,
+    ) -> Result<Vec<String>, Violation> {
+        let (it, prev) = item.map_or((None, None), |(i, p)| (Some(i), p));
+        let mut out = Vec::new();
+        for t in args {
+            let v = self
+                .render(f, *t, it, prev)
+                .map_err(|why| exec_unrendered(&why))?;
+            match v {
+                Value::Array(items) => {
+                    for i in &items {
+                        out.push(exec_arg(i).map_err(|why| exec_unrendered(&why))?);
+                    }
+                }
+                one => out.push(exec_arg(&one).map_err(|why| exec_unrendered(&why))?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs an `exec` check through the host: the receipt goes into the
+    /// audit (`command_ran`) and, when the exit does not match, into the
+    /// violation. A command the host cannot run (not declared, cannot
+    /// start) fails the step at once: another attempt cannot change that.
+    fn ensure_exec(&mut self, check: &Exec, step_id: &str) -> Result<(), (Violation, Retry)> {
+        let root = self.file_root();
+        let at = root
+            .as_deref()
+            .map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let req = CommandRequest {
+            command: &check.run,
+            args: &check.args,
+            timeout_ms: check.timeout_ms,
+            stdin: "",
+            root: at,
+        };
+        let run = match self.host.run_command(&req) {
+            Ok(run) => run,
+            Err(why) => {
+                let violation =
+                    json!({"kind": "exec", "run": check.run, "reason": why.to_string()});
+                let reason = format!("ensure exec `{}` failed: {why}", check.run);
+                return Err(((reason, violation), Retry::Never));
+            }
+        };
+        let receipt = run.receipt;
+        if let Some(all) = self.receipts.as_mut() {
+            all.push(receipt.clone());
+        }
+        self.event(
+            EventKind::CommandRan(receipt.clone()),
+            Some(step_id.to_string()),
+        );
+        if receipt.exit == Some(check.expect_exit) {
+            return Ok(());
+        }
+        let why = match (receipt.exit, receipt.timed_out) {
+            (_, true) => format!(
+                "timed out after {} ms and its process group was killed",
+                receipt.ms
+            ),
+            (Some(code), _) => format!("exited with {code}, expected {}", check.expect_exit),
+            (None, false) => "was killed by a signal".to_owned(),
+        };
+        let reason = format!("ensure exec `{}` failed: the command {why}", check.run);
+        let violation = json!({
+            "kind": "exec",
+            "run": check.run,
+            "expectExit": check.expect_exit,
+            "reason": why,
+            "receipt": receipt,
+        });
+        Err(((reason, violation), Retry::Allowed))
     }
 
     /// The scored form rendered: its rubric and input paths.
@@ -438,6 +568,35 @@ impl Transition<'_> {
             Retry::Allowed,
         ))
     }
+}
+
+/// An `exec` check as the interpreter runs it (rendered).
+struct Exec {
+    run: String,
+    args: Vec<String>,
+    expect_exit: i32,
+    timeout_ms: Option<u64>,
+}
+
+/// One rendered value as one argument: text as is, numbers and booleans as
+/// JSON writes them.
+fn exec_arg(v: &Value) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
+        other => Err(format!(
+            "type_error: an argument must be text (or a list of texts), received {}",
+            type_name(other)
+        )),
+    }
+}
+
+/// The violation of an `exec` check whose arguments could not be rendered.
+fn exec_unrendered(why: &str) -> Violation {
+    (
+        format!("ensure exec arguments could not be rendered: {why}"),
+        json!({"kind": "exec", "reason": why}),
+    )
 }
 
 /// The violation of a file predicate whose path could not be rendered.

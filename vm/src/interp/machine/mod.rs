@@ -23,6 +23,7 @@ mod artifacts;
 mod attempt;
 mod carry;
 mod checks;
+mod evaluate;
 mod fanout;
 mod gates;
 mod leases;
@@ -65,6 +66,10 @@ struct Transition<'a> {
     /// The artifacts (X4) of the output being checked, hashed by its check;
     /// taken by the success that records their manifest.
     artifacts_seen: Option<Vec<super::host::FileHash>>,
+    /// The receipts of the `exec` checks (X12) of the output being checked,
+    /// in order: what `receipts()` in its ensures answers. `None` outside an
+    /// output's checks.
+    receipts: Option<Vec<super::host::CommandReceipt>>,
 }
 
 impl<'a> Transition<'a> {
@@ -77,6 +82,7 @@ impl<'a> Transition<'a> {
             queue: VecDeque::new(),
             file_root: None,
             artifacts_seen: None,
+            receipts: None,
         }
     }
 

@@ -37,7 +37,7 @@ use crate::interp::outcome::Outcome;
 use crate::interp::state::*;
 use crate::interp::{Failure, VmError};
 use crate::plan::hash::step_hash;
-use crate::plan::{Plan, StepKindDef};
+use crate::plan::{Plan, PredDef, StepKindDef};
 
 /// Why a run cannot be retried as asked. Nothing was created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,7 +127,7 @@ pub fn prior(
     for (s, st) in old.steps[0].iter().enumerate() {
         let def = &old_plan.flows[old_flow as usize].steps[s];
         let id = old_plan.str(def.id);
-        if again.contains(id) || !reusable_kind(&def.kind, st) {
+        if again.contains(id) || !reusable_kind(&def.kind, st) || runs_commands(def) {
             continue;
         }
         let (Some(hash), Some(audit)) = (
@@ -162,6 +162,16 @@ pub fn prior(
     })
 }
 
+/// Whether a step's checks run declared commands (X12 `exec`, its own or
+/// its stages'): such a step is never reused, since its commands' verdict
+/// depends on the whole workspace, which no recorded evidence captures; a
+/// retry runs it (and its commands) again.
+fn runs_commands(def: &crate::plan::StepDef) -> bool {
+    let exec = |ps: &[PredDef]| ps.iter().any(|p| matches!(p, PredDef::Exec { .. }));
+    exec(&def.ensure)
+        || matches!(&def.kind, StepKindDef::Fanout { stages, .. } if stages.iter().any(|st| exec(&st.ensure)))
+}
+
 /// `do` and fanout steps that succeeded, gates that were approved.
 fn reusable_kind(kind: &StepKindDef, st: &StepState) -> bool {
     if st.status != StepStatus::Succeeded {
@@ -170,7 +180,7 @@ fn reusable_kind(kind: &StepKindDef, st: &StepState) -> bool {
     match kind {
         StepKindDef::Do { .. } | StepKindDef::Fanout { .. } => true,
         StepKindDef::Gate { .. } => st.decision.as_deref() == Some("approve"),
-        StepKindDef::Set { .. } | StepKindDef::Run { .. } => false,
+        StepKindDef::Set { .. } | StepKindDef::Run { .. } | StepKindDef::Evaluate { .. } => false,
     }
 }
 

@@ -129,6 +129,11 @@ impl Transition<'_> {
             StepKindDef::Gate { .. } => self.open_gate(at),
             StepKindDef::Fanout { over, .. } => self.start_fanout(at, *over),
             StepKindDef::Run { flow, with } => self.start_subflow(at, *flow, with),
+            StepKindDef::Evaluate {
+                command,
+                timeout_ms,
+                input,
+            } => self.run_evaluate(at, *command, *timeout_ms, *input),
         }
     }
 

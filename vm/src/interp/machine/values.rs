@@ -19,7 +19,7 @@ use super::Transition;
 use crate::eval::template::{RefValues, render};
 use crate::eval::{Bindings, Files, ResultBinding, StepOutputs, StepStates, eval_with_steps};
 use crate::interp::event::EventKind;
-use crate::interp::host::{FileEvidence, FileRead, FileRoot, Host, HostError};
+use crate::interp::host::{CommandReceipt, FileEvidence, FileRead, FileRoot, Host, HostError};
 use crate::interp::state::*;
 use crate::plan::{FlowDef, Plan, RefDef, RefTarget, Seg, WithNode};
 
@@ -142,6 +142,7 @@ impl Transition<'_> {
             host: &mut *self.host,
             root: self.file_root.as_deref(),
             evidence: Vec::new(),
+            receipts: self.receipts.as_deref(),
         };
         let r = eval_with_steps(self.plan, chunk, &b, Some(&states), &mut files);
         let evidence = std::mem::take(&mut files.evidence);
@@ -321,6 +322,8 @@ struct HostFiles<'h> {
     /// An item's worktree, else the workspace root.
     root: Option<&'h str>,
     evidence: Vec<FileEvidence>,
+    /// This attempt's `exec` receipts (X12); `None` outside an output's checks.
+    receipts: Option<&'h [CommandReceipt]>,
 }
 
 impl Files for HostFiles<'_> {
@@ -349,5 +352,12 @@ impl Files for HostFiles<'_> {
     fn glob(&mut self, pattern: &str) -> Result<Vec<String>, HostError> {
         let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
         self.host.glob(root, pattern)
+    }
+
+    fn receipts(&mut self) -> Result<Value, HostError> {
+        let Some(receipts) = self.receipts else {
+            return Err(HostError::Unsupported(crate::eval::NO_RECEIPTS.into()));
+        };
+        serde_json::to_value(receipts).map_err(|e| HostError::Unsupported(e.to_string()))
     }
 }

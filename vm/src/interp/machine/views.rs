@@ -134,6 +134,16 @@ impl Transition<'_> {
                     judge: judge.map(s),
                     inputs: inputs.iter().map(|t| text(*t)).collect(),
                 },
+                PredDef::Exec {
+                    run,
+                    args,
+                    expect_exit,
+                    ..
+                } => EnsureView::Exec {
+                    run: s(*run),
+                    args: args.iter().map(|t| text(*t)).collect(),
+                    expect_exit: *expect_exit,
+                },
             })
             .collect()
     }
