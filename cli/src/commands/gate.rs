@@ -1,5 +1,6 @@
-//! `stratumc gate approve|reject|revise RUN STEP [--note TEXT] [--token T]`:
-//! an operator decides a waiting gate from the terminal.
+//! `stratumc gate approve|reject|revise RUN STEP [--note TEXT] [--choice
+//! TEXT] [--token T]`: an operator decides a waiting gate from the terminal
+//! (a choice among the gate's options, X10, is checked by the engine).
 //!
 //! Owns: finding the gate's live token in the store (the operator does not
 //! type it), explaining why a gate cannot be decided (unknown run, no such
@@ -15,7 +16,7 @@ use clap::ValueEnum;
 use serde_json::json;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
-use stratum_vm::interp::{Outcome, RunStatus, StepStatus, VmError};
+use stratum_vm::interp::{GateDecision, Outcome, RunStatus, StepStatus, VmError};
 use stratum_vm::view::{GateView, RunView};
 
 use super::query;
@@ -64,6 +65,9 @@ pub struct GateArgs {
     /// Why (recorded in the audit with the decision).
     #[arg(long)]
     pub note: Option<String>,
+    /// One of the gate's options (language 1.1 X10), for approve or revise; a text that is not an option is refused with the options listed.
+    #[arg(long)]
+    pub choice: Option<String>,
     /// Decide only if the gate still waits with this token (as listed by `query gates`).
     #[arg(long)]
     pub token: Option<String>,
@@ -188,15 +192,12 @@ fn resolve(
     host: &mut StdHost,
 ) -> Result<Outcome, Exit> {
     let (run, step) = (args.run.as_str(), args.step.as_str());
-    match engine.resolve_gate(
-        run,
-        step,
-        Some(&gate.token),
-        args.action.decision(),
-        args.note.as_deref(),
-        "human",
-        host,
-    ) {
+    let answer = GateDecision {
+        decision: args.action.decision(),
+        note: args.note.as_deref(),
+        choice: args.choice.as_deref(),
+    };
+    match engine.resolve_gate(run, step, Some(&gate.token), &answer, "human", host) {
         Ok(o) => Ok(o),
         Err(EngineError::Vm(VmError::StaleToken(_) | VmError::NotAwaiting(_))) => {
             eprintln!(
@@ -230,6 +231,7 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
         "action": format!("{:?}", args.action).to_lowercase(),
         "decision": args.action.decision(),
         "note": args.note,
+        "choice": args.choice,
         "resolvedBy": "human",
         "round": gate.round,
         "status": outcome.wire_status(),

@@ -16,7 +16,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StageIr, StepIr, StepKindIr};
+use stratum_compiler::ir::{
+    EdgeKind, FlowId, FlowIr, GateOptionsIr, Ir, StageIr, StepIr, StepKindIr,
+};
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
@@ -318,6 +320,9 @@ fn status_line(state: Option<&StepState>) -> Option<String> {
     if let Some(d) = &s.decision {
         let _ = write!(line, " · {d}");
     }
+    if let Some(c) = &s.choice {
+        let _ = write!(line, " · {}", shorten(c, 24));
+    }
     Some(line)
 }
 
@@ -482,10 +487,24 @@ impl Builder<'_> {
                 lines.extend(self.contract(step.out));
                 self.node(key, lines, Shape::Compute, step, state)
             }
-            StepKindIr::Gate { max_rounds, .. } => {
+            StepKindIr::Gate {
+                max_rounds,
+                options,
+                ..
+            } => {
                 lines.push("gate".into());
                 if let Some(m) = max_rounds {
                     lines.push(format!("max_rounds {m}"));
+                }
+                // X10: what a decision may choose
+                match options {
+                    Some(GateOptionsIr::List(list)) => {
+                        lines.push(shorten(&format!("options {}", list.join(" | ")), 40));
+                    }
+                    Some(GateOptionsIr::Template(_)) => {
+                        lines.push("options from a template".into())
+                    }
+                    None => {}
                 }
                 self.node(key, lines, Shape::Gate, step, state)
             }

@@ -262,6 +262,7 @@ impl StepKindDef {
                 max_rounds,
                 prompt: None,
                 show: Vec::new(),
+                options: None,
             },
             StepKindDef::Fanout {
                 over,

@@ -79,6 +79,7 @@ pub const GATE_FIELDS: &[&str] = &[
     "max_rounds",
     "prompt",
     "show",
+    "options",
 ];
 pub const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
 /// Fields of `iterate`.

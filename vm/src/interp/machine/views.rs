@@ -60,6 +60,7 @@ impl Transition<'_> {
             },
             prompt: shown.prompt,
             show: shown.files,
+            options: self.st(at).options.clone(),
         })
     }
 
@@ -163,7 +164,12 @@ impl Transition<'_> {
                 contract: def.out.map(|o| self.contract_view(o)),
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
-                previous_revise: st.revised.clone(),
+                previous_revise: st.revised.clone().or_else(|| {
+                    // X10: a closure member hears the revise on its first dispatch
+                    (st.attempts <= 1)
+                        .then(|| st.revise_context.clone())
+                        .flatten()
+                }),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
@@ -192,7 +198,11 @@ impl Transition<'_> {
             contract: stage.out.map(|o| self.contract_view(o)),
             ensure: self.ensure_views(at.frame, &stage.ensure, Some(&it.value), it.output.as_ref()),
             previous_failure: it.failure.clone(),
-            previous_revise: None,
+            // X10: a fanout the revise reset (its target or in its closure):
+            // each item's first dispatch hears the answer
+            previous_revise: (it.stage == 0 && it.attempts <= 1)
+                .then(|| st.revised.clone().or_else(|| st.revise_context.clone()))
+                .flatten(),
             item: Some(ItemEntry {
                 item: it.value.clone(),
                 item_index: k,
