@@ -224,20 +224,23 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
         .iter()
         .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "version": 1,
         "runId": args.run,
         "stepId": args.step,
         "action": format!("{:?}", args.action).to_lowercase(),
         "decision": args.action.decision(),
         "note": args.note,
-        "choice": args.choice,
         "resolvedBy": "human",
         "round": gate.round,
         "status": outcome.wire_status(),
         "ready": ready,
         "gates": gates,
     });
+    // X10: the choice, after the note, only when one was given
+    if let (Some(c), Some(obj)) = (&args.choice, doc.as_object_mut()) {
+        obj.insert("choice".into(), json!(c));
+    }
     format!("{doc}\n")
 }
 
@@ -245,8 +248,13 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
 fn human_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
     let (run, step) = (args.run.as_str(), args.step.as_str());
     let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
+    let chose = args
+        .choice
+        .as_deref()
+        .map(|c| format!(" choosing `{c}`"))
+        .unwrap_or_default();
     let mut text = format!(
-        "gate `{step}` of run {run}: {} (decided in round {})\n",
+        "gate `{step}` of run {run}: {}{chose} (decided in round {})\n",
         args.action.past(),
         query::rounds(gate.round, gate.max_rounds)
     );
