@@ -737,7 +737,7 @@ pub fn run(args: &RunArgs) -> Exit {
             };
             let Some((decision, note, choice)) = decision else {
                 eprintln!(
-                    "run {run_id} is waiting at gate `{id}`; decide with `--gate approve|revise|kill` (or `--gate {id}=DECISION[:CHOICE]`) and `--resume {run_id}`"
+                    "run {run_id} is waiting at gate `{id}`; decide with `--gate approve|revise|kill` and `--resume {run_id}` (this gate alone, with a choice: `--gate {id}=DECISION[:CHOICE]`)"
                 );
                 return finish(args.format, &run_id, &outcome);
             };
