@@ -796,3 +796,52 @@ fn entry_json(e: &ReadyEntry) -> Value {
     // Invariant: ready entries are plain data; they always serialize.
     serde_json::to_value(e).expect("invariant: ready entries always serialize")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(step: Option<&str>, decision: &str, choice: Option<&str>) -> GateRule {
+        GateRule {
+            step: step.map(String::from),
+            decision: decision.into(),
+            choice: choice.map(String::from),
+        }
+    }
+
+    #[test]
+    fn gate_rules_parse_bare_decisions_and_per_gate_choices() {
+        assert_eq!(parse_gate_rule("approve"), Ok(rule(None, "approve", None)));
+        assert_eq!(
+            parse_gate_rule("scope=revise"),
+            Ok(rule(Some("scope"), "revise", None))
+        );
+        // the choice is everything after the first `:` (it may hold more)
+        assert_eq!(
+            parse_gate_rule("scope=approve:a:b c"),
+            Ok(rule(Some("scope"), "approve", Some("a:b c")))
+        );
+        for (bad, says) in [
+            ("approve:x", "a choice needs the gate it is for"),
+            ("=approve", "names no gate"),
+            ("scope=approve:", "empty choice"),
+            ("scope=maybe", "not a gate decision"),
+            ("maybe", "not a gate decision"),
+        ] {
+            let e = parse_gate_rule(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_gates_own_rule_wins_over_the_bare_one() {
+        let rules = [
+            rule(None, "approve", None),
+            rule(Some("scope"), "revise", Some("broad")),
+            rule(Some("scope"), "kill", None),
+        ];
+        assert_eq!(gate_rule(&rules, "scope"), Some(&rules[1]));
+        assert_eq!(gate_rule(&rules, "other"), Some(&rules[0]));
+        assert_eq!(gate_rule(&rules[1..], "other"), None);
+    }
+}
