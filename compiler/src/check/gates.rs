@@ -28,13 +28,13 @@ pub(super) fn choice_type(
     step: StepId,
     span: Span,
     shown: &str,
-) -> Result<Type, Diagnostic> {
+) -> Result<Type, Box<Diagnostic>> {
     let id = flow.steps[step]
         .id
         .as_ref()
         .map_or("this step", |n| n.text.as_str());
     let StepKind::Gate(g) = &flow.steps[step].kind else {
-        return Err(Diagnostic::new(
+        return Err(Box::new(Diagnostic::new(
             Code::ChoiceWithoutOptions,
             span,
             format!("`{shown}`: step `{id}` is not a gate, so it has no `choice`"),
@@ -42,22 +42,26 @@ pub(super) fn choice_type(
         .with_note("`choice` is the option a gate's decision chose among its `options`")
         .with_help(
             "read the `choice` of a gate that has `options`, or this step's `status` or `output`",
-        ));
+        )));
     };
     match &g.options {
         Some(GateOptions::List(list)) => {
             Ok(Type::Enum(list.iter().map(|o| o.text.clone()).collect()))
         }
         Some(GateOptions::Template(_)) => Ok(Type::String),
-        None => Err(Diagnostic::new(
-            Code::ChoiceWithoutOptions,
-            span,
-            format!("`{shown}`: gate `{id}` has no `options`, so its decisions carry no choice"),
-        )
-        .with_span_label("this gate offers no options")
-        .with_help(format!(
-            "add `options: [..]` to gate `{id}`, or read `${{{id}.note}}` instead"
-        ))),
+        None => Err(Box::new(
+            Diagnostic::new(
+                Code::ChoiceWithoutOptions,
+                span,
+                format!(
+                    "`{shown}`: gate `{id}` has no `options`, so its decisions carry no choice"
+                ),
+            )
+            .with_span_label("this gate offers no options")
+            .with_help(format!(
+                "add `options: [..]` to gate `{id}`, or read `${{{id}.note}}` instead"
+            )),
+        )),
     }
 }
 

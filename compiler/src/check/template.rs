@@ -721,7 +721,7 @@ impl Checker<'_> {
                 match super::gates::choice_type(fc.flow, src, span, &shown) {
                     Ok(t) => (StateField::Choice, t),
                     Err(d) => {
-                        self.sink.push(d);
+                        self.sink.push(*d);
                         return None;
                     }
                 }

@@ -318,7 +318,7 @@ impl Walk<'_, '_, '_> {
                 match crate::check::gates::choice_type(self.fc.flow, step, span, &shown) {
                     Ok(t) => t,
                     Err(d) => {
-                        self.push(d);
+                        self.push(*d);
                         Type::Any
                     }
                 }
