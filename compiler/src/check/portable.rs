@@ -1,7 +1,8 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
-//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
+//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7,
+//! S0910: X10).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -358,6 +359,21 @@ mod tests {
         assert_eq!(
             codes("../tests/conformance/structure/file-path-template.stratum.yaml"),
             ["S0903"; 2]
+        );
+    }
+
+    #[test]
+    fn one_gate_options_warning_per_gate_and_choice_read() {
+        // X10: two gates' `options`, three `${<gate>.choice}` reads; the
+        // rest is X1 (`${scope.note}`, the `when`'s two `steps` uses) and X4
+        // (the `prompt`)
+        let mut got = codes("../tests/conformance/ext/x10-options-ok.stratum.yaml");
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            [
+                "S0901", "S0901", "S0901", "S0904", "S0910", "S0910", "S0910", "S0910", "S0910"
+            ]
         );
     }
 
