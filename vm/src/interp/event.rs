@@ -554,7 +554,7 @@ impl EventKind {
                 decision: "revise".into(),
                 target: Some("draft".into()),
                 note: Some("tighten section 2".into()),
-                choice: None,
+                choice: Some("rework".into()),
                 resolved_by: "human".into(),
                 shown: vec![ShownFile {
                     path: "paper/draft.md".into(),
