@@ -139,6 +139,34 @@ impl Transition<'_> {
             .collect()
     }
 
+    /// The revise a `do` step's dispatch carries as `previousRevise` (X10):
+    /// the target's on every attempt; a closure member's on its first
+    /// dispatch; inside a sub-flow that a revise (re-)entered through its
+    /// `run` step, the first dispatch of each of the sub-flow's first
+    /// steps (those without dependencies), nested calls included.
+    fn revise_heard(&self, at: StepAt) -> Option<crate::interp::Revised> {
+        let st = self.st(at);
+        if st.revised.is_some() {
+            return st.revised.clone();
+        }
+        if st.attempts > 1 {
+            return None;
+        }
+        if st.revise_context.is_some() {
+            return st.revise_context.clone();
+        }
+        let mut here = at;
+        while self.fidx(here.frame).deps[here.ix()].is_empty() {
+            let caller = self.frame(here.frame).parent?;
+            let cs = self.st(caller);
+            if let Some(r) = cs.revised.as_ref().or(cs.revise_context.as_ref()) {
+                return Some(r.clone());
+            }
+            here = caller;
+        }
+        None
+    }
+
     fn ready_entry(&self, slot: Slot) -> Option<ReadyEntry> {
         let at = slot.at;
         let st = self.st(at);
@@ -164,12 +192,7 @@ impl Transition<'_> {
                 contract: def.out.map(|o| self.contract_view(o)),
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
-                previous_revise: st.revised.clone().or_else(|| {
-                    // X10: a closure member hears the revise on its first dispatch
-                    (st.attempts <= 1)
-                        .then(|| st.revise_context.clone())
-                        .flatten()
-                }),
+                previous_revise: self.revise_heard(at),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
