@@ -1108,4 +1108,38 @@ flows:
             "{mm}"
         );
     }
+
+    #[test]
+    fn a_gate_is_labelled_with_its_options() {
+        let text = "version: 1
+contracts:
+  R: {v: string, list: \"string[]\"}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${build.output}\", contract: R}
+    steps:
+      - id: build
+        do: \"build\"
+        out: R
+      - id: scope
+        after: [build]
+        gate: {on_approve: null, on_revise: null, on_kill: null, options: [narrow, broad]}
+      - id: pick
+        after: [scope]
+        gate: {on_approve: null, on_revise: null, on_kill: null, options: \"${build.output.list}\"}
+";
+        let a = stratum_compiler::analyze(text);
+        let ir = a.ir.expect("valid spec");
+        let d = dot(&model(&ir, 0, None));
+        assert!(
+            d.contains("label=\"scope\\ngate\\noptions narrow | broad\""),
+            "{d}"
+        );
+        assert!(
+            d.contains("label=\"pick\\ngate\\noptions from a template\""),
+            "{d}"
+        );
+    }
 }
