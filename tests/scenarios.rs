@@ -487,13 +487,17 @@ impl Ctx {
                 let step = arg["step"].as_str().ok_or("harness: gate needs `step`")?;
                 let decision = arg["decision"].as_str().unwrap_or("approve");
                 let token = self.token(step, arg.get("token"))?;
+                let answer = stratum_vm::interp::GateDecision {
+                    decision,
+                    note: arg["note"].as_str(),
+                    choice: arg["choice"].as_str(),
+                };
                 self.engine
                     .resolve_gate(
                         &run,
                         step,
                         token.as_deref(),
-                        decision,
-                        arg["note"].as_str(),
+                        &answer,
                         "scenario",
                         &mut self.host,
                     )

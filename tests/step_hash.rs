@@ -126,3 +126,24 @@ fn indices_outside_the_plan_have_no_hash() {
     assert_eq!(step_hash(&p, 0, 99), None);
     assert_eq!(step_hash(&p, 99, 0), None);
 }
+
+/// X10: a gate's `options` are part of its hash; other steps keep theirs.
+#[test]
+fn gate_options_change_the_gates_hash() {
+    let gated = BASE.replace(
+        "      - id: write\n",
+        "      - id: review\n        after: [plan]\n        gate: {on_approve: null, on_revise: null, on_kill: null, options: [a, b]}\n      - id: write\n        after: [review]\n",
+    );
+    let base = plan(&gated);
+    for to in [
+        "options: [a, c]",
+        "options: [b, a]",
+        "options: \"${plan.output.tags}\"",
+    ] {
+        let changed = plan(&gated.replacen("options: [a, b]", to, 1));
+        assert_ne!(hash(&base, "review"), hash(&changed, "review"), "{to}");
+        assert_eq!(hash(&base, "plan"), hash(&changed, "plan"), "{to}");
+    }
+    let none = plan(&gated.replacen(", options: [a, b]", "", 1));
+    assert_ne!(hash(&base, "review"), hash(&none, "review"));
+}

@@ -1224,3 +1224,219 @@ fn runs_started_by_the_mcp_server_are_queried_and_decided_here() {
     );
     assert_eq!(r["isError"], true, "{r}");
 }
+
+// ---------------------------------------------------------------------------
+// X10: gate options and choices
+
+/// A gate with options (`scope`, revise → work) and a gate without (`sign`);
+/// `publish` reads the choice.
+const CHOOSING: &str = r#"version: 1
+contracts:
+  Work:
+    result: string
+flows:
+  entry: main
+  main:
+    input:
+      text: string
+    output:
+      from: "${publish.output}"
+      contract: Work
+    max_rounds: 3
+    steps:
+      - id: work
+        do: "Do ${input.text} (scope ${scope.choice})"
+        out: Work
+      - id: scope
+        after: [work]
+        gate:
+          on_approve: null
+          on_revise: work
+          on_kill: null
+          options: [narrow, broad]
+      - id: sign
+        after: [scope]
+        gate:
+          on_approve: null
+          on_revise: null
+          on_kill: null
+      - id: publish
+        after: [sign]
+        do: "Publish the ${scope.choice} one"
+        out: Work
+"#;
+
+/// An agent that answers with its task (the entry on stdin), so the output
+/// shows what it read.
+const ECHO: &str = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); print(json.dumps({"output": {"result": e["do"]}}))'"#;
+
+/// `stratumc run --resume RUN --agent ECHO` with more arguments.
+fn resume_echo(s: &Scratch, id: &str, extra: &[&str]) -> Ran {
+    let mut args = vec!["run", "--resume", id, "--agent", ECHO, "--format", "json"];
+    args.extend_from_slice(extra);
+    s.ran(&args)
+}
+
+/// The `gate_resolved` details of a run, in order.
+fn decisions(s: &Scratch, id: &str) -> Vec<Value> {
+    s.events(id)
+        .into_iter()
+        .filter(|e| e["type"] == "gate_resolved")
+        .map(|e| e["detail"].clone())
+        .collect()
+}
+
+#[test]
+fn gate_choice_is_checked_recorded_and_read_downstream() {
+    let s = Scratch::new("choice");
+    std::fs::write(s.0.join("choosing.stratum.yaml"), CHOOSING).unwrap();
+    let (id, r) = s.start("choosing.stratum.yaml", ECHO, &[]);
+    assert_eq!(r.code, 1, "{}", r.context());
+    // the waiting gate lists its options
+    let gates = s.json(&["query", "gates"]);
+    assert_eq!(gates["gates"][0]["options"], json!(["narrow", "broad"]));
+    let r = s.ran(&["query", "gates"]);
+    assert!(
+        r.stdout.contains("options of scope: narrow, broad"),
+        "{}",
+        r.context()
+    );
+
+    // a choice that is not an option is refused, listing the options; nothing changes
+    let r = s.ran(&["gate", "revise", &id, "scope", "--choice", "wide"]);
+    assert_ne!(r.code, 0, "{}", r.context());
+    assert!(
+        r.stderr
+            .contains("`wide` is not an option of gate `scope`; choose one of: narrow, broad"),
+        "{}",
+        r.context()
+    );
+    assert!(decisions(&s, &id).is_empty());
+
+    // revise with a choice: the re-entered task reads it
+    let r = s.ran(&[
+        "gate", "revise", &id, "scope", "--choice", "broad", "--note", "wider",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let r = resume_echo(
+        &s,
+        &id,
+        &["--gate", "scope=approve:narrow", "--gate", "approve"],
+    );
+    assert_eq!(r.code, 0, "{}", r.context());
+    assert_eq!(
+        r.doc()["output"],
+        json!({"result": "Publish the narrow one"})
+    );
+    let d = decisions(&s, &id);
+    assert_eq!(d.len(), 3, "{d:?}");
+    assert_eq!(d[0]["choice"], "broad");
+    assert_eq!(d[0]["note"], "wider");
+    assert_eq!(d[1]["choice"], "narrow");
+    assert!(d[2].get("choice").is_none(), "{:?}", d[2]);
+
+    // the report shows the choice with the decision
+    let r = s.ran(&["report", &id]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    assert!(r.stdout.contains("choice"), "{}", r.stdout);
+    assert!(r.stdout.contains("narrow"), "{}", r.stdout);
+}
+
+#[test]
+fn run_gate_rules_decide_one_gate_with_a_choice() {
+    let s = Scratch::new("gate-rule");
+    std::fs::write(s.0.join("choosing.stratum.yaml"), CHOOSING).unwrap();
+    // a rule for `scope` only: the run stops at `sign`, which has no rule
+    let (id, r) = s.start(
+        "choosing.stratum.yaml",
+        ECHO,
+        &["--gate", "scope=approve:broad"],
+    );
+    assert_eq!(r.code, 1, "{}", r.context());
+    assert!(
+        r.stderr.contains("waiting at gate `sign`"),
+        "{}",
+        r.context()
+    );
+    assert_eq!(decisions(&s, &id)[0]["choice"], "broad");
+    // a choice for a gate without options is refused and the run stays at the gate
+    let r = resume_echo(&s, &id, &["--gate", "sign=approve:yes"]);
+    assert_ne!(r.code, 0, "{}", r.context());
+    assert!(
+        r.stderr.contains("gate `sign` has no options"),
+        "{}",
+        r.context()
+    );
+    let r = resume_echo(&s, &id, &["--gate", "sign=approve"]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    assert_eq!(
+        r.doc()["output"],
+        json!({"result": "Publish the broad one"})
+    );
+
+    // a malformed rule is a usage error
+    let r = s.ran(&["run", "choosing.stratum.yaml", "--gate", "approve:broad"]);
+    assert_eq!(r.code, 2, "{}", r.context());
+    assert!(
+        r.stderr.contains("a choice needs the gate it is for"),
+        "{}",
+        r.context()
+    );
+    let r = s.ran(&["run", "choosing.stratum.yaml", "--gate", "scope=maybe"]);
+    assert_eq!(r.code, 2, "{}", r.context());
+    assert!(r.stderr.contains("not a gate decision"), "{}", r.context());
+}
+
+#[test]
+fn mcp_gate_resolve_takes_a_choice_and_the_audit_has_it() {
+    let s = Scratch::new("mcp-choice");
+    let mut mcp = Mcp::start(&s);
+    let env = mcp.tool(
+        "stratum_plan",
+        json!({"spec": CHOOSING, "input": {"text": "x"}}),
+    );
+    let id = env["runId"].as_str().unwrap().to_string();
+    let work = &env["ready"][0];
+    assert_eq!(work["do"], "Do x (scope )");
+    let env = mcp.tool(
+        "stratum_step_done",
+        json!({"runId": id, "stepId": "work", "dispatchToken": work["dispatchToken"],
+               "result": {"result": "w"}}),
+    );
+    let gate = env["gates"][0].clone();
+    assert_eq!(gate["stepId"], "scope");
+    assert_eq!(gate["options"], json!(["narrow", "broad"]));
+    // a refused choice
+    let r = mcp.request(
+        "tools/call",
+        json!({"name": "stratum_gate_resolve", "arguments": {"runId": id, "stepId": "scope",
+               "gateToken": gate["gateToken"], "decision": "revise", "choice": "wide"}}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r.to_string().contains("choose one of: narrow, broad"),
+        "{r}"
+    );
+    // revise with a choice: the target's ready entry carries previousRevise
+    let env = mcp.tool(
+        "stratum_gate_resolve",
+        json!({"runId": id, "stepId": "scope", "gateToken": gate["gateToken"],
+               "decision": "revise", "choice": "broad", "rationale": "wider"}),
+    );
+    let work = &env["ready"][0];
+    assert_eq!(work["do"], "Do x (scope broad)");
+    assert_eq!(
+        work["previousRevise"],
+        json!({"gate": "scope", "round": 1, "note": "wider", "choice": "broad"})
+    );
+    let audit = mcp.tool("stratum_audit", json!({"runId": id}));
+    let resolved: Vec<&Value> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "gate_resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "{audit}");
+    assert_eq!(resolved[0]["detail"]["choice"], "broad");
+    assert_eq!(resolved[0]["detail"]["note"], "wider");
+}

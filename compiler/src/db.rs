@@ -618,7 +618,7 @@ shift_fields! {
     ast::CarryVar => name, initial, on_revise;
     ast::Predicate => kind, span;
     ast::Iterate => max, until;
-    ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show;
+    ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show, options;
     ast::Stage => span, task, out, ensure, attempts, when, artifacts;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
@@ -672,6 +672,24 @@ impl Shift for ast::PredicateKind {
                 ex.timeout_ms.shift(d);
                 ex.key.shift(d);
             }
+        }
+    }
+}
+
+impl Shift for ast::GateOptions {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ast::GateOptions::List(items) => items.shift(d),
+            ast::GateOptions::Template(t) => t.shift(d),
+        }
+    }
+}
+
+impl Shift for ir::GateOptionsIr {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ir::GateOptionsIr::List(_) => {}
+            ir::GateOptionsIr::Template(t) => t.shift(d),
         }
     }
 }
@@ -762,9 +780,15 @@ impl Shift for ir::StepKindIr {
                 iterate.shift(d);
             }
             ir::StepKindIr::Set { fields } => fields.shift(d),
-            ir::StepKindIr::Gate { prompt, show, .. } => {
+            ir::StepKindIr::Gate {
+                prompt,
+                show,
+                options,
+                ..
+            } => {
                 prompt.shift(d);
                 show.shift(d);
+                options.shift(d);
             }
             ir::StepKindIr::Fanout { over, stages, .. } => {
                 over.shift(d);

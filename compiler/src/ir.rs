@@ -168,6 +168,15 @@ pub enum RefTarget {
     State(StepId, StateField),
 }
 
+/// A gate's checked `options` (X10).
+#[derive(Debug, Clone)]
+pub enum GateOptionsIr {
+    /// The literal options.
+    List(Vec<String>),
+    /// A full-value template rendering to a list of strings.
+    Template(TemplateIr),
+}
+
 /// Which part of a step's state a template reads (X1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -178,6 +187,8 @@ pub enum StateField {
     Failure,
     /// A gate's note of its latest decision, or `null`.
     Note,
+    /// A gate's choice of its latest decision (X10), or `null`.
+    Choice,
 }
 
 impl StateField {
@@ -187,6 +198,7 @@ impl StateField {
             StateField::Status => "status",
             StateField::Failure => "failure",
             StateField::Note => "note",
+            StateField::Choice => "choice",
         }
     }
 }
@@ -362,6 +374,8 @@ pub enum StepKindIr {
         prompt: Option<TemplateIr>,
         /// `show` path templates (X4).
         show: Vec<TemplateIr>,
+        /// `options` (X10).
+        options: Option<GateOptionsIr>,
     },
     /// Fan-out over a list.
     Fanout {

@@ -176,6 +176,7 @@ impl Lowerer<'_> {
                 ir::StateField::Status => RefTarget::Status(t.index[s]),
                 ir::StateField::Failure => RefTarget::Failure(t.index[s]),
                 ir::StateField::Note => RefTarget::Note(t.index[s]),
+                ir::StateField::Choice => RefTarget::Choice(t.index[s]),
             },
         };
         RefDef {
@@ -452,6 +453,7 @@ impl Lowerer<'_> {
                 max_rounds,
                 prompt,
                 show,
+                options,
             } => StepKindDef::Gate {
                 on_approve: on_approve.map(|x| t.index[x]),
                 on_revise: on_revise.map(|x| t.index[x]),
@@ -459,6 +461,15 @@ impl Lowerer<'_> {
                 max_rounds: max_rounds.map(u),
                 prompt: prompt.as_ref().map(|p| self.template(t, p, true)),
                 show: show.iter().map(|p| self.template(t, p, true)).collect(),
+                options: options.as_ref().map(|o| match o {
+                    ir::GateOptionsIr::List(list) => {
+                        GateOptionsDef::List(list.iter().map(|s| self.s(s)).collect())
+                    }
+                    // a list keeps its value (full value, not a task string)
+                    ir::GateOptionsIr::Template(p) => {
+                        GateOptionsDef::Template(self.template(t, p, false))
+                    }
+                }),
             },
             StepKindIr::Fanout {
                 over,

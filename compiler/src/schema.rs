@@ -65,6 +65,9 @@ fn doc(key: &str) -> Option<&'static str> {
             "Files shown with the gate's decision, with their current sha256 (language 1.1): template paths."
         }
         "prompt" => "The text shown to the person deciding the gate (a template; language 1.1).",
+        "options" => {
+            "The choices a gate's approve or revise may carry (language 1.1): a list of strings, or a template that renders to one (`\"${plan.output.candidates}\"`); later steps read the pick as `steps.<gate>.choice` / `${<gate>.choice}`."
+        }
         "id" => "The step id: lowercase letters, digits, `_` and `-`, starting with a letter.",
         "after" => "Steps that must finish before this one.",
         "when" => "Run the step only when this expression is true (otherwise it is skipped).",
@@ -218,6 +221,10 @@ fn value_of(key: &str) -> Json {
                 "max_rounds" => pos_int(),
                 "prompt" => string(),
                 "show" => json!({"type": "array", "items": string()}),
+                "options" => json!({"oneOf": [
+                    {"type": "array", "items": string(), "minItems": 1, "uniqueItems": true},
+                    string(),
+                ]}),
                 _ => json!({"oneOf": [step_id(), {"type": "null"}]}),
             },
         ),

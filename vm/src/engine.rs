@@ -433,20 +433,18 @@ impl Engine {
         })
     }
 
-    /// Decides a gate.
-    #[allow(clippy::too_many_arguments)]
+    /// Decides a gate (the decision, its note and its choice, X10).
     pub fn resolve_gate(
         &mut self,
         run_id: &str,
         step_id: &str,
         token: Option<&str>,
-        decision: &str,
-        note: Option<&str>,
+        decision: &interp::GateDecision<'_>,
         by: &str,
         host: &mut dyn Host,
     ) -> Result<Outcome, EngineError> {
         self.transition(run_id, host, |p, i, r, h| {
-            interp::resolve_gate(p, i, r, step_id, token, decision, note, by, h)
+            interp::resolve_gate(p, i, r, step_id, token, decision, by, h)
         })
     }
 

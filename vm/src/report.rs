@@ -193,6 +193,9 @@ pub struct DecisionRecord {
     pub target: Option<String>,
     /// The decider's note.
     pub note: Option<String>,
+    /// The option chosen (X10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub choice: Option<String>,
     /// Who decided (`human`, `agent`, ...).
     pub resolved_by: String,
     /// The files the gate showed, with the digests the decision was made on (X4).
@@ -420,6 +423,7 @@ fn record(step: &mut StepReport, event: &Event) {
             decision,
             target,
             note,
+            choice,
             resolved_by,
             shown,
         } => step.decisions.push(DecisionRecord {
@@ -427,6 +431,7 @@ fn record(step: &mut StepReport, event: &Event) {
             decision: decision.clone(),
             target: target.clone(),
             note: note.clone(),
+            choice: choice.clone(),
             resolved_by: resolved_by.clone(),
             shown: shown.clone(),
         }),

@@ -132,6 +132,9 @@ pub struct GateView {
     pub gate_max_rounds: Option<u32>,
     /// Targets of approve, revise, kill (`None`: continue / end the run).
     pub routes: [Option<String>; 3],
+    /// The options a decision's `choice` may take (X10), as rendered when
+    /// the gate started waiting.
+    pub options: Option<Vec<String>>,
 }
 
 impl RunView {
@@ -322,6 +325,7 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
                 gate_rounds: st.gate_rounds,
                 gate_max_rounds: max_rounds,
                 routes: [name(on_approve), name(on_revise), name(on_kill)],
+                options: st.options.clone(),
             })
         })
         .collect();

@@ -122,8 +122,10 @@ fn a_run_of_a_version_2_plan_completes() {
                     &run,
                     &gate.step_id,
                     Some(&gate.gate_token),
-                    "approve",
-                    None,
+                    &stratum_vm::interp::GateDecision {
+                        decision: "approve",
+                        ..Default::default()
+                    },
                     "human",
                     &mut host,
                 )

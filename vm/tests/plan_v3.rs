@@ -129,8 +129,10 @@ fn a_run_of_a_version_3_plan_completes() {
                     &run,
                     &gate.step_id,
                     Some(&gate.gate_token),
-                    "approve",
-                    None,
+                    &stratum_vm::interp::GateDecision {
+                        decision: "approve",
+                        ..Default::default()
+                    },
                     "human",
                     &mut host,
                 )

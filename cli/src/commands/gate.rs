@@ -1,5 +1,6 @@
-//! `stratumc gate approve|reject|revise RUN STEP [--note TEXT] [--token T]`:
-//! an operator decides a waiting gate from the terminal.
+//! `stratumc gate approve|reject|revise RUN STEP [--note TEXT] [--choice
+//! TEXT] [--token T]`: an operator decides a waiting gate from the terminal
+//! (a choice among the gate's options, X10, is checked by the engine).
 //!
 //! Owns: finding the gate's live token in the store (the operator does not
 //! type it), explaining why a gate cannot be decided (unknown run, no such
@@ -15,7 +16,7 @@ use clap::ValueEnum;
 use serde_json::json;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
-use stratum_vm::interp::{Outcome, RunStatus, StepStatus, VmError};
+use stratum_vm::interp::{GateDecision, Outcome, RunStatus, StepStatus, VmError};
 use stratum_vm::view::{GateView, RunView};
 
 use super::query;
@@ -64,6 +65,9 @@ pub struct GateArgs {
     /// Why (recorded in the audit with the decision).
     #[arg(long)]
     pub note: Option<String>,
+    /// One of the gate's options (language 1.1 X10), for approve or revise; a text that is not an option is refused with the options listed.
+    #[arg(long)]
+    pub choice: Option<String>,
     /// Decide only if the gate still waits with this token (as listed by `query gates`).
     #[arg(long)]
     pub token: Option<String>,
@@ -188,15 +192,12 @@ fn resolve(
     host: &mut StdHost,
 ) -> Result<Outcome, Exit> {
     let (run, step) = (args.run.as_str(), args.step.as_str());
-    match engine.resolve_gate(
-        run,
-        step,
-        Some(&gate.token),
-        args.action.decision(),
-        args.note.as_deref(),
-        "human",
-        host,
-    ) {
+    let answer = GateDecision {
+        decision: args.action.decision(),
+        note: args.note.as_deref(),
+        choice: args.choice.as_deref(),
+    };
+    match engine.resolve_gate(run, step, Some(&gate.token), &answer, "human", host) {
         Ok(o) => Ok(o),
         Err(EngineError::Vm(VmError::StaleToken(_) | VmError::NotAwaiting(_))) => {
             eprintln!(
@@ -223,7 +224,7 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
         .iter()
         .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "version": 1,
         "runId": args.run,
         "stepId": args.step,
@@ -236,6 +237,10 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
         "ready": ready,
         "gates": gates,
     });
+    // X10: the choice, after the note, only when one was given
+    if let (Some(c), Some(obj)) = (&args.choice, doc.as_object_mut()) {
+        obj.insert("choice".into(), json!(c));
+    }
     format!("{doc}\n")
 }
 
@@ -243,8 +248,13 @@ fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
 fn human_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
     let (run, step) = (args.run.as_str(), args.step.as_str());
     let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
+    let chose = args
+        .choice
+        .as_deref()
+        .map(|c| format!(" choosing `{c}`"))
+        .unwrap_or_default();
     let mut text = format!(
-        "gate `{step}` of run {run}: {} (decided in round {})\n",
+        "gate `{step}` of run {run}: {}{chose} (decided in round {})\n",
         args.action.past(),
         query::rounds(gate.round, gate.max_rounds)
     );

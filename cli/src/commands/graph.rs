@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use stratum_compiler::ir::{
-    ArtifactIr, EdgeKind, FlowId, FlowIr, Ir, Piece, PredicateIr, StageIr, StepIr, StepKindIr,
-    TemplateIr,
+    ArtifactIr, EdgeKind, FlowId, FlowIr, GateOptionsIr, Ir, Piece, PredicateIr, StageIr, StepIr,
+    StepKindIr, TemplateIr,
 };
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
@@ -322,6 +322,9 @@ fn status_line(state: Option<&StepState>) -> Option<String> {
     if let Some(d) = &s.decision {
         let _ = write!(line, " · {d}");
     }
+    if let Some(c) = &s.choice {
+        let _ = write!(line, " · {}", shorten(c, 24));
+    }
     Some(line)
 }
 
@@ -557,7 +560,10 @@ impl Builder<'_> {
                 self.node(key, lines, Shape::Compute, step, state)
             }
             StepKindIr::Gate {
-                max_rounds, show, ..
+                max_rounds,
+                show,
+                options,
+                ..
             } => {
                 lines.push("gate".into());
                 if let Some(m) = max_rounds {
@@ -565,6 +571,16 @@ impl Builder<'_> {
                 }
                 if !show.is_empty() {
                     lines.push(format!("show: {}", plural(show.len(), "file")));
+                }
+                // X10: what a decision may choose
+                match options {
+                    Some(GateOptionsIr::List(list)) => {
+                        lines.push(shorten(&format!("options {}", list.join(" | ")), 40));
+                    }
+                    Some(GateOptionsIr::Template(_)) => {
+                        lines.push("options from a template".into())
+                    }
+                    None => {}
                 }
                 self.node(key, lines, Shape::Gate, step, state)
             }
@@ -1258,6 +1274,40 @@ flows:
         assert!(
             mm.contains("-.->|\"revise ↺ resets build, review, finish\"|"),
             "{mm}"
+        );
+    }
+
+    #[test]
+    fn a_gate_is_labelled_with_its_options() {
+        let text = "version: 1
+contracts:
+  R: {v: string, list: \"string[]\"}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${build.output}\", contract: R}
+    steps:
+      - id: build
+        do: \"build\"
+        out: R
+      - id: scope
+        after: [build]
+        gate: {on_approve: null, on_revise: null, on_kill: null, options: [narrow, broad]}
+      - id: pick
+        after: [scope]
+        gate: {on_approve: null, on_revise: null, on_kill: null, options: \"${build.output.list}\"}
+";
+        let a = stratum_compiler::analyze(text);
+        let ir = a.ir.expect("valid spec");
+        let d = dot(&model(&ir, 0, None));
+        assert!(
+            d.contains("label=\"scope\\ngate\\noptions narrow | broad\""),
+            "{d}"
+        );
+        assert!(
+            d.contains("label=\"pick\\ngate\\noptions from a template\""),
+            "{d}"
         );
     }
 }

@@ -353,7 +353,18 @@ fn gates(engine: &mut Engine, format: Format) -> Exit {
         &["RUN", "FLOW", "GATE", "ROUND", "GATE ROUNDS", "TOKEN"],
         rows,
     );
-    text.push_str("decide with: stratumc gate approve|revise|reject RUN GATE [--note TEXT]\n");
+    for (_, _, g) in &found {
+        if let Some(options) = g.options.as_deref().filter(|o| !o.is_empty()) {
+            text.push_str(&format!(
+                "options of {}: {}\n",
+                g.step_id,
+                options.join(", ")
+            ));
+        }
+    }
+    text.push_str(
+        "decide with: stratumc gate approve|revise|reject RUN GATE [--note TEXT] [--choice OPTION]\n",
+    );
     super::emit(&text);
     Exit::Ok
 }
@@ -367,7 +378,7 @@ pub fn spend_json(s: &Spend) -> Value {
 
 /// A waiting gate as JSON (`query gates`, `query flow`).
 pub fn gate_json(run_id: &str, flow: &str, g: &GateView) -> Value {
-    json!({
+    let mut gate = json!({
         "runId": run_id,
         "flow": flow,
         "stepId": g.step_id,
@@ -377,7 +388,12 @@ pub fn gate_json(run_id: &str, flow: &str, g: &GateView) -> Value {
         "gateRounds": g.gate_rounds,
         "gateMaxRounds": g.gate_max_rounds,
         "routes": {"approve": g.routes[0], "revise": g.routes[1], "kill": g.routes[2]},
-    })
+    });
+    // X10: the options a `--choice` may take, only when the gate has any
+    if let (Some(options), Some(obj)) = (&g.options, gate.as_object_mut()) {
+        obj.insert("options".into(), json!(options));
+    }
+    gate
 }
 
 fn step_json(s: &StepView) -> Value {

@@ -470,18 +470,28 @@ fn verdicts(s: &StepReport, doc: &mut Vec<Block>) {
         ));
     }
     if !s.decisions.is_empty() {
+        let any_choice = s.decisions.iter().any(|d| d.choice.is_some());
         doc.push(Block::Table(
-            vec!["decision", "at", "by", "note", "target"],
+            // X10: the `choice` column only when a decision carries one
+            if any_choice {
+                vec!["decision", "at", "by", "choice", "note", "target"]
+            } else {
+                vec!["decision", "at", "by", "note", "target"]
+            },
             s.decisions
                 .iter()
                 .map(|d| {
-                    vec![
+                    let mut row = vec![
                         Cell::status(&d.decision),
                         Cell::text(time(d.at)),
                         Cell::text(&d.resolved_by),
                         Cell::text(d.note.clone().unwrap_or_default()),
                         Cell::code(d.target.clone().unwrap_or_default()),
-                    ]
+                    ];
+                    if any_choice {
+                        row.insert(3, Cell::code(d.choice.clone().unwrap_or_default()));
+                    }
+                    row
                 })
                 .collect(),
         ));

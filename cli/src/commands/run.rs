@@ -23,7 +23,7 @@ use stratum_vm::agent::{self, Answer, Job, Watch};
 use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
-use stratum_vm::interp::{Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
+use stratum_vm::interp::{GateDecision, Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
 use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
@@ -62,12 +62,66 @@ pub struct RunArgs {
     /// The operator's configuration (default: `$STRATUM_HOME/stratum.toml` when it exists): its judge, agent commands and timeouts win over the workspace's `stratum.toml`, which may only narrow them. Frozen into the run at start; a resumed run keeps its frozen copy.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Decide every gate this way instead of asking (`approve`, `revise`, `kill`).
-    #[arg(long, value_parser = ["approve", "revise", "kill"])]
-    pub gate: Option<String>,
+    /// Decide gates without asking: `DECISION` (`approve`, `revise`, `kill`) decides every gate; `STEP=DECISION[:CHOICE]` decides gate STEP, with one of its options as the choice (repeatable; a gate's own rule wins over the bare one).
+    #[arg(long, value_name = "[STEP=]DECISION[:CHOICE]", value_parser = parse_gate_rule)]
+    pub gate: Vec<GateRule>,
     /// `json` prints one final JSON object on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+}
+
+/// One `--gate` rule: a decision for one gate (or, without a step, for
+/// every gate) and the choice it carries (X10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRule {
+    /// The gate's step id; `None`: every gate without its own rule.
+    pub step: Option<String>,
+    /// `approve`, `revise` or `kill`.
+    pub decision: String,
+    /// One of the gate's options.
+    pub choice: Option<String>,
+}
+
+/// Parses `DECISION` or `STEP=DECISION[:CHOICE]`.
+fn parse_gate_rule(text: &str) -> Result<GateRule, String> {
+    let (step, rest) = match text.split_once('=') {
+        Some((step, rest)) if !step.is_empty() => (Some(step.to_string()), rest),
+        Some(_) => {
+            return Err(format!(
+                "`{text}` names no gate before `=`: write `STEP=DECISION[:CHOICE]`"
+            ));
+        }
+        None => (None, text),
+    };
+    let (decision, choice) = match rest.split_once(':') {
+        Some((d, c)) if step.is_some() && !c.is_empty() => (d, Some(c.to_string())),
+        Some(_) if step.is_none() => {
+            return Err(format!(
+                "`{text}`: a choice needs the gate it is for: write `STEP={rest}`"
+            ));
+        }
+        Some(_) => return Err(format!("`{text}` has an empty choice after `:`")),
+        None => (rest, None),
+    };
+    if !["approve", "revise", "kill"].contains(&decision) {
+        return Err(format!(
+            "`{decision}` is not a gate decision: expected approve, revise or kill (as `DECISION` or `STEP=DECISION[:CHOICE]`)"
+        ));
+    }
+    Ok(GateRule {
+        step,
+        decision: decision.to_string(),
+        choice,
+    })
+}
+
+/// The `--gate` rule for gate `id`: its own (the first naming it), else
+/// the bare one.
+fn gate_rule<'r>(rules: &'r [GateRule], id: &str) -> Option<&'r GateRule> {
+    rules
+        .iter()
+        .find(|r| r.step.as_deref() == Some(id))
+        .or_else(|| rules.iter().find(|r| r.step.is_none()))
 }
 
 fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
@@ -236,7 +290,10 @@ impl Drop for Prompt {
     }
 }
 
-fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
+/// A decision asked at the terminal: the decision, the note, the choice.
+type Asked = (String, Option<String>, Option<String>);
+
+fn ask_gate(gate: &WaitingGate) -> Option<Asked> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return None;
@@ -259,6 +316,10 @@ fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
             "k" | "kill" => "kill",
             _ => continue,
         };
+        let choice = match gate.options.as_deref() {
+            Some(options) if decision != "kill" && !options.is_empty() => ask_choice(options)?,
+            _ => None,
+        };
         eprint!("note (optional): ");
         let _ = std::io::stderr().flush();
         let mut note = String::new();
@@ -267,7 +328,40 @@ fn ask_gate(gate: &WaitingGate) -> Option<(String, Option<String>)> {
         return Some((
             decision.to_string(),
             (!note.is_empty()).then(|| note.to_string()),
+            choice,
         ));
+    }
+}
+
+/// Offers a gate's options (X10): a number or the option's text, empty for
+/// none; asks again until the answer is one of them.
+fn ask_choice(options: &[String]) -> Option<Option<String>> {
+    let stdin = std::io::stdin();
+    let listed: Vec<String> = options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("[{}] {o}", i + 1))
+        .collect();
+    loop {
+        eprint!("choice {} (optional): ", listed.join(", "));
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let answer = line.trim();
+        if answer.is_empty() {
+            return Some(None);
+        }
+        let by_number = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| options.get(i));
+        if let Some(o) = by_number.or_else(|| options.iter().find(|o| o.as_str() == answer)) {
+            return Some(Some(o.clone()));
+        }
+        eprintln!("`{answer}` is not one of the options");
     }
 }
 
@@ -637,26 +731,26 @@ pub fn run(args: &RunArgs) -> Exit {
         if let Some(gate) = outcome.gates.first().cloned() {
             let id = gate.step_id.clone();
             let token = Some(gate.gate_token.clone());
-            let decision = match args.gate.as_deref() {
-                Some(d) => Some((d.to_string(), None)),
+            let decision = match gate_rule(&args.gate, &id) {
+                Some(r) => Some((r.decision.clone(), None, r.choice.clone())),
                 None => ask_gate(&gate),
             };
-            let Some((decision, note)) = decision else {
+            let Some((decision, note, choice)) = decision else {
                 eprintln!(
-                    "run {run_id} is waiting at gate `{id}`; decide with `--gate approve|revise|kill` and `--resume {run_id}`"
+                    "run {run_id} is waiting at gate `{id}`; decide with `--gate approve|revise|kill` and `--resume {run_id}` (this gate alone, with a choice: `--gate {id}=DECISION[:CHOICE]`)"
                 );
                 return finish(args.format, &run_id, &outcome);
             };
-            eprintln!("  gate {id}: {decision}");
-            match engine.resolve_gate(
-                &run_id,
-                &id,
-                token.as_deref(),
-                &decision,
-                note.as_deref(),
-                "human",
-                &mut host,
-            ) {
+            match &choice {
+                Some(c) => eprintln!("  gate {id}: {decision} (choice {c})"),
+                None => eprintln!("  gate {id}: {decision}"),
+            }
+            let answer = GateDecision {
+                decision: &decision,
+                note: note.as_deref(),
+                choice: choice.as_deref(),
+            };
+            match engine.resolve_gate(&run_id, &id, token.as_deref(), &answer, "human", &mut host) {
                 Ok(o) => outcome = o,
                 Err(EngineError::Vm(e)) => {
                     eprintln!("  gate {id}: refused: {e}");
@@ -701,4 +795,53 @@ fn finish(format: Format, run_id: &str, outcome: &Outcome) -> Exit {
 fn entry_json(e: &ReadyEntry) -> Value {
     // Invariant: ready entries are plain data; they always serialize.
     serde_json::to_value(e).expect("invariant: ready entries always serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(step: Option<&str>, decision: &str, choice: Option<&str>) -> GateRule {
+        GateRule {
+            step: step.map(String::from),
+            decision: decision.into(),
+            choice: choice.map(String::from),
+        }
+    }
+
+    #[test]
+    fn gate_rules_parse_bare_decisions_and_per_gate_choices() {
+        assert_eq!(parse_gate_rule("approve"), Ok(rule(None, "approve", None)));
+        assert_eq!(
+            parse_gate_rule("scope=revise"),
+            Ok(rule(Some("scope"), "revise", None))
+        );
+        // the choice is everything after the first `:` (it may hold more)
+        assert_eq!(
+            parse_gate_rule("scope=approve:a:b c"),
+            Ok(rule(Some("scope"), "approve", Some("a:b c")))
+        );
+        for (bad, says) in [
+            ("approve:x", "a choice needs the gate it is for"),
+            ("=approve", "names no gate"),
+            ("scope=approve:", "empty choice"),
+            ("scope=maybe", "not a gate decision"),
+            ("maybe", "not a gate decision"),
+        ] {
+            let e = parse_gate_rule(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_gates_own_rule_wins_over_the_bare_one() {
+        let rules = [
+            rule(None, "approve", None),
+            rule(Some("scope"), "revise", Some("broad")),
+            rule(Some("scope"), "kill", None),
+        ];
+        assert_eq!(gate_rule(&rules, "scope"), Some(&rules[1]));
+        assert_eq!(gate_rule(&rules, "other"), Some(&rules[0]));
+        assert_eq!(gate_rule(&rules[1..], "other"), None);
+    }
 }

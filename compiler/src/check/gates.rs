@@ -1,19 +1,69 @@
 //! Revise gates: `on_revise` needs the flow's `max_rounds`, names a step of
 //! the flow other than the gate, and that step comes before the gate; what
-//! a gate shows (X4): its `prompt` and `show` templates render to text.
+//! a gate shows (X4): its `prompt` and `show` templates render to text; a
+//! gate's `options` (X10): a template renders to a list of strings, and the
+//! type a read of its `choice` has.
 //!
-//! Owns: reference v1-language §6.2 items 43–46; X4's gate `show`/`prompt`.
+//! Owns: reference v1-language §6.2 items 43–46; X4's gate `show`/`prompt`;
+//! X10's `options` and the type of `choice` (one home for both the
+//! expression and the template reader).
 //! Must never: compute the region a revise resets (`graph` does, once).
 
 use super::template::{Leaf, StageScope};
 use super::{Checker, FlowCtx};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::ir::{Piece, StepId, TemplateIr};
-use crate::syntax::ast::{self, StepKind};
+use crate::ir::{GateOptionsIr, Piece, StepId, TemplateIr};
+use crate::source::Span;
+use crate::syntax::ast::{self, GateOptions, StepKind};
 use crate::types::Type;
 
-/// A gate's checked `prompt` and `show` templates.
-pub(super) type GateDisplay = (Option<TemplateIr>, Vec<TemplateIr>);
+/// A gate's checked `prompt` and `show` templates, and its `options` (X10).
+pub(super) type GateDisplay = (Option<TemplateIr>, Vec<TemplateIr>, Option<GateOptionsIr>);
+
+/// The type of a read of step `step`'s `choice` (X10): the union of a
+/// gate's literal options, a string for templated options; `Err` with the
+/// diagnostic when the step is not a gate or has no options (S0332).
+pub(super) fn choice_type(
+    flow: &ast::Flow,
+    step: StepId,
+    span: Span,
+    shown: &str,
+) -> Result<Type, Box<Diagnostic>> {
+    let id = flow.steps[step]
+        .id
+        .as_ref()
+        .map_or("this step", |n| n.text.as_str());
+    let StepKind::Gate(g) = &flow.steps[step].kind else {
+        return Err(Box::new(Diagnostic::new(
+            Code::ChoiceWithoutOptions,
+            span,
+            format!("`{shown}`: step `{id}` is not a gate, so it has no `choice`"),
+        )
+        .with_note("`choice` is the option a gate's decision chose among its `options`")
+        .with_help(
+            "read the `choice` of a gate that has `options`, or this step's `status` or `output`",
+        )));
+    };
+    match &g.options {
+        Some(GateOptions::List(list)) => {
+            Ok(Type::Enum(list.iter().map(|o| o.text.clone()).collect()))
+        }
+        Some(GateOptions::Template(_)) => Ok(Type::String),
+        None => Err(Box::new(
+            Diagnostic::new(
+                Code::ChoiceWithoutOptions,
+                span,
+                format!(
+                    "`{shown}`: gate `{id}` has no `options`, so its decisions carry no choice"
+                ),
+            )
+            .with_span_label("this gate offers no options")
+            .with_help(format!(
+                "add `options: [..]` to gate `{id}`, or read `${{{id}.note}}` instead"
+            )),
+        )),
+    }
+}
 
 impl<'a> Checker<'a> {
     pub(super) fn revise_gates(&mut self, fc: &mut FlowCtx<'a>) {
@@ -61,6 +111,27 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Whether `reader` reads gate `gate`'s answer from inside its reset
+    /// closure (X10): it comes before the gate and the gate's revise target
+    /// is `reader` or reaches it. Such a read is the latest round's note or
+    /// choice (`null` before any); every other read orders `reader` after
+    /// the gate like any state read (and a cycle is reported as usual).
+    pub(super) fn in_answer_closure(&self, fc: &FlowCtx<'a>, gate: StepId, reader: StepId) -> bool {
+        let StepKind::Gate(g) = &fc.flow.steps[gate].kind else {
+            return false;
+        };
+        let Some(target) = g
+            .on_revise
+            .step()
+            .and_then(|n| fc.index.get(n.text.as_str()).copied())
+        else {
+            return false;
+        };
+        reader != gate
+            && fc.graph.reaches(reader, gate, false)
+            && (target == reader || fc.graph.reaches(target, reader, false))
+    }
+
     /// A gate's `prompt` and `show` (X4): templates that render to text (a
     /// full reference must be a string; S0322 otherwise).
     pub(super) fn gate_display(
@@ -82,7 +153,58 @@ impl<'a> Checker<'a> {
             .iter()
             .filter_map(|s| one(self, s, "a `show` entry"))
             .collect();
-        ok.then_some((prompt, show))
+        let options = match &g.options {
+            None => None,
+            Some(GateOptions::List(list)) => Some(GateOptionsIr::List(
+                list.iter().map(|o| o.text.clone()).collect(),
+            )),
+            Some(GateOptions::Template(s)) => {
+                let t = self.template(fc, Some(i), s, Leaf::Artifact, &StageScope::default());
+                let t = t.filter(|t| self.options_fit(s, t));
+                ok &= t.is_some();
+                t.map(GateOptionsIr::Template)
+            }
+        };
+        ok.then_some((prompt, show, options))
+    }
+
+    /// A templated `options` (X10) is one full reference to a list of
+    /// strings (or a value of unknown type); S0331 otherwise.
+    fn options_fit(&mut self, s: &crate::yaml::Str, t: &TemplateIr) -> bool {
+        let reference = t
+            .pieces
+            .first()
+            .filter(|_| t.full_value && t.pieces.len() == 1);
+        let Some(Piece::Ref(r)) = reference else {
+            self.sink.push(
+                Diagnostic::new(
+                    Code::GateOptionNotString,
+                    s.span,
+                    "a templated `options` must be exactly one reference to a list of strings",
+                )
+                .with_note("text around a reference renders a string, not a list of options")
+                .with_help("write `options: \"${plan.output.candidates}\"`, or list the options"),
+            );
+            return false;
+        };
+        let fits = match &r.ty {
+            Type::Any => true,
+            Type::List(inner) => inner.is_stringy() || **inner == Type::Any,
+            _ => false,
+        };
+        if !fits {
+            let shown = self.types.display(&r.ty);
+            self.sink.push(
+                Diagnostic::new(
+                    Code::GateOptionNotString,
+                    r.span,
+                    format!("a gate's `options` must render to a list of strings, but this reference is {shown}"),
+                )
+                .with_span_label(format!("this is {shown}"))
+                .with_help("reference a field of type `string[]`"),
+            );
+        }
+        fits
     }
 
     fn gate_text_fits(&mut self, t: &TemplateIr, what: &str) -> bool {

@@ -694,6 +694,7 @@ impl<'a> Checker<'a> {
         let flow = fc.flow;
         // phase 1: every edge, in the normative order per step
         let mut pending: Vec<(StepId, StepId, ir::EdgeKind, Span)> = Vec::new();
+        let mut answers: Vec<(StepId, StepId, Span)> = Vec::new();
         for (i, s) in flow.steps.iter().enumerate() {
             for a in &s.after {
                 if let Some(t) = self.target(fc, a, "`after`") {
@@ -706,8 +707,12 @@ impl<'a> Checker<'a> {
             {
                 pending.push((i, t, ir::EdgeKind::OnFail, f.span));
             }
-            for (from, span, kind) in self.data_sources(fc, i) {
-                pending.push((from, i, kind, span));
+            for (from, span, kind, answer) in self.data_sources(fc, i) {
+                if answer == template::AnswerRead::Yes {
+                    answers.push((from, i, span));
+                } else {
+                    pending.push((from, i, kind, span));
+                }
             }
             if let StepKind::Gate(g) = &s.kind {
                 for (route, kind, what) in [
@@ -741,6 +746,12 @@ impl<'a> Checker<'a> {
                 continue;
             }
             fc.graph.add(from, to, kind, span);
+        }
+        // X10: a gate's note/choice read inside its reset closure orders nothing
+        for (gate, reader, span) in answers {
+            if !self.in_answer_closure(fc, gate, reader) {
+                fc.graph.add(gate, reader, ir::EdgeKind::State, span);
+            }
         }
         for (from, to, kind, span) in fc.graph.break_cycles() {
             let name = |i: StepId| {

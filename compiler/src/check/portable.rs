@@ -1,7 +1,8 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
-//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
+//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7,
+//! S0910: X10).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -65,6 +66,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             if let StepKind::Gate(g) = &step.kind {
                 out.extend(g.prompt.as_ref().map(|p| artifacts(p, "prompt")));
                 out.extend(g.show.first().map(|s| artifacts(s, "show")));
+                out.extend(gate_options(g));
             }
         }
     }
@@ -257,7 +259,14 @@ fn step_states(flow: &Flow, step: &Step) -> Vec<Diagnostic> {
     for t in templates {
         let (template, _) = stratum_grammar::parse_template(&t.text);
         for r in template.references() {
-            let member = match r.path.first().map(|p| &p.kind) {
+            let first = r.path.first().map(|p| &p.kind);
+            if r.kind == RefKind::Carry
+                && is_step(&r.head)
+                && matches!(first, Some(SegmentKind::Field(f)) if f == "choice")
+            {
+                out.push(choice_read(t, &r.head));
+            }
+            let member = match first {
                 Some(SegmentKind::Field(f))
                     if ["status", "failure", "note"].contains(&f.as_str()) =>
                 {
@@ -307,6 +316,33 @@ fn cost_hint(c: &CostHint) -> Diagnostic {
         "`cost` hints are a stratumc addition (language 1.1, X6); the original engine rejects the key",
     )
     .with_help("remove `cost` for the original engine; `stratumc cost` then uses the agent profiles")
+}
+
+/// X10: one warning per gate `options`, at its first entry (or its template).
+fn gate_options(g: &crate::syntax::ast::Gate) -> Option<Diagnostic> {
+    use crate::syntax::ast::GateOptions;
+    let at = match g.options.as_ref()? {
+        GateOptions::List(list) => list.first()?,
+        GateOptions::Template(t) => t,
+    };
+    Some(
+        Diagnostic::new(
+            Code::PortableGateOptions,
+            at.span,
+            "gate `options` are a stratumc addition (language 1.1, X10); the original engine rejects the key",
+        )
+        .with_help("remove `options` for the original engine and ask for the choice in the gate's note"),
+    )
+}
+
+/// X10: a template read of a gate's `choice`.
+fn choice_read(at: &Str, gate: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableGateOptions,
+        at.span,
+        format!("`${{{gate}.choice}}` (a gate decision's choice) is a stratumc addition (language 1.1, X10); the original engine does not know it"),
+    )
+    .with_help("for the original engine, pass the choice in the gate's note")
 }
 
 /// One warning per `artifacts` list, gate `show` list or `prompt` (X4), at
@@ -384,6 +420,21 @@ mod tests {
         assert_eq!(
             codes("../tests/conformance/structure/file-path-template.stratum.yaml"),
             ["S0903"; 2]
+        );
+    }
+
+    #[test]
+    fn one_gate_options_warning_per_gate_and_choice_read() {
+        // X10: two gates' `options`, three `${<gate>.choice}` reads; the
+        // rest is X1 (`${scope.note}`, the `when`'s two `steps` uses) and X4
+        // (the `prompt`)
+        let mut got = codes("../tests/conformance/ext/x10-options-ok.stratum.yaml");
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            [
+                "S0901", "S0901", "S0901", "S0904", "S0910", "S0910", "S0910", "S0910", "S0910"
+            ]
         );
     }
 

@@ -284,13 +284,14 @@ impl<'a> Checker<'a> {
                     r.step()
                         .and_then(|n| fc.index.get(n.text.as_str()).copied())
                 };
-                display.map(|(prompt, show)| ir::StepKindIr::Gate {
+                display.map(|(prompt, show, options)| ir::StepKindIr::Gate {
                     on_approve: route(&g.on_approve),
                     on_revise: route(&g.on_revise),
                     on_kill: route(&g.on_kill),
                     max_rounds: g.max_rounds.map(|m| m.value),
                     prompt,
                     show,
+                    options,
                 })
             }
             StepKind::Fanout(f) => self.fanout_step(fc, s, i, f),

@@ -47,6 +47,17 @@ pub(super) enum Leaf {
     EvaluateIn,
 }
 
+/// Whether a template reference reads a gate's answer (`${<gate>.note}`,
+/// `${<gate>.choice}`, X10): inside the gate's reset closure such a read is
+/// the latest round's value (`null` before any) and orders nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AnswerRead {
+    /// A gate's note or choice.
+    Yes,
+    /// Any other reference.
+    No,
+}
+
 /// Bindings of a fanout stage.
 #[derive(Debug, Clone, Default)]
 pub(super) struct StageScope {
@@ -65,11 +76,13 @@ fn seg(p: &PathSegment) -> Segment {
 impl<'a> Checker<'a> {
     /// Step references of step `i`'s template leaves, for data edges (and
     /// state edges: `${<id>.status}` and the like order without skipping).
+    /// A gate's `note`/`choice` reads are answer reads (X10): state edges
+    /// unless the reader is in the gate's reset closure ([`AnswerRead`]).
     pub(super) fn data_sources(
         &mut self,
         fc: &FlowCtx<'_>,
         i: StepId,
-    ) -> Vec<(StepId, Span, EdgeKind)> {
+    ) -> Vec<(StepId, Span, EdgeKind, AnswerRead)> {
         let s = &fc.flow.steps[i];
         let mut leaves: Vec<&Str> = Vec::new();
         match &s.kind {
@@ -82,7 +95,12 @@ impl<'a> Checker<'a> {
                 leaves.extend(f.stages.iter().filter_map(|st| st.task.as_ref()));
                 leaves.extend(f.stages.iter().flat_map(|st| st.artifacts.iter()));
             }
-            StepKind::Gate(g) => leaves.extend(g.prompt.iter().chain(&g.show)),
+            StepKind::Gate(g) => {
+                leaves.extend(g.prompt.iter().chain(&g.show));
+                if let Some(crate::syntax::ast::GateOptions::Template(o)) = &g.options {
+                    leaves.push(o);
+                }
+            }
             StepKind::Evaluate(ev) => leaves.extend(ev.input.iter()),
             StepKind::Run {
                 with: Some(with), ..
@@ -119,15 +137,24 @@ impl<'a> Checker<'a> {
         for leaf in leaves {
             let parsed = self.parses.template(&leaf.text);
             for r in parsed.template.references() {
+                let member = state_read(fc, r);
                 let kind = if r.kind == RefKind::StepOutput {
                     EdgeKind::Data
-                } else if state_read(fc, r).is_some() {
+                } else if member.is_some() {
                     EdgeKind::State
                 } else {
                     continue;
                 };
                 if let Some(&from) = fc.index.get(r.head.as_str()) {
-                    out.push((from, self.map(leaf, r.span.start, r.span.end), kind));
+                    let answer = match member {
+                        Some("note" | "choice")
+                            if matches!(fc.flow.steps[from].kind, StepKind::Gate(_)) =>
+                        {
+                            AnswerRead::Yes
+                        }
+                        _ => AnswerRead::No,
+                    };
+                    out.push((from, self.map(leaf, r.span.start, r.span.end), kind, answer));
                 }
             }
         }
@@ -660,8 +687,8 @@ impl<'a> Checker<'a> {
 
 /// Whether `${<head>.<member>...}` reads a step's state (X1): `<head>` is a
 /// step of the flow, not a carry variable of the entry flow (those keep
-/// their v1 meaning), and the first segment is a state member (`choice`
-/// included, to say it is X10; other names keep their v1 diagnostics).
+/// their v1 meaning), and the first segment is a state member (`choice` of
+/// X10 included; other names keep their v1 diagnostics).
 fn state_read<'r>(fc: &FlowCtx<'_>, r: &'r Reference) -> Option<&'r str> {
     if fc.is_entry && fc.carry.contains_key(r.head.as_str()) {
         return None;
@@ -677,7 +704,8 @@ fn state_read<'r>(fc: &FlowCtx<'_>, r: &'r Reference) -> Option<&'r str> {
 pub(crate) const TEMPLATE_STATE_MEMBERS: &[&str] = &["status", "failure", "note", "choice"];
 
 impl Checker<'_> {
-    /// `${<id>.status}`, `${<id>.failure...}`, `${<id>.note}` (X1).
+    /// `${<id>.status}`, `${<id>.failure...}`, `${<id>.note}` (X1),
+    /// `${<id>.choice}` (X10, typed by the gate's options).
     fn state_reference(
         &mut self,
         fc: &mut FlowCtx<'_>,
@@ -694,17 +722,24 @@ impl Checker<'_> {
             "status" => (StateField::Status, super::expr::status_type()),
             "failure" => (StateField::Failure, Type::Failure),
             "note" if is_gate => (StateField::Note, Type::String),
+            "choice" => {
+                let shown = format!("${{{}.choice}}", r.head);
+                match super::gates::choice_type(fc.flow, src, span, &shown) {
+                    Ok(t) => (StateField::Choice, t),
+                    Err(d) => {
+                        self.sink.push(*d);
+                        return None;
+                    }
+                }
+            }
             _ => {
                 let note = match member {
                     "note" => format!(
                         "`note` is the note of a gate's latest decision, and `{}` is not a gate",
                         r.head
                     ),
-                    "choice" => {
-                        "`choice` (gate options, language 1.1 X10) is not built yet".to_string()
-                    }
                     _ => format!(
-                        "a template reads a step's `status`, `failure`, `note` (gates) or `output`: `${{{}.output}}`",
+                        "a template reads a step's `status`, `failure`, `note` and `choice` (gates) or `output`: `${{{}.output}}`",
                         r.head
                     ),
                 };

@@ -107,6 +107,9 @@ codes! {
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
     InvalidArtifactPath = "S0321", Error, "an `artifacts` entry that leaves the workspace, or a glob that does not parse";
     GateShowNotText = "S0322", Error, "a gate `show` entry or `prompt` that does not render to text";
+    GateOptionNotString = "S0331", Error, "a gate `options` entry that is not a string, or options that do not render to a list of strings";
+    ChoiceWithoutOptions = "S0332", Error, "a read of the `choice` of a gate that has no `options`";
+    GateOptionsInvalid = "S0333", Error, "gate `options` that are empty or list an option twice";
 
     // S04xx — `${...}` references and the types that flow through them.
     InvalidReference = "S0401", Error, "a `${...}` reference that does not parse";
@@ -171,6 +174,7 @@ codes! {
     PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableCommands = "S0912", Warning, "`exec` checks and `evaluate` steps on declared commands, which the original engine does not know";
+    PortableGateOptions = "S0910", Warning, "gate `options` and `choice`, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }
 

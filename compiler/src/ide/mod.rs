@@ -624,21 +624,32 @@ fn members(ix: &Index<'_>, fi: Option<usize>, ty: &Type) -> Vec<CompletionItem> 
             .and_then(|fi| ix.spec().flows.get(fi))
             .map(step_items)
             .unwrap_or_default(),
-        // X1: the members of `steps.<id>` and of a failure
-        Type::StepState(_) => [
-            ("status", "\"succeeded\" | \"failed\" | \"skipped\""),
-            ("output", "the step's `out`, null unless it succeeded"),
-            ("failure", "{reason, violations} or null"),
-            ("attempts", "integer"),
-        ]
-        .iter()
-        .map(|(n, d)| CompletionItem {
-            label: n.to_string(),
-            kind: CompletionKind::Field,
-            detail: Some(d.to_string()),
-            insert_text: None,
-        })
-        .collect(),
+        // X1: the members of `steps.<id>` and of a failure; X10: a gate
+        // with `options` also has its decision's `choice`
+        Type::StepState(step) => {
+            let has_options = fi
+                .and_then(|fi| ix.spec().flows.get(fi))
+                .and_then(|f| f.steps.get(*step))
+                .is_some_and(|s| matches!(&s.kind, ast::StepKind::Gate(g) if g.options.is_some()));
+            [
+                ("status", "\"succeeded\" | \"failed\" | \"skipped\""),
+                ("output", "the step's `out`, null unless it succeeded"),
+                ("failure", "{reason, violations} or null"),
+                ("attempts", "integer"),
+            ]
+            .into_iter()
+            .chain(has_options.then_some((
+                "choice",
+                "the option the gate's latest decision chose, or null",
+            )))
+            .map(|(n, d)| CompletionItem {
+                label: n.to_string(),
+                kind: CompletionKind::Field,
+                detail: Some(d.to_string()),
+                insert_text: None,
+            })
+            .collect()
+        }
         Type::Failure => [("reason", "string"), ("violations", "array")]
             .iter()
             .map(|(n, d)| CompletionItem {

@@ -637,3 +637,20 @@ flows:
         assert!(h.markdown.contains(part), "{part} in {}", h.markdown);
     }
 }
+
+#[test]
+fn completion_offers_a_gates_choice_only_when_it_has_options() {
+    // X10: `steps.<gate>.` lists `choice` for a gate with `options`
+    let gate = "      - id: pick\n        after: [review]\n        gate:\n          on_approve: null\n          on_revise: null\n          on_kill: null\n          options: [a, b]\n      - id: last\n        after: [pick]\n        when: \"steps.pick.ch\"\n        do: \"Last\"\n        out: Draft\n";
+    let text = format!("{SPEC}{gate}");
+    let (db, file) = open(&text);
+    let got = completion(&db, file, at(&text, "steps.pick.ch", 0, 13));
+    assert_eq!(
+        labels(&got),
+        ["status", "output", "failure", "attempts", "choice"]
+    );
+    let plain = text.replace("          options: [a, b]\n", "");
+    let (db, file) = open(&plain);
+    let got = completion(&db, file, at(&plain, "steps.pick.ch", 0, 13));
+    assert_eq!(labels(&got), ["status", "output", "failure", "attempts"]);
+}

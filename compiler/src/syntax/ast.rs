@@ -287,6 +287,17 @@ pub struct Gate {
     pub prompt: Option<Str>,
     /// `show`: template paths of files shown with their sha256 (X4).
     pub show: Vec<Str>,
+    /// `options`: the choices a decision may carry (X10).
+    pub options: Option<GateOptions>,
+}
+
+/// A gate's `options` (X10).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateOptions {
+    /// A literal list of strings.
+    List(Vec<Str>),
+    /// A template rendering to a list of strings when the gate starts waiting.
+    Template(Str),
 }
 
 /// Fanout isolation.

@@ -44,6 +44,35 @@ pub enum VmError {
     /// A checkpoint cannot be taken or restored.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// A gate decision's `choice` that is not one of the gate's options (X10).
+    #[error("{}", invalid_choice(gate, choice, options, *kill))]
+    InvalidChoice {
+        /// The gate's id.
+        gate: String,
+        /// The choice given.
+        choice: String,
+        /// The gate's options (empty: the gate has none).
+        options: Vec<String>,
+        /// The decision was a kill, which carries no choice.
+        kill: bool,
+    },
+}
+
+fn invalid_choice(gate: &str, choice: &str, options: &[String], kill: bool) -> String {
+    if kill {
+        return format!(
+            "a kill of gate `{gate}` carries no choice (`{choice}` given); a choice goes with approve or revise"
+        );
+    }
+    if options.is_empty() {
+        return format!(
+            "gate `{gate}` has no options, so a decision cannot carry the choice `{choice}`; decide without a choice"
+        );
+    }
+    format!(
+        "`{choice}` is not an option of gate `{gate}`; choose one of: {}",
+        options.join(", ")
+    )
 }
 
 impl VmError {
@@ -62,6 +91,7 @@ impl VmError {
             VmError::InvalidStep(_) => "invalid_step",
             VmError::InvalidReceipt(_) => "invalid_receipt",
             VmError::Checkpoint(c) => c.code(),
+            VmError::InvalidChoice { .. } => "invalid_choice",
         }
     }
 }

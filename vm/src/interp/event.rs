@@ -105,6 +105,9 @@ pub enum EventKind {
         decision: String,
         target: Option<String>,
         note: Option<String>,
+        /// The decision's choice among the gate's options (X10).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choice: Option<String>,
         #[serde(rename = "resolvedBy")]
         resolved_by: String,
         /// The files the gate showed (X4 `show`), as hashed when it started
@@ -573,6 +576,7 @@ impl EventKind {
                 decision: "revise".into(),
                 target: Some("draft".into()),
                 note: Some("tighten section 2".into()),
+                choice: Some("rework".into()),
                 resolved_by: "human".into(),
                 shown: vec![ShownFile {
                     path: "paper/draft.md".into(),

@@ -32,8 +32,8 @@ pub use host::{
 };
 pub use index::PlanIndex;
 pub use machine::{
-    JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue, Prior,
-    RetryRefused, Saved, cancel, checkpoint_allowed, checkpoint_label, expire, interrupted,
+    GateDecision, JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue,
+    Prior, RetryRefused, Saved, cancel, checkpoint_allowed, checkpoint_label, expire, interrupted,
     overdue, prior, record_estimate, report, resolve_gate, resume, retried, revert, start,
     start_retry, usage_report, view,
 };

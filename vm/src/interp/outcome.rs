@@ -110,9 +110,9 @@ pub struct ReadyEntry {
     pub ensure: Vec<EnsureView>,
     /// Why the previous attempt failed, or what routed this step.
     pub previous_failure: Option<Failure>,
-    /// The gate revise that re-entered this step (`{gate, round, note}`;
-    /// EXTENSIONS.md X10 adds `choice`): how a reviewer's note reaches the
-    /// agent asked to act on it. Left out when the step was not revised.
+    /// The gate revise that re-entered this step (`{gate, round, note,
+    /// choice}`, `choice` from X10): how a reviewer's note and choice reach
+    /// the agent asked to act on it. Left out when the step was not revised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_revise: Option<crate::interp::Revised>,
     /// For fanout items: the item, its index, the stage and the previous stage's output.
@@ -221,6 +221,10 @@ pub struct WaitingGate {
     /// (X4; a missing file has no hash and a note).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub show: Vec<crate::interp::event::ShownFile>,
+    /// The options a decision's `choice` may take (X10), fixed when the
+    /// gate started waiting; left out when the gate has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
 }
 
 /// A gate's targets (`None`: approve continues, kill ends the flow).

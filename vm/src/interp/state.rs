@@ -239,12 +239,26 @@ pub struct StepState {
     /// target runs again although no route chose it this time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised: Option<Revised>,
+    /// Reset by a gate's revise without being its target (X10): the revise
+    /// its first dispatch (attempt 1, or a fanout item's first stage)
+    /// carries as `previousRevise`. Unlike `revised` it never makes a route
+    /// target run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revise_context: Option<Revised>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
     pub decision: Option<String>,
     /// The note of the gate's latest decision (X1: `${gate.note}`; absent in
     /// rows written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The choice of the gate's latest decision (X10: `${gate.choice}`),
+    /// kept across resets like the note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<String>,
+    /// A waiting gate's options (X10), fixed (a template rendered) when it
+    /// started waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
     /// Task or sub-flow ledger.
     pub spent: Spend,
     /// Fanout items.
@@ -382,9 +396,12 @@ pub struct Revised {
     pub gate: String,
     /// The flow's round after the revise.
     pub round: u32,
-    /// The decision's note.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The decision's note (`null` when none).
+    #[serde(default)]
     pub note: Option<String>,
+    /// The decision's choice (X10; `null` when none).
+    #[serde(default)]
+    pub choice: Option<String>,
 }
 
 /// One flow invocation: the entry flow (frame 0) or a sub-flow.

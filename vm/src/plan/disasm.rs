@@ -98,6 +98,7 @@ fn ref_text(plan: &Plan, flow: &FlowDef, r: &RefDef) -> String {
         RefTarget::Status(i) => format!("{}.status", step_name(plan, flow, i)),
         RefTarget::Failure(i) => format!("{}.failure", step_name(plan, flow, i)),
         RefTarget::Note(i) => format!("{}.note", step_name(plan, flow, i)),
+        RefTarget::Choice(i) => format!("{}.choice", step_name(plan, flow, i)),
         RefTarget::Item => "item".into(),
         RefTarget::Prev => "prev".into(),
         RefTarget::Carry(c) => flow
@@ -245,6 +246,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 max_rounds,
                 prompt,
                 show,
+                options,
             } => {
                 let t = |x: &Option<u32>| {
                     x.map_or("null".to_string(), |i| step_name(plan, flow, i).to_string())
@@ -262,6 +264,16 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                 }
                 for p in show {
                     let _ = writeln!(out, "    show {}", template_text(plan, flow, *p));
+                }
+                match options {
+                    Some(crate::plan::GateOptionsDef::List(list)) => {
+                        let list: Vec<&str> = list.iter().map(|s| plan.str(*s)).collect();
+                        let _ = writeln!(out, "    options {}", list.join(" | "));
+                    }
+                    Some(crate::plan::GateOptionsDef::Template(p)) => {
+                        let _ = writeln!(out, "    options {}", template_text(plan, flow, *p));
+                    }
+                    None => {}
                 }
             }
             StepKindDef::Fanout {

@@ -99,16 +99,22 @@ impl Resolver<'_> {
                 max_rounds,
                 prompt,
                 show,
-            } => json!({
-                "gate": {
+                options,
+            } => {
+                let mut gate = json!({
                     "onApprove": self.target(*on_approve),
                     "onRevise": self.target(*on_revise),
                     "onKill": self.target(*on_kill),
                     "maxRounds": max_rounds,
                     "prompt": prompt.map(|t| self.template(t)),
                     "show": show.iter().map(|t| self.template(*t)).collect::<Vec<_>>(),
-                },
-            }),
+                });
+                // X10: present only when set, so gates without options keep their hash
+                if let (Some(o), Some(obj)) = (options, gate.as_object_mut()) {
+                    obj.insert("options".into(), self.gate_options(o));
+                }
+                json!({ "gate": gate })
+            }
             StepKindDef::Fanout {
                 over,
                 stages,
@@ -265,6 +271,16 @@ impl Resolver<'_> {
         }
     }
 
+    /// A gate's `options` (X10): the literal list or the template.
+    fn gate_options(&self, o: &super::GateOptionsDef) -> Value {
+        match o {
+            super::GateOptionsDef::List(l) => {
+                json!(l.iter().map(|s| self.s(*s)).collect::<Vec<_>>())
+            }
+            super::GateOptionsDef::Template(t) => json!({"template": self.template(*t)}),
+        }
+    }
+
     fn template(&self, t: u32) -> Value {
         let Some(TemplateDef { pieces, mode, .. }) = self.fd.templates.get(t as usize) else {
             return Value::Null;
@@ -296,6 +312,7 @@ impl Resolver<'_> {
             RefTarget::Status(s) => json!({"status": self.target(Some(s))}),
             RefTarget::Failure(s) => json!({"failure": self.target(Some(s))}),
             RefTarget::Note(s) => json!({"note": self.target(Some(s))}),
+            RefTarget::Choice(s) => json!({"choice": self.target(Some(s))}),
         };
         json!({"target": target, "path": self.path(&r.path)})
     }

@@ -359,6 +359,8 @@ pub enum StepKindDef {
         prompt: Option<u32>,
         /// `show` path templates (X4): files hashed when the gate waits.
         show: Vec<u32>,
+        /// `options` (X10): what a decision's `choice` may be.
+        options: Option<GateOptionsDef>,
     },
     /// Fanout.
     Fanout {
@@ -553,6 +555,18 @@ pub enum RefTarget {
     Failure(u32),
     /// `${gate.note}` (X1): the note of the gate's latest decision, or `null`.
     Note(u32),
+    /// `${gate.choice}` (X10): the choice of the gate's latest decision, or `null`.
+    Choice(u32),
+}
+
+/// A gate's `options` (X10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum GateOptionsDef {
+    /// A literal list of options.
+    List(Vec<StrId>),
+    /// A template (full value) rendered to a list of strings when the gate
+    /// starts waiting; the rendered list is kept in the gate's row.
+    Template(u32),
 }
 
 /// A reference.

@@ -266,6 +266,7 @@ impl StepKindDef {
                 max_rounds,
                 prompt,
                 show,
+                options: None,
             },
             StepKindDef::Fanout {
                 over,

@@ -236,6 +236,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 on_kill,
                 prompt,
                 show,
+                options,
                 ..
             } => {
                 for t in [on_approve, on_revise, on_kill].into_iter().flatten() {
@@ -243,6 +244,15 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 }
                 for t in prompt.iter().chain(show) {
                     template_ok(v, *t)?;
+                }
+                match options {
+                    Some(super::GateOptionsDef::Template(t)) => template_ok(v, *t)?,
+                    Some(super::GateOptionsDef::List(list)) => {
+                        for s in list {
+                            v.s(*s)?;
+                        }
+                    }
+                    None => {}
                 }
             }
             StepKindDef::Fanout {
@@ -358,9 +368,11 @@ fn predicates(v: &V<'_>, preds: &[PredDef], flow: &FlowDef) -> R {
 
 fn reference(v: &V<'_>, r: &RefDef, flow: &FlowDef) -> R {
     match r.target {
-        RefTarget::Step(s) | RefTarget::Status(s) | RefTarget::Failure(s) | RefTarget::Note(s) => {
-            v.idx(s, flow.steps.len(), "referenced step")?
-        }
+        RefTarget::Step(s)
+        | RefTarget::Status(s)
+        | RefTarget::Failure(s)
+        | RefTarget::Note(s)
+        | RefTarget::Choice(s) => v.idx(s, flow.steps.len(), "referenced step")?,
         RefTarget::Carry(c) => v.idx(c, flow.carry.len(), "carry variable")?,
         _ => {}
     }

@@ -236,8 +236,9 @@ pub(in crate::check) fn available(scope: &Scope) -> Vec<&'static str> {
     names
 }
 
-/// The members of `steps.<id>` (`choice` is X10, not built yet).
-pub(in crate::check) const STATE_MEMBERS: &[&str] = &["status", "output", "failure", "attempts"];
+/// The members of `steps.<id>` (`choice`: a gate's, X10).
+pub(in crate::check) const STATE_MEMBERS: &[&str] =
+    &["status", "output", "failure", "attempts", "choice"];
 
 /// The statuses a finished step can have.
 pub(in crate::check) fn status_type() -> Type {
@@ -311,6 +312,17 @@ impl Walk<'_, '_, '_> {
             }
             "failure" => Type::Failure,
             "attempts" => Type::Number,
+            "choice" => {
+                let shown = format!("steps.{}.choice", self.step_name(step));
+                let span = self.span(raw_span);
+                match crate::check::gates::choice_type(self.fc.flow, step, span, &shown) {
+                    Ok(t) => t,
+                    Err(d) => {
+                        self.push(*d);
+                        Type::Any
+                    }
+                }
+            }
             "output" => {
                 self.output_read(step, whole);
                 match &self.fc.outputs[step] {
@@ -334,18 +346,14 @@ impl Walk<'_, '_, '_> {
             }
             _ => {
                 let id = self.step_name(step);
-                let note = if name == "choice" {
-                    "`choice` (gate options, language 1.1 X10) is not built yet".to_string()
-                } else {
-                    format!(
-                        "`steps.{id}` has: {}",
-                        STATE_MEMBERS
-                            .iter()
-                            .map(|m| format!("`{m}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                };
+                let note = format!(
+                    "`steps.{id}` has: {}",
+                    STATE_MEMBERS
+                        .iter()
+                        .map(|m| format!("`{m}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
                 self.push(
                     Diagnostic::new(
                         Code::UnknownStepState,

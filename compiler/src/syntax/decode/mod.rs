@@ -79,6 +79,7 @@ pub const GATE_FIELDS: &[&str] = &[
     "max_rounds",
     "prompt",
     "show",
+    "options",
 ];
 pub const BUDGET_FIELDS: &[&str] = &["usd", "tokens", "dispatches", "ms"];
 /// Fields of `iterate`.
@@ -378,6 +379,11 @@ pub const KEY_DOCS: &[(&str, &str, &str)] = &[
         "an expression: iteration stops when it is true",
     ),
     ("", "initial", "the carry variable's first value"),
+    (
+        "",
+        "options",
+        "what a decision's `choice` may be: a list of strings, or one reference to a list (X10)",
+    ),
     (
         "",
         "exec",

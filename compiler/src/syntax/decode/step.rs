@@ -14,7 +14,8 @@ use super::{
 use crate::diagnostics::{Code, Diagnostic};
 use crate::source::Span;
 use crate::syntax::ast::{
-    Evaluate, Fanout, Gate, Iterate, Name, Require, Route, Stage, Step, StepKind, WithEntry,
+    Evaluate, Fanout, Gate, GateOptions, Iterate, Name, Require, Route, Stage, Step, StepKind,
+    WithEntry,
 };
 use crate::yaml::{Entry, Node, Str, Value};
 
@@ -355,6 +356,7 @@ impl Decoder<'_> {
             .get("show")
             .map(|s| self.string_list(&s.value, "`gate.show`"))
             .unwrap_or_default();
+        let options = obj.get("options").and_then(|o| self.gate_options(&o.value));
         Some(Gate {
             on_approve,
             on_revise,
@@ -362,7 +364,58 @@ impl Decoder<'_> {
             max_rounds,
             prompt,
             show,
+            options,
         })
+    }
+
+    /// `gate.options` (X10): a list of strings (S0331 for an entry that is
+    /// not one, S0333 for an empty list or a repeated option) or a template.
+    fn gate_options(&mut self, node: &Node) -> Option<GateOptions> {
+        let items = match &node.value {
+            Value::String(s) => return Some(GateOptions::Template(s.clone())),
+            Value::Sequence(items) => items,
+            _ => {
+                let d = self.err(
+                    Code::GateOptionNotString,
+                    node.span,
+                    "`gate.options` must be a list of strings or a template that renders to one",
+                );
+                d.help = Some("write `options: [approve-as-is, rework]`".into());
+                return None;
+            }
+        };
+        if items.is_empty() {
+            let d = self.err(
+                Code::GateOptionsInvalid,
+                node.span,
+                "`gate.options` is empty",
+            );
+            d.help = Some("list at least one option, or remove `options`".into());
+            return None;
+        }
+        let mut out: Vec<Str> = Vec::new();
+        for item in items {
+            let Value::String(s) = &item.value else {
+                let d = self.err(
+                    Code::GateOptionNotString,
+                    item.span,
+                    "a gate option must be a string",
+                );
+                d.help = Some("quote the option: `\"3\"`".into());
+                continue;
+            };
+            if out.iter().any(|o| o.text == s.text) {
+                let d = self.err(
+                    Code::GateOptionsInvalid,
+                    item.span,
+                    format!("the gate option `{}` is listed twice", s.text),
+                );
+                d.help = Some("list each option once".into());
+                continue;
+            }
+            out.push(s.clone());
+        }
+        Some(GateOptions::List(out))
     }
 
     fn fanout(&mut self, e: &Entry) -> Option<Fanout> {

@@ -1,23 +1,40 @@
 //! Gates: decisions (approve, revise, kill), rounds, and the resets a revise
 //! makes (the reset closure precomputed in the plan).
 //!
-//! Owns: validating a decision, the round limits of the flow and the gate,
-//! routing approve/kill, resetting a revise's closure and re-entering its
-//! target, and scope failures (a whole frame fails).
+//! Owns: validating a decision (its `choice` against the options, X10), the
+//! gate's options when it starts waiting, the round limits of the flow and
+//! the gate, routing approve/kill, resetting a revise's closure and
+//! re-entering its target, and scope failures (a whole frame fails).
 //! Must never: change anything before every check that can refuse has run
 //! (an unresolvable carry refuses the revise with nothing changed).
+
+use serde_json::Value;
 
 use super::Transition;
 use crate::interp::VmError;
 use crate::interp::event::{EpochChange, EventKind};
 use crate::interp::state::*;
-use crate::plan::StepKindDef;
+use crate::plan::{GateOptionsDef, StepKindDef};
+
+/// What a person decided at a gate: the decision (`approve`, `revise`,
+/// `kill`), an optional note and an optional choice among the gate's
+/// options (X10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GateDecision<'a> {
+    /// `approve`, `revise` or `kill`.
+    pub decision: &'a str,
+    /// The note for the step that acts on it.
+    pub note: Option<&'a str>,
+    /// One of the gate's options (X10).
+    pub choice: Option<&'a str>,
+}
 
 /// A decision being applied.
 struct Decision<'d> {
     id: &'d str,
     decision: &'d str,
     note: Option<&'d str>,
+    choice: Option<&'d str>,
     by: &'d str,
     target: Option<u32>,
 }
@@ -27,10 +44,14 @@ impl Transition<'_> {
         &mut self,
         id: &str,
         token: Option<&str>,
-        decision: &str,
-        note: Option<&str>,
+        answer: &GateDecision<'_>,
         by: &str,
     ) -> Result<(), VmError> {
+        let GateDecision {
+            decision,
+            note,
+            choice,
+        } = *answer;
         if !["approve", "revise", "kill"].contains(&decision) {
             return Err(VmError::InvalidDecision(decision.to_string()));
         }
@@ -49,6 +70,15 @@ impl Transition<'_> {
         else {
             return Err(VmError::NotAwaiting(format!("`{id}` is not a gate")));
         };
+        if decision == "kill" && choice.is_some() {
+            return Err(VmError::InvalidChoice {
+                gate: id.to_string(),
+                choice: choice.unwrap_or_default().to_string(),
+                options: Vec::new(),
+                kill: true,
+            });
+        }
+        self.check_choice(at, id, choice)?;
         let target = match decision {
             "approve" => on_approve,
             "kill" => on_kill,
@@ -58,6 +88,7 @@ impl Transition<'_> {
             id,
             decision,
             note,
+            choice,
             by,
             target,
         };
@@ -80,6 +111,43 @@ impl Transition<'_> {
             None => self.enqueue_succ(at),
         }
         Ok(())
+    }
+
+    /// A decision's `choice` must be one of the options the gate offers
+    /// since it started waiting (X10; a kill carries none, refused before).
+    fn check_choice(&self, at: StepAt, id: &str, choice: Option<&str>) -> Result<(), VmError> {
+        let Some(choice) = choice else {
+            return Ok(());
+        };
+        let options = self.st(at).options.clone().unwrap_or_default();
+        if options.iter().any(|o| o == choice) {
+            return Ok(());
+        }
+        Err(VmError::InvalidChoice {
+            gate: id.to_string(),
+            choice: choice.to_string(),
+            options,
+            kill: false,
+        })
+    }
+
+    /// The options a gate offers, fixed when it starts waiting (X10): the
+    /// literal list, or its template rendered now. `Err` says why a
+    /// template does not render to a list of strings.
+    pub(super) fn gate_options(&self, at: StepAt) -> Result<Option<Vec<String>>, String> {
+        let StepKindDef::Gate { options, .. } = &self.def(at).kind else {
+            return Ok(None);
+        };
+        match options {
+            None => Ok(None),
+            Some(GateOptionsDef::List(list)) => Ok(Some(
+                list.iter().map(|s| self.plan.str(*s).to_string()).collect(),
+            )),
+            Some(GateOptionsDef::Template(t)) => {
+                let value = self.render(at.frame, *t, None, None)?;
+                options_of(value).map(Some)
+            }
+        }
     }
 
     /// The gate `id` names, if it waits for a decision.
@@ -108,6 +176,7 @@ impl Transition<'_> {
         st.token = None;
         st.decision = Some(d.decision.to_string());
         st.note = d.note.map(str::to_string);
+        st.choice = d.choice.map(str::to_string);
         self.set_status(at, StepStatus::Succeeded);
         self.gate_resolved(at, d);
     }
@@ -117,6 +186,7 @@ impl Transition<'_> {
             decision: d.decision.to_string(),
             target: d.target.map(|t| self.own_id(at.sibling(t)).to_string()),
             note: d.note.map(str::to_string),
+            choice: d.choice.map(str::to_string),
             resolved_by: d.by.to_string(),
             shown: self
                 .st(at)
@@ -155,19 +225,26 @@ impl Transition<'_> {
         let st = self.st_mut(at);
         st.token = None;
         st.note = d.note.map(str::to_string);
+        st.choice = d.choice.map(str::to_string);
         self.gate_resolved(at, d);
         self.frame_mut(at.frame).rounds = total;
         self.write_revise_carry(writes, d.id, total);
         if let Some(t) = d.target {
-            self.reset(at, t);
-            let target = at.sibling(t);
-            // the revise routes to its target: it runs again even when it is
-            // also a route target that no route chose this time
-            self.st_mut(target).revised = Some(Revised {
+            let members = self.reset(at, t);
+            let revised = Revised {
                 gate: d.id.to_string(),
                 round: total,
                 note: d.note.map(str::to_string),
-            });
+                choice: d.choice.map(str::to_string),
+            };
+            // X10: every step of the closure hears the answer on its first
+            // dispatch; the gate itself asks again instead
+            for s in members.into_iter().filter(|&s| s != t && s != at.step) {
+                self.st_mut(at.sibling(s)).revise_context = Some(revised.clone());
+            }
+            // the revise routes to its target: it runs again even when it is
+            // also a route target that no route chose this time
+            self.st_mut(at.sibling(t)).revised = Some(revised);
         }
         self.st_mut(at).gate_rounds = gate_rounds;
         Ok(())
@@ -186,8 +263,9 @@ impl Transition<'_> {
         }
     }
 
-    /// Resets the reset closure of gate `gate` revising to `target` (precomputed in the plan).
-    fn reset(&mut self, gate: StepAt, target: u32) {
+    /// Resets the reset closure of gate `gate` revising to `target`
+    /// (precomputed in the plan); returns the steps reset.
+    fn reset(&mut self, gate: StepAt, target: u32) -> Vec<u32> {
         let flow = self.flow(gate.frame);
         let members: Vec<u32> = match flow
             .closures
@@ -201,7 +279,7 @@ impl Transition<'_> {
         };
         let mut reset = Vec::new();
         let mut dropped = Vec::new();
-        for s in members {
+        for &s in &members {
             let at = gate.sibling(s);
             // items in flight are dropped with their step, and their worktrees removed
             self.drop_worktrees(at);
@@ -217,8 +295,10 @@ impl Transition<'_> {
             *st = StepState {
                 epoch: from + 1,
                 gate_rounds: st.gate_rounds,
-                // `${gate.note}` is the note of the latest decision, even once reset
+                // `${gate.note}` and `${gate.choice}` (X10) are the latest
+                // decision's, even once reset
                 note: st.note.take(),
+                choice: st.choice.take(),
                 ..StepState::default()
             };
             reset.push(EpochChange {
@@ -234,5 +314,27 @@ impl Transition<'_> {
             subflows_dropped: dropped,
         };
         self.event(kind, Some(self.sid(gate.sibling(target))));
+        members
     }
+}
+
+/// A rendered `options` template as a list of strings (X10), each option
+/// once in its first place (an agent's candidates may repeat); an empty
+/// list offers no choice.
+fn options_of(value: Value) -> Result<Vec<String>, String> {
+    let Value::Array(items) = value else {
+        return Err(format!(
+            "the gate's options must render to a list of strings, not {value}"
+        ));
+    };
+    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    for v in items {
+        let Value::String(s) = v else {
+            return Err(format!("a gate option must be a string, not {v}"));
+        };
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }

@@ -40,6 +40,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 
 pub use checks::{JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE};
+pub use gates::GateDecision;
 pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
 pub use reuse::{Prior, RetryRefused, prior, retried, start_retry};
@@ -367,13 +368,12 @@ pub fn resolve_gate(
     run: &mut Run,
     step_id: &str,
     token: Option<&str>,
-    decision: &str,
-    note: Option<&str>,
+    decision: &GateDecision<'_>,
     resolved_by: &str,
     host: &mut dyn Host,
 ) -> Result<Outcome, VmError> {
     let mut t = Transition::new(plan, index, run, host);
-    t.resolve_gate(step_id, token, decision, note, resolved_by)?;
+    t.resolve_gate(step_id, token, decision, resolved_by)?;
     t.advance();
     Ok(t.outcome())
 }

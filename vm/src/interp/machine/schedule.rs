@@ -227,8 +227,17 @@ impl Transition<'_> {
         self.event(EventKind::Ready { attempt }, Some(id));
     }
 
-    /// A gate step waits for a decision with a fresh token.
+    /// A gate step waits for a decision with a fresh token (its options
+    /// fixed now, X10: a template that does not render fails the gate).
     fn open_gate(&mut self, at: StepAt) {
+        match self.gate_options(at) {
+            Ok(options) => self.st_mut(at).options = options,
+            Err(e) => {
+                let id = self.sid(at);
+                self.fail_forced(at, format!("gate `{id}`: {e}"));
+                return;
+            }
+        }
         let token = self.mint("g");
         self.st_mut(at).token = Some(token);
         self.set_status(at, StepStatus::WaitingGate);

@@ -65,12 +65,16 @@ impl Transition<'_> {
                 }
                 st.output.clone()?
             }
-            RefTarget::Status(s) | RefTarget::Failure(s) | RefTarget::Note(s) => {
+            RefTarget::Status(s)
+            | RefTarget::Failure(s)
+            | RefTarget::Note(s)
+            | RefTarget::Choice(s) => {
                 let st = self.run.steps[f.ix()].get(s as usize)?;
                 let state = state_of(st);
                 match r.target {
                     RefTarget::Status(_) => state.status,
                     RefTarget::Failure(_) => state.failure,
+                    RefTarget::Choice(_) => state.choice,
                     _ => state.note,
                 }
             }
@@ -127,6 +131,7 @@ impl Transition<'_> {
         let states = States {
             ids: &self.fidx(f).ids,
             steps: &self.run.steps[f.ix()],
+            defs: &self.flow(f).steps,
         };
         let result = match result {
             ResultSel::Steps => ResultBinding::Steps(&outputs),
@@ -244,6 +249,8 @@ pub(super) struct StateView {
     pub attempts: Value,
     /// A gate's note of its latest decision, else `null`.
     pub note: Value,
+    /// A gate's choice of its latest decision (X10), else `null`.
+    pub choice: Value,
 }
 
 /// Whether step `s` failed and `on_fail: continue` let the flow go on (X2).
@@ -283,12 +290,15 @@ pub(super) fn state_of(st: &StepState) -> StateView {
         failure,
         attempts: Value::from(st.attempts),
         note: st.note.clone().map_or(Value::Null, Value::String),
+        choice: st.choice.clone().map_or(Value::Null, Value::String),
     }
 }
 
 struct States<'s> {
     ids: &'s HashMap<String, u32>,
     steps: &'s [StepState],
+    /// The flow's steps: a gate's state also has its `choice` (X10).
+    defs: &'s [crate::plan::StepDef],
 }
 
 impl StepStates for States<'_> {
@@ -300,6 +310,13 @@ impl StepStates for States<'_> {
         m.insert("output".into(), v.output);
         m.insert("failure".into(), v.failure);
         m.insert("attempts".into(), v.attempts);
+        let is_gate = self
+            .defs
+            .get(s as usize)
+            .is_some_and(|d| matches!(d.kind, crate::plan::StepKindDef::Gate { .. }));
+        if is_gate {
+            m.insert("choice".into(), v.choice);
+        }
         Some(Value::Object(m))
     }
 

@@ -60,6 +60,7 @@ impl Transition<'_> {
             },
             prompt: shown.prompt,
             show: shown.files,
+            options: self.st(at).options.clone(),
         })
     }
 
@@ -148,6 +149,34 @@ impl Transition<'_> {
             .collect()
     }
 
+    /// The revise a `do` step's dispatch carries as `previousRevise` (X10):
+    /// the target's on every attempt; a closure member's on its first
+    /// dispatch; inside a sub-flow that a revise (re-)entered through its
+    /// `run` step, the first dispatch of each of the sub-flow's first
+    /// steps (those without dependencies), nested calls included.
+    fn revise_heard(&self, at: StepAt) -> Option<crate::interp::Revised> {
+        let st = self.st(at);
+        if st.revised.is_some() {
+            return st.revised.clone();
+        }
+        if st.attempts > 1 {
+            return None;
+        }
+        if st.revise_context.is_some() {
+            return st.revise_context.clone();
+        }
+        let mut here = at;
+        while self.fidx(here.frame).deps[here.ix()].is_empty() {
+            let caller = self.frame(here.frame).parent?;
+            let cs = self.st(caller);
+            if let Some(r) = cs.revised.as_ref().or(cs.revise_context.as_ref()) {
+                return Some(r.clone());
+            }
+            here = caller;
+        }
+        None
+    }
+
     fn ready_entry(&self, slot: Slot) -> Option<ReadyEntry> {
         let at = slot.at;
         let st = self.st(at);
@@ -173,7 +202,7 @@ impl Transition<'_> {
                 contract: def.out.map(|o| self.contract_view(o)),
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
-                previous_revise: st.revised.clone(),
+                previous_revise: self.revise_heard(at),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
@@ -202,7 +231,11 @@ impl Transition<'_> {
             contract: stage.out.map(|o| self.contract_view(o)),
             ensure: self.ensure_views(at.frame, &stage.ensure, Some(&it.value), it.output.as_ref()),
             previous_failure: it.failure.clone(),
-            previous_revise: None,
+            // X10: a fanout the revise reset (its target or in its closure):
+            // each item's first dispatch hears the answer
+            previous_revise: (it.stage == 0 && it.attempts <= 1)
+                .then(|| st.revised.clone().or_else(|| st.revise_context.clone()))
+                .flatten(),
             item: Some(ItemEntry {
                 item: it.value.clone(),
                 item_index: k,
