@@ -596,20 +596,22 @@ shift_fields! {
     ast::Predicate => kind, span;
     ast::Iterate => max, until;
     ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show;
-    ast::Stage => span, task, out, ensure, attempts, when, artifacts;
+    ast::Stage => span, task, out, ensure, attempts, when, artifacts, scope;
+    ast::Scope => span, files, create, max_changed_bytes;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
-        iterate, budget, on_fail, artifacts;
+        iterate, budget, on_fail, artifacts, scope;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;
     ir::RefIr => span;
     ir::TemplateIr => pieces, span;
     ir::ExprIr => span;
-    ir::StageIr => task, ensure, when, artifacts;
+    ir::StageIr => task, ensure, when, artifacts, scope;
+    ir::ScopeIr => files, create;
     ir::ArtifactIr => template;
     ir::IterateIr => until;
-    ir::StepIr => span, kind, when, ensure, budget, artifacts;
+    ir::StepIr => span, kind, when, ensure, budget, artifacts, scope;
     ir::CarryIr => initial, on_revise;
     crate::diagnostics::Label => span;
     Fact => span;

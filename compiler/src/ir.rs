@@ -293,6 +293,19 @@ pub struct StageIr {
     pub timeout_ms: Option<u64>,
     /// `artifacts` (X4), resolved in the item's worktree when it has one.
     pub artifacts: Vec<ArtifactIr>,
+    /// `scope` (X11), resolved in the item's worktree when it has one.
+    pub scope: Option<ScopeIr>,
+}
+
+/// A checked `scope` (X11): what a dispatch may change.
+#[derive(Debug, Clone)]
+pub struct ScopeIr {
+    /// Paths and globs it may change or delete (empty: a write fence).
+    pub files: Vec<ArtifactIr>,
+    /// Paths and globs it may create.
+    pub create: Vec<ArtifactIr>,
+    /// Added plus removed bytes allowed.
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// One checked `artifacts` entry (X4).
@@ -414,6 +427,8 @@ pub struct StepIr {
     pub timeout_ms: Option<u64>,
     /// `artifacts` (X4; `do` steps only).
     pub artifacts: Vec<ArtifactIr>,
+    /// `scope` (X11; `do` steps only).
+    pub scope: Option<ScopeIr>,
     /// Failure route.
     pub on_fail: Option<StepId>,
     /// `on_fail: continue` (X2): when attempts run out the step ends

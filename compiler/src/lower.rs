@@ -474,6 +474,7 @@ impl Lowerer<'_> {
                             .map(|w| self.chunk(t, w, Context::StageWhen)),
                         timeout_ms: st.timeout_ms.or(default_timeout),
                         artifacts: self.artifacts(t, &st.artifacts),
+                        scope: st.scope.as_ref().map(|sc| self.scope(t, sc)),
                     })
                     .collect();
                 StepKindDef::Fanout {
@@ -516,6 +517,7 @@ impl Lowerer<'_> {
                 _ => None,
             },
             artifacts: self.artifacts(t, &s.artifacts),
+            scope: s.scope.as_ref().map(|sc| self.scope(t, sc)),
             entries,
             worst_dispatches,
         }
@@ -531,6 +533,15 @@ impl Lowerer<'_> {
                 glob: a.glob,
             })
             .collect()
+    }
+
+    /// `scope` (X11): its entries lowered like `artifacts` entries.
+    fn scope(&mut self, t: &mut FlowTables, sc: &ir::ScopeIr) -> ScopeDef {
+        ScopeDef {
+            files: self.artifacts(t, &sc.files),
+            create: self.artifacts(t, &sc.create),
+            max_changed_bytes: sc.max_changed_bytes,
+        }
     }
 }
 

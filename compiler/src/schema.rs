@@ -18,8 +18,8 @@ use serde_json::{Map, Value as Json, json};
 use crate::syntax::decode::{
     AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, COST_FIELDS, DISPATCHES, FANOUT_FIELDS,
     FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, MERGES,
-    OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, SCORED_FIELDS,
-    SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
+    OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, SCOPE_FIELDS,
+    SCORED_FIELDS, SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
 };
 use crate::yaml::{self, Node, Value};
 
@@ -57,6 +57,18 @@ fn doc(key: &str) -> Option<&'static str> {
         }
         "artifacts" => {
             "Files the step must leave (language 1.1): paths and globs (`*`, `?`, `[`, `**`) relative to the workspace, templates allowed; checked after `out`, hashed into a manifest when the step succeeds."
+        }
+        "scope" => {
+            "What the step's dispatch may change in the git working tree (language 1.1): `files` (paths and globs it may change or delete; `[]` changes nothing), `create` (paths and globs it may create), `max_changed_bytes` (added plus removed bytes). A change outside is a `scope_violation`, put back before the retry; `changes()` in `ensure` lists what changed."
+        }
+        "files" => {
+            "Paths and globs (templates allowed; a full reference may render to a list) the dispatch may change or delete; `[]` is a write fence (language 1.1)."
+        }
+        "create" => {
+            "Paths and globs the dispatch may create (language 1.1); a new file anywhere else is a `scope_violation`."
+        }
+        "max_changed_bytes" => {
+            "Most bytes the dispatch may change, added plus removed, summed over every changed file (language 1.1)."
         }
         "show" => {
             "Files shown with the gate's decision, with their current sha256 (language 1.1): template paths."
@@ -225,6 +237,10 @@ fn value_of(key: &str) -> Json {
         "ensure" => json!({"type": "array", "items": {"$ref": "#/definitions/predicate"}}),
         "attempts" | "timeout_ms" => pos_int(),
         "artifacts" => json!({"type": "array", "items": string()}),
+        "scope" => strict(SCOPE_FIELDS, &["files"], |k| match k {
+            "max_changed_bytes" => pos_int(),
+            _ => json!({"type": "array", "items": string()}),
+        }),
         "iterate" => strict(ITERATE_FIELDS, ITERATE_FIELDS, |k| {
             if k == "max" { pos_int() } else { string() }
         }),

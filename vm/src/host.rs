@@ -58,6 +58,7 @@ pub use crate::interp::{FileEvidence, FileHash};
 mod beneath;
 pub mod git;
 pub mod glob;
+pub mod snapshot;
 mod std_host;
 mod workspace;
 pub use git::{

@@ -20,6 +20,7 @@ mod graph;
 mod output;
 pub mod portable;
 mod recursion;
+mod scopes;
 mod steps;
 mod template;
 mod unreachable;
@@ -140,6 +141,9 @@ pub(crate) struct Checker<'a> {
     /// Where parses of expressions and templates come from: [`Fresh`], or
     /// the IDE database's cache of them.
     pub parses: &'a dyn Parses,
+    /// Whether `changes()` may be called in the expression being checked
+    /// (X11: set while the ensures of a scoped step or stage are checked).
+    pub changes_allowed: bool,
 }
 
 /// One expression text parsed: exactly what [`stratum_grammar::parse_expr`]
@@ -427,6 +431,7 @@ impl<'a> Checker<'a> {
             offsets: std::cell::RefCell::new((u32::MAX, None)),
             facts: None,
             parses: &Fresh,
+            changes_allowed: false,
         }
     }
 

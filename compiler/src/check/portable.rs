@@ -1,7 +1,8 @@
 //! `stratumc check --portable`: one warning per use of a language 1.1
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
-//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7).
+//! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7,
+//! S0911: X11).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -46,6 +47,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.push(lease(t, "timeout_ms"));
             }
             out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
+            out.extend(step.scope.as_ref().map(scope));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
                     out.extend(s.when.iter().flat_map(builtins));
@@ -55,6 +57,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
                     out.extend(s.artifacts.first().map(|a| artifacts(a, "artifacts")));
+                    out.extend(s.scope.as_ref().map(scope));
                 }
             }
             if let StepKind::Gate(g) = &step.kind {
@@ -64,6 +67,17 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// X11: one warning per `scope` (at its key); `changes()` needs a scope,
+/// so the scope's warning covers the calls too.
+fn scope(sc: &crate::syntax::ast::Scope) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableScope,
+        sc.span,
+        "`scope` is a stratumc addition (language 1.1, X11); the original engine rejects the key (and `changes()` in the ensures)",
+    )
+    .with_help("remove `scope` and its `changes()` ensures for the original engine; review the agent's diff with a gate instead")
 }
 
 /// The expressions of ensure entries.

@@ -173,7 +173,9 @@ impl<'a> Checker<'a> {
             prev: None,
             reader: i,
         };
+        self.changes_allowed = s.scope.is_some();
         let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
+        self.changes_allowed = false;
         let on_fail = s
             .on_fail
             .as_ref()
@@ -237,6 +239,7 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
+        let scope = self.scope(fc, i, s.scope.as_ref(), &StageScope::default());
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -256,6 +259,7 @@ impl<'a> Checker<'a> {
             cost: s.cost,
             timeout_ms: s.timeout_ms.map(|t| t.value),
             artifacts: artifacts?,
+            scope: scope?,
             on_fail,
             continues: s
                 .on_fail
@@ -425,8 +429,11 @@ impl<'a> Checker<'a> {
                 prev: stage_scope.prev.clone(),
                 reader: i,
             };
+            self.changes_allowed = st.scope.is_some();
             let ensure = self.predicates(fc, &st.ensure, &sc);
+            self.changes_allowed = false;
             let artifacts = self.artifacts(fc, i, &st.artifacts, &stage_scope);
+            let scope = self.scope(fc, i, st.scope.as_ref(), &stage_scope);
             let out = match own {
                 Type::Record(r) => Some(r),
                 _ => None,
@@ -436,8 +443,10 @@ impl<'a> Checker<'a> {
             } else {
                 Type::Any
             });
-            match (task, ensure, when, artifacts) {
-                (Some(task), Some(ensure), w, Some(artifacts)) if !matches!(w, Some(None)) => {
+            match (task, ensure, when, artifacts, scope) {
+                (Some(task), Some(ensure), w, Some(artifacts), Some(scope))
+                    if !matches!(w, Some(None)) =>
+                {
                     stages.push(ir::StageIr {
                         task,
                         agent: st.agent.unwrap_or_default(),
@@ -448,6 +457,7 @@ impl<'a> Checker<'a> {
                         cost: st.cost,
                         timeout_ms: st.timeout_ms.map(|t| t.value),
                         artifacts,
+                        scope,
                     })
                 }
                 _ => ok = false,

@@ -98,6 +98,10 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    ScopeNotPath = "S0340", Error, "a `scope` entry that does not render to a path or a list of paths";
+    InvalidScopePath = "S0341", Error, "a `scope` entry that leaves the workspace, or a glob that does not parse";
+    ChangesOutsideScope = "S0342", Error, "`changes()` outside the `ensure` of a step or stage with `scope`";
+    FencedChangeBudget = "S0343", Warning, "`max_changed_bytes` on a write fence that creates nothing";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
@@ -167,6 +171,7 @@ codes! {
     PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
+    PortableScope = "S0911", Warning, "`scope` and `changes()`, which the original engine does not know";
 }
 
 /// The whole catalogue as one Markdown document (`docs/diagnostics.md`).

@@ -77,6 +77,21 @@ pub struct Budget {
     pub span: Span,
 }
 
+/// `scope: {files, create?, max_changed_bytes?}` (X11): the paths a
+/// dispatch may change (`files`), the ones it may create (`create`), and a
+/// cap on the bytes it may change. `files: []` is a write fence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    /// The `scope` key (where its diagnostics point when no entry does).
+    pub span: Span,
+    /// `files`: templates and globs of paths the dispatch may change or delete.
+    pub files: Vec<Str>,
+    /// `create`: templates and globs of paths the dispatch may create.
+    pub create: Vec<Str>,
+    /// `max_changed_bytes`: added plus removed bytes allowed.
+    pub max_changed_bytes: Option<Int>,
+}
+
 /// `cost: {tokens?, usd?, ms?, p?, judge_tokens?}` on a `do` step or a
 /// fanout stage (language 1.1, EXTENSIONS.md X6): figures that replace the
 /// agent profile's (and the judge's tokens) for this step in `stratumc cost`
@@ -324,6 +339,8 @@ pub struct Stage {
     pub timeout_ms: Option<Int>,
     /// `artifacts`: template paths and globs the stage must leave (X4).
     pub artifacts: Vec<Str>,
+    /// `scope`: what the stage's dispatch may change (X11).
+    pub scope: Option<Scope>,
 }
 
 /// `fanout: {...}`.
@@ -425,6 +442,8 @@ pub struct Step {
     pub timeout_ms: Option<Int>,
     /// `artifacts`: template paths and globs a `do` step must leave (X4).
     pub artifacts: Vec<Str>,
+    /// `scope`: what a `do` step's dispatch may change (X11).
+    pub scope: Option<Scope>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
     /// `out` was given but is not a string (already reported).

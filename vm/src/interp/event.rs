@@ -242,12 +242,54 @@ pub enum EventKind {
     /// A step (or a fanout item's last stage) succeeded with `artifacts`
     /// (X4): the manifest of the files it left.
     ArtifactsRecorded(Manifest),
+    /// A scoped dispatch (X11) was accepted: its patch record (the files it
+    /// changed with their sha256 before and after, the trees, the diff).
+    PatchRecorded(PatchRecord),
+    /// Changes of a scoped dispatch outside its scope (X11) were put back
+    /// to the dispatch's snapshot before the retry.
+    ScopeRestored {
+        attempt: u32,
+        #[serde(rename = "itemIndex", default, skip_serializing_if = "Option::is_none")]
+        item_index: Option<u32>,
+        /// The snapshot the paths were restored to.
+        tree: String,
+        paths: Vec<String>,
+    },
     /// The cost model's estimate of each step of the entry flow, recorded
     /// when the run was started from a spec (`stratumc run SPEC`, MCP
     /// `stratum_plan`); `stratumc report` compares the spend with it. A run
     /// started from a prebuilt plan file has none (the plan holds no IR to
     /// estimate from).
     Estimated { steps: Vec<StepEstimate> },
+}
+
+/// The patch record of an accepted scoped dispatch (X11): what `stratumc
+/// report`, `query flow` and `stratum_audit` show, and what a rollback
+/// restores (each file checked against its `after` hash).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRecord {
+    /// The step id (`fan` for a fanout's items).
+    pub step: String,
+    /// The attempt whose changes these are.
+    pub attempt: u32,
+    /// The fanout item, for an item's stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_index: Option<u32>,
+    /// `worktree` when the changes were made in the item's worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The snapshot taken at dispatch (a git tree id).
+    pub tree_before: String,
+    /// The working tree at report (a git tree id).
+    pub tree_after: String,
+    /// The changed files, sorted by path.
+    pub files: Vec<super::host::FileChange>,
+    /// The unified diff, cut at a line end after 64 KiB.
+    pub diff: String,
+    /// Whether `diff` was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub diff_truncated: bool,
 }
 
 /// The manifest of an attempt's artifacts (X4): what `stratumc verify`
@@ -383,6 +425,8 @@ impl EventKind {
             EventKind::StepReused { .. } => "step_reused",
             EventKind::Retried { .. } => "retried",
             EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
+            EventKind::PatchRecorded(_) => "patch_recorded",
+            EventKind::ScopeRestored { .. } => "scope_restored",
             EventKind::Estimated { .. } => "estimated",
         }
     }
@@ -404,7 +448,9 @@ impl EventKind {
             | EventKind::Estimated { .. } => "—",
             EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
-            EventKind::ArtifactsRecorded(_) => "step, or fanout (for an item)",
+            EventKind::ArtifactsRecorded(_)
+            | EventKind::PatchRecorded(_)
+            | EventKind::ScopeRestored { .. } => "step, or fanout (for an item)",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
                 "the checked step or item (`when`, `set`, `until` and stage `when` expressions: their step or item)"
@@ -434,7 +480,37 @@ impl EventKind {
         all.extend(Self::revision_examples());
         all.extend(Self::retry_examples());
         all.push(Self::estimate_example());
+        all.extend(Self::scope_examples());
         all
+    }
+
+    fn scope_examples() -> Vec<EventKind> {
+        let sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        vec![
+            EventKind::PatchRecorded(PatchRecord {
+                step: "patch".into(),
+                attempt: 1,
+                item_index: None,
+                root: None,
+                tree_before: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+                tree_after: "d8329fc1cc938780ffdd9f94e0d364e0ea74f579".into(),
+                files: vec![super::host::FileChange {
+                    path: "src/lib.rs".into(),
+                    status: super::host::ChangeStatus::Modified,
+                    bytes: 42,
+                    before: Some(sha.into()),
+                    after: Some(sha.into()),
+                }],
+                diff: "diff --git a/src/lib.rs b/src/lib.rs\n…".into(),
+                diff_truncated: false,
+            }),
+            EventKind::ScopeRestored {
+                attempt: 1,
+                item_index: None,
+                tree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+                paths: vec!["Cargo.toml".into()],
+            },
+        ]
     }
 
     fn estimate_example() -> EventKind {

@@ -197,6 +197,9 @@ pub struct ItemState {
     /// The digest of the manifest of its final stage's artifacts (X4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,
+    /// The snapshot (a git tree id) of the live scoped dispatch (X11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -262,6 +265,9 @@ pub struct StepState {
     /// started waiting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shown: Option<GateShown>,
+    /// The snapshot (a git tree id) of the live scoped dispatch (X11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 /// A step a retried run took over from the old run (X8): its output (or a

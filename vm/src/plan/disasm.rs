@@ -157,6 +157,38 @@ fn artifacts_listing(
     }
 }
 
+/// The lines of a `scope` (X11): `scope files N create N max_changed_bytes
+/// N` (or `scope fence`), then one `files`/`create` line per entry.
+fn scope_listing(
+    plan: &Plan,
+    flow: &FlowDef,
+    scope: Option<&super::ScopeDef>,
+    indent: &str,
+    out: &mut String,
+) {
+    let Some(sc) = scope else {
+        return;
+    };
+    let fence = sc.files.is_empty() && sc.create.is_empty();
+    let _ = writeln!(
+        out,
+        "{indent}scope{}{}",
+        if fence { " fence" } else { "" },
+        sc.max_changed_bytes
+            .map_or(String::new(), |m| format!(" max_changed_bytes {m}"))
+    );
+    for (key, entries) in [("files", &sc.files), ("create", &sc.create)] {
+        for a in entries {
+            let _ = writeln!(
+                out,
+                "{indent}  {key}{} {}",
+                if a.glob { " glob" } else { "" },
+                template_text(plan, flow, a.template)
+            );
+        }
+    }
+}
+
 fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
     let s = |id: StrId| plan.str(id);
     let _ = writeln!(
@@ -299,6 +331,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, flow, p));
                     }
                     artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
+                    scope_listing(plan, flow, stage.scope.as_ref(), "        ", out);
                 }
                 for p in pre_merge {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
@@ -336,6 +369,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
+        scope_listing(plan, flow, st.scope.as_ref(), "    ", out);
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

@@ -21,8 +21,8 @@
 
 use serde_json::{Value, json};
 
-use super::ArtifactDef;
 use super::op::{self, Op};
+use super::{ArtifactDef, ScopeDef};
 use super::{
     BaseType, BudgetDef, Chunk, ConstDef, FlowDef, Plan, PredDef, RefDef, RefTarget, Seg, StageDef,
     StepDef, StepKindDef, TemplateDef, TemplateMode, TypeDef, WithNode,
@@ -63,7 +63,7 @@ impl Resolver<'_> {
     }
 
     fn step(&self, sd: &StepDef) -> Value {
-        json!({
+        let mut v = json!({
             "id": self.s(sd.id),
             "kind": self.kind(&sd.kind),
             "when": sd.when.map(|c| self.chunk(c)),
@@ -73,7 +73,24 @@ impl Resolver<'_> {
             "onFail": self.target(sd.on_fail),
             "onFailContinue": sd.on_fail_continue,
             "artifacts": self.artifacts(&sd.artifacts),
-        })
+        });
+        self.scope(&mut v, sd.scope.as_ref());
+        v
+    }
+
+    /// `scope` (X11), only when there is one: the hashes of unscoped steps
+    /// stay what they were before scopes existed.
+    fn scope(&self, v: &mut Value, scope: Option<&ScopeDef>) {
+        if let (Some(sc), Some(obj)) = (scope, v.as_object_mut()) {
+            obj.insert(
+                "scope".into(),
+                json!({
+                    "files": self.artifacts(&sc.files),
+                    "create": self.artifacts(&sc.create),
+                    "maxChangedBytes": sc.max_changed_bytes,
+                }),
+            );
+        }
     }
 
     fn kind(&self, k: &StepKindDef) -> Value {
@@ -134,7 +151,7 @@ impl Resolver<'_> {
     }
 
     fn stage(&self, s: &StageDef) -> Value {
-        json!({
+        let mut v = json!({
             "do": self.template(s.task),
             "agent": s.agent.as_str(),
             "out": s.out.map(|r| self.record(r, 0)),
@@ -142,7 +159,9 @@ impl Resolver<'_> {
             "attempts": s.attempts,
             "when": s.when.map(|c| self.chunk(c)),
             "artifacts": self.artifacts(&s.artifacts),
-        })
+        });
+        self.scope(&mut v, s.scope.as_ref());
+        v
     }
 
     /// `artifacts` entries (X4): what the checks require to exist.
@@ -373,6 +392,7 @@ mod tests {
             on_fail: None,
             on_fail_continue: false,
             artifacts: Vec::new(),
+            scope: None,
             timeout_ms: Some(pos.line.into()),
             entries: pos.col,
             worst_dispatches: Bound::Finite(pos.col.into()),

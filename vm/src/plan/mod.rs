@@ -319,6 +319,8 @@ pub struct StepDef {
     pub timeout_ms: Option<u64>,
     /// `artifacts` of a `do` step (X4; empty for other constructs).
     pub artifacts: Vec<ArtifactDef>,
+    /// `scope` of a `do` step (X11; `None` for other constructs).
+    pub scope: Option<ScopeDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -416,6 +418,22 @@ pub struct StageDef {
     pub timeout_ms: Option<u64>,
     /// `artifacts` of the stage (X4), resolved in the item's worktree.
     pub artifacts: Vec<ArtifactDef>,
+    /// `scope` of the stage (X11), resolved in the item's worktree.
+    pub scope: Option<ScopeDef>,
+}
+
+/// A `scope` (X11): what one dispatch may change in its git working tree.
+/// Its entries render like `artifacts` entries (a path, a list of paths
+/// from a full reference, or a glob).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeDef {
+    /// Paths and globs the dispatch may change or delete (empty: a write
+    /// fence).
+    pub files: Vec<ArtifactDef>,
+    /// Paths and globs the dispatch may create.
+    pub create: Vec<ArtifactDef>,
+    /// Added plus removed bytes allowed, summed over the changed files.
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// One `artifacts` entry (X4): a template rendering to a path (or, for a

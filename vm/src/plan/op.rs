@@ -175,6 +175,7 @@ pub const BUILTIN_DOCS: &[&str] = &[
     "count(xs, p -> cond) -> number: how many elements satisfy cond",
     "filter(xs, p -> cond) -> list: the elements that satisfy cond, in order",
     "map(xs, p -> value) -> list: the value of the body for each element",
+    "changes() -> list of {path, status, bytes}: the files this dispatch changed since its snapshot (status added, modified or deleted; only in the ensure of a step with `scope`)",
 ];
 
 /// The builtin functions, by index: name and arity ([`VARIADIC`]: one or
@@ -200,6 +201,7 @@ pub const BUILTINS: &[(&str, u8)] = &[
     ("count", 2),
     ("filter", 2),
     ("map", 2),
+    ("changes", 0),
 ];
 
 /// The index of a builtin by name.

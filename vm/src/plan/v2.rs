@@ -228,6 +228,7 @@ impl StepDef {
             on_fail_continue: false,
             timeout_ms: self.timeout_ms,
             artifacts: Vec::new(),
+            scope: None,
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }
@@ -296,6 +297,7 @@ impl StageDef {
             when: self.when,
             timeout_ms: self.timeout_ms,
             artifacts: Vec::new(),
+            scope: None,
         }
     }
 }

@@ -193,6 +193,12 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
     }
     let chunk_ok = |v: &V<'_>, c: u32| v.idx(c, flow.chunks.len(), "chunk");
     let template_ok = |v: &V<'_>, t: u32| v.idx(t, flow.templates.len(), "template");
+    let scope_ok = |v: &V<'_>, sc: Option<&crate::plan::ScopeDef>| -> R {
+        for a in sc.iter().flat_map(|sc| sc.files.iter().chain(&sc.create)) {
+            template_ok(v, a.template)?;
+        }
+        Ok(())
+    };
     for (si, s) in flow.steps.iter().enumerate() {
         v.at = ("step", fi, si);
         v.s(s.id)?;
@@ -215,6 +221,10 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         for a in &s.artifacts {
             template_ok(v, a.template)?;
         }
+        if s.scope.is_some() && !matches!(s.kind, StepKindDef::Do { .. }) {
+            return v.fail("only `do` steps and fanout stages have a `scope`");
+        }
+        scope_ok(v, s.scope.as_ref())?;
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
         match &s.kind {
@@ -258,6 +268,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     for a in &st.artifacts {
                         template_ok(v, a.template)?;
                     }
+                    scope_ok(v, st.scope.as_ref())?;
                     if let Some(o) = st.out {
                         v.record(o)?;
                     }

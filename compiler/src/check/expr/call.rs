@@ -64,6 +64,13 @@ impl Walk<'_, '_, '_> {
         if callee.starts_with("file") || callee == "matches" || callee == "glob" {
             self.dynamic = true;
         }
+        if callee == "changes" {
+            self.dynamic = true;
+            if !self.ck.changes_allowed {
+                let span = self.span(whole.span);
+                self.ck.changes_outside_scope(span, self.scope.field);
+            }
+        }
         self.builtin(callee, args, &arg_types)
     }
 
@@ -264,7 +271,10 @@ impl Walk<'_, '_, '_> {
     /// The result type of a known builtin called with the right number of
     /// arguments, reporting arguments of the wrong type.
     fn builtin(&mut self, callee: &str, args: &[Expr], arg_types: &[Type]) -> Type {
-        let a0 = &arg_types[0];
+        // `changes()` (X11) is the one builtin without arguments
+        let Some(a0) = arg_types.first() else {
+            return fallback(callee);
+        };
         match callee {
             "len" => {
                 if bad(a0, &|t| {
@@ -377,8 +387,14 @@ fn fallback(callee: &str) -> Type {
         "int" | "len" | "count" => Type::Number,
         "max" | "min" | "coalesce" | "unique" | "file" | "filter" | "map" => Type::Any,
         "keys" | "glob" => Type::List(Box::new(Type::String)),
+        "changes" => changes_type(),
         _ => Type::Bool,
     }
+}
+
+/// `changes()` (X11): a list of `{path, status, bytes}` objects.
+fn changes_type() -> Type {
+    Type::List(Box::new(Type::Object))
 }
 
 /// `coalesce`: the arguments' type when all non-null ones agree, else any.

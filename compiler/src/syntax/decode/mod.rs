@@ -45,6 +45,7 @@ pub const STEP_FIELDS: &[&str] = &[
     "cost",
     "timeout_ms",
     "artifacts",
+    "scope",
 ];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
@@ -59,7 +60,10 @@ pub const STAGE_FIELDS: &[&str] = &[
     "cost",
     "timeout_ms",
     "artifacts",
+    "scope",
 ];
+/// Keys of `scope` (X11).
+pub const SCOPE_FIELDS: &[&str] = &["files", "create", "max_changed_bytes"];
 /// Keys of `cost` hints (X6).
 pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
 pub const FANOUT_FIELDS: &[&str] = &[
@@ -137,6 +141,7 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
             "cost",
             "timeout_ms",
             "artifacts",
+            "scope",
         ],
         "set" => &["out", "ensure"],
         "gate" => &[],
@@ -708,6 +713,33 @@ impl Decoder<'_> {
             }
         }
         Some(hint)
+    }
+
+    /// `scope: {files, create?, max_changed_bytes?}` (X11): `files` is
+    /// required (`[]` is a write fence); the entries are strings.
+    fn scope(&mut self, e: &Entry) -> Option<Scope> {
+        let obj = self.obj(&e.value, "`scope`", Some(e.key.span))?;
+        self.strict(&obj, SCOPE_FIELDS, "`scope`");
+        let files = self.required(&obj, "files", "`scope`");
+        if files.is_none() {
+            self.last().help = Some(
+                "list the paths the step may change, e.g. `files: [\"src/**/*.rs\"]`; `files: []` lets it change nothing".into(),
+            );
+        }
+        let files = files.map(|f| self.string_list(&f.value, "`scope.files`"))?;
+        let create = obj
+            .get("create")
+            .map(|c| self.string_list(&c.value, "`scope.create`"))
+            .unwrap_or_default();
+        let max_changed_bytes = obj
+            .get("max_changed_bytes")
+            .and_then(|m| self.positive_int(&m.value, "`scope.max_changed_bytes`"));
+        Some(Scope {
+            span: e.key.span,
+            files,
+            create,
+            max_changed_bytes,
+        })
     }
 
     fn carry(&mut self, e: &Entry) -> Option<Carry> {

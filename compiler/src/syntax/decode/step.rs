@@ -56,6 +56,7 @@ impl Decoder<'_> {
             cost: None,
             timeout_ms: None,
             artifacts: Vec::new(),
+            scope: None,
             on_fail: None,
             out_broken: false,
         };
@@ -181,6 +182,9 @@ impl Decoder<'_> {
         }
         if let Some(a) = obj.get("artifacts").filter(|_| allowed("artifacts")) {
             step.artifacts = self.string_list(&a.value, "`artifacts`");
+        }
+        if let Some(sc) = obj.get("scope").filter(|_| allowed("scope")) {
+            step.scope = self.scope(sc);
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
@@ -453,6 +457,7 @@ impl Decoder<'_> {
                 .get("artifacts")
                 .map(|a| self.string_list(&a.value, "`artifacts`"))
                 .unwrap_or_default(),
+            scope: obj.get("scope").and_then(|sc| self.scope(sc)),
         })
     }
 }

@@ -44,7 +44,9 @@ impl Transition<'_> {
     /// A report arrived for a live dispatch (its token was checked).
     pub(super) fn attempt_done(&mut self, slot: Slot, report: &Report, usage: Spend) {
         let attempt = self.take_dispatch(slot);
-        match self.check_report(slot, attempt, report, usage) {
+        let tree = self.take_snapshot_tree(slot);
+        let shared = tree.is_some() && self.slot_root_is_workspace(slot);
+        match self.check_report(slot, attempt, report, usage, tree) {
             Checked::RunEnded => return,
             Checked::Failed(failure, output, retry) => {
                 self.attempt_failed(slot, failure, output, retry)
@@ -54,12 +56,30 @@ impl Transition<'_> {
                 Some(k) => self.item_passed(slot.at, k, attempt, output),
             },
         }
+        self.changes_seen = None;
+        self.diff_seen = None;
         if let Some(k) = slot.item {
             if self.item(slot.at, k).status.is_terminal() {
                 self.drop_worktree(slot.at, k);
             }
             self.pump(slot.at);
         }
+        if shared {
+            self.wake_scoped();
+        }
+    }
+
+    /// The snapshot of the dispatch that reported (X11), cleared from its row.
+    fn take_snapshot_tree(&mut self, slot: Slot) -> Option<String> {
+        match slot.item {
+            None => self.st_mut(slot.at).snapshot.take(),
+            Some(k) => self.item_mut(slot.at, k).snapshot.take(),
+        }
+    }
+
+    fn slot_root_is_workspace(&self, slot: Slot) -> bool {
+        slot.item
+            .is_none_or(|k| self.item(slot.at, k).worktree.is_none())
     }
 
     /// The dispatch leaves the ready set (decided below); its attempt number.
@@ -80,7 +100,14 @@ impl Transition<'_> {
     }
 
     /// Usage, the reported failure, the output checks and the judge's usage, in that order.
-    fn check_report(&mut self, slot: Slot, attempt: u32, report: &Report, usage: Spend) -> Checked {
+    fn check_report(
+        &mut self,
+        slot: Slot,
+        attempt: u32,
+        report: &Report,
+        usage: Spend,
+        tree: Option<String>,
+    ) -> Checked {
         if usage != Spend::default() {
             self.record_usage(slot, attempt, usage);
             let task_breach = self.settle_breach(slot.at, &usage, "");
@@ -91,6 +118,10 @@ impl Transition<'_> {
             if self.ended() {
                 return Checked::RunEnded;
             }
+        }
+        // X11: what the dispatch changed, against its scope (put back when outside)
+        if let Err(failure) = self.check_scope(slot, attempt, tree) {
+            return Checked::Failed(failure, report.output.clone(), Retry::Allowed);
         }
         if let Some(reason) = &report.failure {
             let failure = Failure::new(attempt, reason.clone());
@@ -274,6 +305,7 @@ impl Transition<'_> {
         if let Some(files) = artifacts {
             self.record_manifest(at, None, attempt, files);
         }
+        self.record_patch(Slot::step(at), attempt);
     }
 
     /// `iterate … until`: true when the step is done iterating (or has no
@@ -393,6 +425,7 @@ impl Transition<'_> {
         if let Some(files) = artifacts {
             self.record_manifest(at, Some(k), attempt, files);
         }
+        self.record_patch(Slot::item(at, k), attempt);
     }
 
     pub(super) fn succeed(&mut self, at: StepAt, output: Value) {

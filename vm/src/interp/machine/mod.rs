@@ -30,6 +30,7 @@ mod ledger;
 mod ops;
 mod reuse;
 mod schedule;
+mod scopes;
 mod subflow;
 mod values;
 mod views;
@@ -65,6 +66,11 @@ struct Transition<'a> {
     /// The artifacts (X4) of the output being checked, hashed by its check;
     /// taken by the success that records their manifest.
     artifacts_seen: Option<Vec<super::host::FileHash>>,
+    /// `changes()` of the scoped dispatch being checked (X11).
+    changes_seen: Option<Value>,
+    /// The snapshot and the diff of the scoped dispatch being checked (X11),
+    /// taken by the success that records its patch.
+    diff_seen: Option<(String, super::host::TreeDiff)>,
 }
 
 impl<'a> Transition<'a> {
@@ -77,6 +83,8 @@ impl<'a> Transition<'a> {
             queue: VecDeque::new(),
             file_root: None,
             artifacts_seen: None,
+            changes_seen: None,
+            diff_seen: None,
         }
     }
 
@@ -222,6 +230,7 @@ impl<'a> Transition<'a> {
         self.event(EventKind::run_end(status, &failure), None);
         self.burn_tokens();
         self.drop_all_worktrees();
+        self.drop_snapshots();
     }
 
     /// The run completed with `output`.
@@ -230,6 +239,7 @@ impl<'a> Transition<'a> {
         self.run.header.status = RunStatus::Completed;
         self.event(EventKind::Completed { output }, None);
         self.burn_tokens();
+        self.drop_snapshots();
     }
 
     /// Drops every live token (terminal runs hand nothing out).

@@ -80,6 +80,15 @@ pub(super) fn check_startable(
             }
         }
     }
+    // X11: scoped steps snapshot the working tree through git (a run-time
+    // check: `check` never looks at the workspace)
+    if super::scopes::has_scopes(plan)
+        && let Err(e) = host.snapshots_ready(crate::interp::host::FileRoot::Workspace)
+    {
+        return Err(VmError::Limit(format!(
+            "this flow has steps with `scope`, which snapshot the workspace through git, but the workspace is not a git repository ({e}); run it in a git working tree (`git init` and commit once), or remove `scope`"
+        )));
+    }
     if fd.steps.len() > MAX_STEPS {
         return Err(VmError::Limit(format!(
             "flow has {} steps; a run supports at most {MAX_STEPS}",
@@ -254,6 +263,7 @@ impl Transition<'_> {
         let items = h.ready.iter().filter(|s| s.item.is_some()).count();
         self.burn_tokens();
         self.drop_all_worktrees();
+        self.drop_snapshots();
         self.run.header.status = RunStatus::Cancelled;
         let kind = EventKind::FlowCancelled {
             by: "operator".into(),

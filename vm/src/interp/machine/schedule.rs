@@ -109,6 +109,10 @@ impl Transition<'_> {
         if !self.routed_in(at) || !self.dependencies_met(at) {
             return;
         }
+        // X11: one scoped dispatch at a time in the shared working tree
+        if self.scoped_step_waits(at) {
+            return;
+        }
         let def = self.def(at);
         if let Some(c) = def.when {
             let by = self.sid(at);
@@ -211,6 +215,11 @@ impl Transition<'_> {
                 self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
             }
             return;
+        }
+        if let Err(reason) = self.take_snapshot(Slot::step(at), attempt) {
+            self.st_mut(at).attempts = attempt;
+            let failure = Failure::new(attempt, reason);
+            return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
         }
         let token = self.mint("d");
         let st = self.st_mut(at);

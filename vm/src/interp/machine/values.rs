@@ -142,6 +142,7 @@ impl Transition<'_> {
             host: &mut *self.host,
             root: self.file_root.as_deref(),
             evidence: Vec::new(),
+            changes: self.changes_seen.as_ref(),
         };
         let r = eval_with_steps(self.plan, chunk, &b, Some(&states), &mut files);
         let evidence = std::mem::take(&mut files.evidence);
@@ -321,9 +322,19 @@ struct HostFiles<'h> {
     /// An item's worktree, else the workspace root.
     root: Option<&'h str>,
     evidence: Vec<FileEvidence>,
+    /// `changes()` of the scoped dispatch being checked (X11).
+    changes: Option<&'h Value>,
 }
 
 impl Files for HostFiles<'_> {
+    fn changes(&mut self) -> Result<Value, HostError> {
+        self.changes.cloned().ok_or_else(|| {
+            HostError::Unsupported(
+                "`changes()` is only known in the ensure of a scoped dispatch".into(),
+            )
+        })
+    }
+
     fn file_exists(&mut self, path: &str) -> Result<bool, HostError> {
         let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
         let ev = self.host.file_exists(root, path)?;
