@@ -118,7 +118,8 @@ use stratum_vm::config::{Config, Figures};
 
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::{
-    EdgeKind, FlowId, FlowIr, Ir, IterateIr, PredicateIr, RefIr, RefTarget, Segment, StageIr,
+    EdgeKind, FlowId, FlowIr, Ir, IterateIr, PredicateIr, RefIr, RefTarget, RouteActionIr, Segment,
+    StageIr,
     StepId, StepKindIr,
 };
 use crate::source::Span;
@@ -1153,7 +1154,8 @@ fn wall_clock(
 }
 
 /// Entries of each step (1 + the rounds of the revises that reset it,
-/// capped by the flow's `max_rounds`), and each revising gate's rounds with
+/// capped by the flow's `max_rounds`, + the `max` of every route `goto`
+/// whose closure holds it, X9), and each revising gate's rounds with
 /// the reset closure the checker recorded for it.
 fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
     let fmax = flow.max_rounds.unwrap_or(0);
@@ -1170,7 +1172,30 @@ fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
             revisers.push((rounds, &reset.steps));
         }
     }
-    let entries = extra.into_iter().map(|x| 1 + x.min(fmax)).collect();
+    // X9: route counters are run-wide and apart from `max_rounds`: each
+    // `goto` adds its `max` to every step of its reset closure (a sum over
+    // the routes, not a product)
+    let mut routed = vec![0u64; flow.steps.len()];
+    for reset in &flow.resets {
+        let fires: u64 = flow.steps[reset.from]
+            .routes
+            .iter()
+            .filter_map(|r| match r.action {
+                RouteActionIr::Goto { target, max, .. } if target == reset.target => Some(max),
+                _ => None,
+            })
+            .fold(0u64, u64::saturating_add);
+        for (x, &m) in routed.iter_mut().zip(&reset.steps) {
+            if m {
+                *x = x.saturating_add(fires);
+            }
+        }
+    }
+    let entries = extra
+        .into_iter()
+        .zip(routed)
+        .map(|(x, r)| (1 + x.min(fmax)).saturating_add(r))
+        .collect();
     (entries, revisers)
 }
 

@@ -599,7 +599,8 @@ shift_fields! {
     ast::Stage => span, task, out, ensure, attempts, when, artifacts;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
-        iterate, budget, on_fail, artifacts;
+        iterate, budget, on_fail, artifacts, routes;
+    ast::RouteEntry => span, when, action;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;
@@ -609,11 +610,34 @@ shift_fields! {
     ir::StageIr => task, ensure, when, artifacts;
     ir::ArtifactIr => template;
     ir::IterateIr => until;
-    ir::StepIr => span, kind, when, ensure, budget, artifacts;
+    ir::StepIr => span, kind, when, ensure, budget, artifacts, routes;
+    ir::RouteIr => span, when, action;
     ir::CarryIr => initial, on_revise;
     crate::diagnostics::Label => span;
     Fact => span;
     Diagnostic => span, labels;
+}
+
+impl Shift for ir::RouteActionIr {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ir::RouteActionIr::Goto { note, .. } => note.shift(d),
+            ir::RouteActionIr::Fail(reason) => reason.shift(d),
+        }
+    }
+}
+
+impl Shift for ast::RouteEntryAction {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ast::RouteEntryAction::Goto { target, max, note } => {
+                target.shift(d);
+                max.shift(d);
+                note.shift(d);
+            }
+            ast::RouteEntryAction::Fail(reason) => reason.shift(d),
+        }
+    }
 }
 
 impl Shift for Node {

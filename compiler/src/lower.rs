@@ -516,9 +516,31 @@ impl Lowerer<'_> {
                 _ => None,
             },
             artifacts: self.artifacts(t, &s.artifacts),
+            routes: self.routes(t, &s.routes),
             entries,
             worst_dispatches,
         }
+    }
+
+    /// `route` entries (X9): conditions over the step's output, targets by
+    /// plan index (their reset closures are in the flow's `closures`).
+    fn routes(&mut self, t: &mut FlowTables, routes: &[ir::RouteIr]) -> Vec<RouteDef> {
+        routes
+            .iter()
+            .map(|r| RouteDef {
+                when: self.chunk(t, &r.when, Context::Output),
+                action: match &r.action {
+                    ir::RouteActionIr::Goto { target, max, note } => RouteAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
+                    },
+                    ir::RouteActionIr::Fail(reason) => RouteAction::Fail {
+                        reason: self.template(t, reason, true),
+                    },
+                },
+            })
+            .collect()
     }
 
     /// `artifacts` entries (X4): a full reference keeps its value (a path or

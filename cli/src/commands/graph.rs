@@ -616,7 +616,12 @@ impl Builder<'_> {
                 .filter(|(_, inside)| **inside)
                 .map(|(s, _)| s.id.as_str())
                 .collect();
-            let label = format!("revise ↺ resets {}", reset.join(", "));
+            // X9: a route's `goto` is the same back edge, from a non-gate step
+            let kind = match f.steps[r.from].kind {
+                StepKindIr::Gate { .. } => "revise",
+                _ => "route",
+            };
+            let label = format!("{kind} ↺ resets {}", reset.join(", "));
             let (from, to) = (
                 anchors[r.from].exit.clone(),
                 anchors[r.target].entry.clone(),

@@ -20,6 +20,7 @@ mod graph;
 mod output;
 pub mod portable;
 mod recursion;
+mod routes;
 mod steps;
 mod template;
 mod unreachable;
@@ -107,7 +108,29 @@ impl FlowCtx<'_> {
                 let &t = self.index.get(gate.on_revise.step()?.text.as_str())?;
                 (t != g).then(|| self.graph.reset_closure(g, t))
             })
+            .chain(self.route_regions())
             .collect()
+    }
+
+    /// X9: the reset region of every route `goto` to another step, one per
+    /// (step, target) pair, in document order (a wrong target is reported
+    /// by `routes`).
+    fn route_regions(&self) -> Vec<ir::ResetIr> {
+        let mut out: Vec<ir::ResetIr> = Vec::new();
+        for (i, s) in self.flow.steps.iter().enumerate() {
+            for r in &s.routes {
+                let ast::RouteEntryAction::Goto { target, .. } = &r.action else {
+                    continue;
+                };
+                let Some(&t) = self.index.get(target.text.as_str()) else {
+                    continue;
+                };
+                if t != i && !out.iter().any(|x| x.from == i && x.target == t) {
+                    out.push(self.graph.reset_closure(i, t));
+                }
+            }
+        }
+        out
     }
 
     /// What a revise of gate `gate` resets.

@@ -46,6 +46,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.push(lease(t, "timeout_ms"));
             }
             out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
+            out.extend(step.routes.first().map(routes));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
                     out.extend(s.when.iter().flat_map(builtins));
@@ -261,6 +262,16 @@ fn artifacts(at: &Str, key: &str) -> Diagnostic {
     } else {
         "remove `show` and `prompt` for the original engine; the gate then shows only its step id"
     })
+}
+
+/// X9: one warning per step with `route` entries, at its first entry.
+fn routes(r: &crate::syntax::ast::RouteEntry) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableRoutes,
+        r.span,
+        "`route` (conditional edges after success) is a stratumc addition (language 1.1, X9); the original engine rejects the key",
+    )
+    .with_help("for the original engine, go back through a gate's `on_revise` (a human decides) or loop one step with `iterate`")
 }
 
 fn lease(t: &Int, key: &str) -> Diagnostic {

@@ -237,6 +237,7 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
+        let routes = self.routes(fc, i);
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -257,6 +258,7 @@ impl<'a> Checker<'a> {
             timeout_ms: s.timeout_ms.map(|t| t.value),
             artifacts: artifacts?,
             on_fail,
+            routes: routes?,
             continues: s
                 .on_fail
                 .as_ref()

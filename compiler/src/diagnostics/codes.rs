@@ -98,6 +98,9 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    RouteNeedsMax = "S0326", Error, "a `goto` route without `max`";
+    RouteShape = "S0327", Error, "a `route` entry that is not `{when, goto, max, note?}` or `{when, fail}`";
+    RouteNotAncestor = "S0328", Error, "a route `goto` that does not name a strict ancestor of its step";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";
@@ -166,6 +169,7 @@ codes! {
     PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
     PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
+    PortableRoutes = "S0909", Warning, "`route` entries (conditional edges after success), which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
 }
 

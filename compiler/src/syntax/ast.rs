@@ -427,6 +427,35 @@ pub struct Step {
     pub artifacts: Vec<Str>,
     /// `on_fail`.
     pub on_fail: Option<Name>,
+    /// `route` entries (X9), in order.
+    pub routes: Vec<RouteEntry>,
     /// `out` was given but is not a string (already reported).
     pub out_broken: bool,
+}
+
+/// One `route` entry (X9): `{when, goto, max, note?}` or `{when, fail}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when`.
+    pub when: Str,
+    /// What it does.
+    pub action: RouteEntryAction,
+}
+
+/// What a `route` entry does (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteEntryAction {
+    /// `goto: STEP, max: N, note?: template`.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+    /// `fail: template`.
+    Fail(Str),
 }

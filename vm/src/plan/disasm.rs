@@ -336,6 +336,22 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
+        for r in &st.routes {
+            let _ = match r.action {
+                super::RouteAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    route when chunk {} goto {} max {max}{}",
+                    r.when,
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+                super::RouteAction::Fail { reason } => writeln!(
+                    out,
+                    "    route when chunk {} fail template {reason}",
+                    r.when
+                ),
+            };
+        }
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

@@ -25,7 +25,7 @@ use super::ArtifactDef;
 use super::op::{self, Op};
 use super::{
     BaseType, BudgetDef, Chunk, ConstDef, FlowDef, Plan, PredDef, RefDef, RefTarget, Seg, StageDef,
-    StepDef, StepKindDef, TemplateDef, TemplateMode, TypeDef, WithNode,
+    RouteAction, RouteDef, StepDef, StepKindDef, TemplateDef, TemplateMode, TypeDef, WithNode,
 };
 use crate::eval::canonical_digest;
 
@@ -63,7 +63,7 @@ impl Resolver<'_> {
     }
 
     fn step(&self, sd: &StepDef) -> Value {
-        json!({
+        let mut v = json!({
             "id": self.s(sd.id),
             "kind": self.kind(&sd.kind),
             "when": sd.when.map(|c| self.chunk(c)),
@@ -73,7 +73,31 @@ impl Resolver<'_> {
             "onFail": self.target(sd.on_fail),
             "onFailContinue": sd.on_fail_continue,
             "artifacts": self.artifacts(&sd.artifacts),
-        })
+        });
+        // X9: only steps with routes carry the key (older steps keep their hash)
+        if !sd.routes.is_empty()
+            && let Value::Object(m) = &mut v
+        {
+            let routes = sd.routes.iter().map(|r| self.route(r)).collect();
+            m.insert("routes".into(), Value::Array(routes));
+        }
+        v
+    }
+
+    /// A `route` entry (X9): its condition and what it does.
+    fn route(&self, r: &RouteDef) -> Value {
+        match &r.action {
+            RouteAction::Goto { target, max, note } => json!({
+                "when": self.chunk(r.when),
+                "goto": self.target(Some(*target)),
+                "max": max,
+                "note": note.map(|n| self.template(n)),
+            }),
+            RouteAction::Fail { reason } => json!({
+                "when": self.chunk(r.when),
+                "fail": self.template(*reason),
+            }),
+        }
     }
 
     fn kind(&self, k: &StepKindDef) -> Value {
@@ -373,6 +397,7 @@ mod tests {
             on_fail: None,
             on_fail_continue: false,
             artifacts: Vec::new(),
+            routes: Vec::new(),
             timeout_ms: Some(pos.line.into()),
             entries: pos.col,
             worst_dispatches: Bound::Finite(pos.col.into()),

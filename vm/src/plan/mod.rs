@@ -219,7 +219,7 @@ pub struct FlowDef {
     pub templates: Vec<TemplateDef>,
     /// `with` value nodes (children always have lower indices).
     pub with_nodes: Vec<WithNode>,
-    /// Reset closures of revising gates.
+    /// Reset closures of revising gates and of route `goto`s (X9).
     pub closures: Vec<ClosureDef>,
     /// Worst-case dispatches of one run of this flow.
     pub worst_dispatches: Bound,
@@ -319,6 +319,9 @@ pub struct StepDef {
     pub timeout_ms: Option<u64>,
     /// `artifacts` of a `do` step (X4; empty for other constructs).
     pub artifacts: Vec<ArtifactDef>,
+    /// `route` entries (X9), tried in order after the step succeeded;
+    /// empty in plans of format 2 and older.
+    pub routes: Vec<RouteDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -382,6 +385,36 @@ pub enum StepKindDef {
         flow: u32,
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
+    },
+}
+
+/// One `route` entry of a step (X9): its condition over the step's
+/// output (`result`), `input` and `steps`, and what it does when true.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteDef {
+    /// The `when` chunk (evaluated with `result` = the step's output).
+    pub when: u32,
+    /// What firing does.
+    pub action: RouteAction,
+}
+
+/// What a route does when its `when` is true (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RouteAction {
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the routing step) runs again.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this route may fire in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
+    },
+    /// The step fails with the rendered reason.
+    Fail {
+        /// The `fail` template.
+        reason: u32,
     },
 }
 
@@ -566,10 +599,10 @@ pub struct CarryDef {
     pub on_revise: Vec<(u32, RefDef)>,
 }
 
-/// The steps a gate's revise resets.
+/// The steps a gate's revise (or a route's `goto`, X9) resets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClosureDef {
-    /// The gate.
+    /// The gate (or the routing step).
     pub gate: u32,
     /// Its revise target.
     pub target: u32,

@@ -228,6 +228,7 @@ impl StepDef {
             on_fail_continue: false,
             timeout_ms: self.timeout_ms,
             artifacts: Vec::new(),
+            routes: Vec::new(),
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }

@@ -215,6 +215,21 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         for a in &s.artifacts {
             template_ok(v, a.template)?;
         }
+        for r in &s.routes {
+            chunk_ok(v, r.when)?;
+            match r.action {
+                RouteAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "route target")?;
+                    if target as usize >= si {
+                        return v.fail("a route goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+                RouteAction::Fail { reason } => template_ok(v, reason)?,
+            }
+        }
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
         match &s.kind {

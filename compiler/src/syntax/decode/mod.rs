@@ -12,6 +12,7 @@ use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
 use crate::source::Span;
 use crate::yaml::{Entry, Node, Str, Value};
 
+mod route;
 mod step;
 
 pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
@@ -45,7 +46,10 @@ pub const STEP_FIELDS: &[&str] = &[
     "cost",
     "timeout_ms",
     "artifacts",
+    "route",
 ];
+/// Fields of a `route` entry (X9; `rollback` is X11, refused as not yet).
+pub const ROUTE_FIELDS: &[&str] = &["when", "goto", "max", "note", "fail", "rollback"];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
@@ -137,11 +141,12 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
             "cost",
             "timeout_ms",
             "artifacts",
+            "route",
         ],
-        "set" => &["out", "ensure"],
+        "set" => &["out", "ensure", "route"],
         "gate" => &[],
-        "fanout" => &["attempts", "budget", "on_fail"],
-        "run" => &["budget", "on_fail", "with"],
+        "fanout" => &["attempts", "budget", "on_fail", "route"],
+        "run" => &["budget", "on_fail", "with", "route"],
         _ => &["out"],
     }
 }

@@ -57,6 +57,7 @@ impl Decoder<'_> {
             timeout_ms: None,
             artifacts: Vec::new(),
             on_fail: None,
+            routes: Vec::new(),
             out_broken: false,
         };
         self.step_fields(&obj, kw, &mut step);
@@ -184,6 +185,9 @@ impl Decoder<'_> {
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
             step.on_fail = self.step_id(&f.value, "`on_fail`");
+        }
+        if let Some(r) = obj.get("route").filter(|_| allowed("route")) {
+            step.routes = self.routes(&r.value);
         }
     }
 
