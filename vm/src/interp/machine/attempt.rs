@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::Transition;
+use super::routes::Routed;
 use super::values::{ResultSel, walk};
 use crate::eval::contract::check_record;
 use crate::eval::value::type_name;
@@ -397,6 +398,16 @@ impl Transition<'_> {
 
     pub(super) fn succeed(&mut self, at: StepAt, output: Value) {
         let attempt = self.st(at).attempts.max(1);
+        // X9: the routes read the output (templates through the row)
+        self.st_mut(at).output = Some(output.clone());
+        let back = match self.route_after(at, &output) {
+            Routed::Through => None,
+            Routed::Back(back) => Some(back),
+            Routed::Fail(failure) => {
+                self.st_mut(at).output = None;
+                return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
+            }
+        };
         let st = self.st_mut(at);
         st.output = Some(output.clone());
         st.token = None;
@@ -404,6 +415,7 @@ impl Transition<'_> {
         st.attempts = attempt;
         self.set_status(at, StepStatus::Succeeded);
         let id = self.sid(at);
+        let routed_output = back.as_ref().map(|_| output.clone());
         self.event(
             EventKind::Result(AttemptResult::Output { attempt, output }),
             Some(id),
@@ -411,6 +423,9 @@ impl Transition<'_> {
         self.enqueue_succ(at);
         if at.frame == FrameIx::ENTRY {
             self.materialize_carry();
+        }
+        if let (Some(back), Some(output)) = (back, routed_output) {
+            self.route_back(at, back, output);
         }
     }
 

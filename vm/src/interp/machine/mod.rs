@@ -29,6 +29,7 @@ mod leases;
 mod ledger;
 mod ops;
 mod reuse;
+mod routes;
 mod schedule;
 mod subflow;
 mod values;
