@@ -601,6 +601,7 @@ shift_fields! {
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
         iterate, budget, on_fail, artifacts, routes;
     ast::RouteEntry => span, when, action;
+    ast::OnFailEntry => span, when, action;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;
@@ -610,8 +611,9 @@ shift_fields! {
     ir::StageIr => task, ensure, when, artifacts;
     ir::ArtifactIr => template;
     ir::IterateIr => until;
-    ir::StepIr => span, kind, when, ensure, budget, artifacts, routes;
+    ir::StepIr => span, kind, when, ensure, budget, artifacts, routes, on_fail_routes;
     ir::RouteIr => span, when, action;
+    ir::OnFailIr => span, when, action;
     ir::CarryIr => initial, on_revise;
     crate::diagnostics::Label => span;
     Fact => span;
@@ -623,6 +625,27 @@ impl Shift for ir::RouteActionIr {
         match self {
             ir::RouteActionIr::Goto { note, .. } => note.shift(d),
             ir::RouteActionIr::Fail(reason) => reason.shift(d),
+        }
+    }
+}
+
+impl Shift for ir::OnFailActionIr {
+    fn shift(&mut self, d: &mut Delta) {
+        if let ir::OnFailActionIr::Goto { note, .. } = self {
+            note.shift(d);
+        }
+    }
+}
+
+impl Shift for ast::OnFailAction {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ast::OnFailAction::Step(n) => n.shift(d),
+            ast::OnFailAction::Goto { target, max, note } => {
+                target.shift(d);
+                max.shift(d);
+                note.shift(d);
+            }
         }
     }
 }

@@ -415,6 +415,35 @@ pub enum RouteActionIr {
     Fail(TemplateIr),
 }
 
+/// One checked `on_fail` entry of X9's forms.
+#[derive(Debug, Clone)]
+pub struct OnFailIr {
+    /// The entry in the file.
+    pub span: Span,
+    /// The condition over `failure` (`None`: every failure).
+    pub when: Option<ExprIr>,
+    /// What it does.
+    pub action: OnFailActionIr,
+}
+
+/// What a checked `on_fail` entry does.
+#[derive(Debug, Clone)]
+pub enum OnFailActionIr {
+    /// Route the failure to a recovery step (v1).
+    Step(StepId),
+    /// The flow goes on (X2).
+    Continue,
+    /// Back to a strict ancestor, at most `max` times in the run.
+    Goto {
+        /// The target.
+        target: StepId,
+        /// `max`.
+        max: u64,
+        /// `note`.
+        note: Option<TemplateIr>,
+    },
+}
+
 /// `iterate: {max, until}`.
 #[derive(Debug, Clone)]
 pub struct IterateIr {
@@ -449,8 +478,11 @@ pub struct StepIr {
     pub timeout_ms: Option<u64>,
     /// `artifacts` (X4; `do` steps only).
     pub artifacts: Vec<ArtifactIr>,
-    /// Failure route.
+    /// Failure route (the plain `on_fail: STEP`).
     pub on_fail: Option<StepId>,
+    /// `on_fail` entries of X9 (a `goto`, a `when`, or several entries), in
+    /// order; empty for the plain forms (`on_fail` and `continues`).
+    pub on_fail_routes: Vec<OnFailIr>,
     /// `route` entries (X9), in order.
     pub routes: Vec<RouteIr>,
     /// `on_fail: continue` (X2): when attempts run out the step ends

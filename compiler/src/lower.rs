@@ -517,6 +517,7 @@ impl Lowerer<'_> {
             },
             artifacts: self.artifacts(t, &s.artifacts),
             routes: self.routes(t, &s.routes),
+            on_fail_routes: self.on_fail_routes(t, &s.on_fail_routes),
             entries,
             worst_dispatches,
         }
@@ -537,6 +538,25 @@ impl Lowerer<'_> {
                     },
                     ir::RouteActionIr::Fail(reason) => RouteAction::Fail {
                         reason: self.template(t, reason, true),
+                    },
+                },
+            })
+            .collect()
+    }
+
+    /// X9 `on_fail` entries: conditions over `failure`, targets by plan index.
+    fn on_fail_routes(&mut self, t: &mut FlowTables, entries: &[ir::OnFailIr]) -> Vec<OnFailDef> {
+        entries
+            .iter()
+            .map(|e| OnFailDef {
+                when: e.when.as_ref().map(|w| self.chunk(t, w, Context::Failure)),
+                action: match &e.action {
+                    ir::OnFailActionIr::Step(s) => OnFailAction::Step(t.index[*s]),
+                    ir::OnFailActionIr::Continue => OnFailAction::Continue,
+                    ir::OnFailActionIr::Goto { target, max, note } => OnFailAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
                     },
                 },
             })
@@ -623,7 +643,9 @@ impl Compiler<'_, '_> {
             ExprKind::Lambda { body, .. } => self.expr(body),
             ExprKind::Ident(name) => {
                 let op = match name.as_str() {
-                    "result" => Op::LoadResult,
+                    // X9: `failure` (an `on_fail` entry's `when`) is the
+                    // subject of a `Failure` chunk, in the `result` register
+                    "result" | "failure" => Op::LoadResult,
                     "input" => Op::LoadInput,
                     "item" => Op::LoadItem,
                     "steps" => Op::LoadSteps,

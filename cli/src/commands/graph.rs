@@ -16,7 +16,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use stratum_compiler::ir::{EdgeKind, FlowId, FlowIr, Ir, StageIr, StepIr, StepKindIr};
+use stratum_compiler::ir::{
+    EdgeKind, FlowId, FlowIr, Ir, RouteActionIr, StageIr, StepIr, StepKindIr,
+};
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
 
@@ -616,10 +618,16 @@ impl Builder<'_> {
                 .filter(|(_, inside)| **inside)
                 .map(|(s, _)| s.id.as_str())
                 .collect();
-            // X9: a route's `goto` is the same back edge, from a non-gate step
-            let kind = match f.steps[r.from].kind {
+            // X9: a route's `goto` is the same back edge, from a non-gate
+            // step, and so is an `on_fail` `goto` (taken on failure)
+            let from = &f.steps[r.from];
+            let routes = from.routes.iter().any(
+                |x| matches!(x.action, RouteActionIr::Goto { target, .. } if target == r.target),
+            );
+            let kind = match from.kind {
                 StepKindIr::Gate { .. } => "revise",
-                _ => "route",
+                _ if routes => "route",
+                _ => "on_fail",
             };
             let label = format!("{kind} ↺ resets {}", reset.join(", "));
             let (from, to) = (

@@ -4,7 +4,12 @@
 //! the `note`/`fail` templates may read the step's own output (without
 //! making an edge) and steps that finish before it.
 //!
-//! Owns: the rules of one step's `route` list and its IR.
+//! The same back edge on failure: an `on_fail` entry `{when?, goto, max,
+//! note?}` (its `when` reads `failure`), besides the plain `STEP` and
+//! `continue` entries a list of them may hold.
+//!
+//! Owns: the rules of one step's `route` list and `on_fail` entries, and
+//! their IR.
 //! Must never: compute the region a `goto` resets (`graph` does, once, into
 //! `FlowCtx::resets`) or add graph edges (a route is a back edge).
 
@@ -13,7 +18,7 @@ use super::template::{Leaf, StageScope};
 use super::{Checker, FlowCtx, StepOut};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::{self, Piece, RefTarget, StepId, TemplateIr};
-use crate::syntax::ast::{RouteEntry, RouteEntryAction};
+use crate::syntax::ast::{OnFailAction, OnFailEntry, RouteEntry, RouteEntryAction};
 use crate::types::Type;
 use crate::yaml::Str;
 
@@ -44,15 +49,13 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let when = self.expr(fc, &e.when, &scope);
         let action = match &e.action {
             RouteEntryAction::Goto { target, max, note } => {
                 let t = self.goto_target(fc, i, target);
-                let note = match note {
-                    Some(n) => Some(self.route_text(fc, i, n, "`note`")),
-                    None => None,
-                };
+                let note = note.as_ref().map(|n| self.route_text(fc, i, n, "`note`"));
                 let note = match note {
                     Some(n) => Some(n?),
                     None => None,
@@ -70,6 +73,75 @@ impl<'a> Checker<'a> {
         Some(ir::RouteIr {
             span: e.span,
             when: when?,
+            action,
+        })
+    }
+
+    /// The checked X9 `on_fail` entries of step `i` (empty for the plain
+    /// `on_fail: STEP` / `continue`, which the IR keeps apart); `None`
+    /// when any is wrong. The names of `STEP` entries were resolved (and
+    /// reported) with the graph's edges.
+    pub(super) fn on_fail_routes(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+    ) -> Option<Vec<ir::OnFailIr>> {
+        let step = &fc.flow.steps[i];
+        if step.on_fail.is_empty() || step.plain_on_fail().is_some() {
+            return Some(Vec::new());
+        }
+        let entries: &'a [OnFailEntry] = &fc.flow.steps[i].on_fail;
+        let mut out = Vec::new();
+        let mut ok = true;
+        for e in entries {
+            match self.on_fail_entry(fc, i, e) {
+                Some(r) => out.push(r),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+
+    fn on_fail_entry(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        e: &'a OnFailEntry,
+    ) -> Option<ir::OnFailIr> {
+        let scope = Scope {
+            field: "on_fail.when",
+            role: Role::Condition,
+            result: Type::Any,
+            item: None,
+            prev: None,
+            reader: i,
+            failure: true,
+        };
+        let when = e.when.as_ref().map(|w| self.expr(fc, w, &scope));
+        let action = match &e.action {
+            OnFailAction::Step(n) if super::continues::is_continue(fc, n) => {
+                ir::OnFailActionIr::Continue
+            }
+            OnFailAction::Step(n) => ir::OnFailActionIr::Step(*fc.index.get(n.text.as_str())?),
+            OnFailAction::Goto { target, max, note } => {
+                let t = self.goto_target(fc, i, target);
+                let note = match note {
+                    Some(n) => Some(self.route_text(fc, i, n, "`note`")?),
+                    None => None,
+                };
+                ir::OnFailActionIr::Goto {
+                    target: t?,
+                    max: max.value,
+                    note,
+                }
+            }
+        };
+        Some(ir::OnFailIr {
+            span: e.span,
+            when: match when {
+                Some(w) => Some(w?),
+                None => None,
+            },
             action,
         })
     }

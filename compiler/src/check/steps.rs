@@ -156,6 +156,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let when = match &s.when {
             Some(w) => {
@@ -172,11 +173,11 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
         let on_fail = s
-            .on_fail
-            .as_ref()
+            .plain_on_fail()
             .and_then(|n| fc.index.get(n.text.as_str()).copied());
         let kind = match &s.kind {
             StepKind::Do(task) => {
@@ -238,6 +239,7 @@ impl<'a> Checker<'a> {
         };
         let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
         let routes = self.routes(fc, i);
+        let on_fail_routes = self.on_fail_routes(fc, i);
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -258,10 +260,10 @@ impl<'a> Checker<'a> {
             timeout_ms: s.timeout_ms.map(|t| t.value),
             artifacts: artifacts?,
             on_fail,
+            on_fail_routes: on_fail_routes?,
             routes: routes?,
             continues: s
-                .on_fail
-                .as_ref()
+                .plain_on_fail()
                 .is_some_and(|n| super::continues::is_continue(fc, n)),
         })
     }
@@ -280,6 +282,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let mut out = Vec::new();
         let mut ok = true;
@@ -415,6 +418,7 @@ impl<'a> Checker<'a> {
                     item: stage_scope.item.clone(),
                     prev: stage_scope.prev.clone(),
                     reader: i,
+                    failure: false,
                 };
                 self.expr(fc, w, &sc)
             });
@@ -426,6 +430,7 @@ impl<'a> Checker<'a> {
                 item: stage_scope.item.clone(),
                 prev: stage_scope.prev.clone(),
                 reader: i,
+                failure: false,
             };
             let ensure = self.predicates(fc, &st.ensure, &sc);
             let artifacts = self.artifacts(fc, i, &st.artifacts, &stage_scope);

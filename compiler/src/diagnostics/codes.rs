@@ -101,6 +101,7 @@ codes! {
     RouteNeedsMax = "S0326", Error, "a `goto` route without `max`";
     RouteShape = "S0327", Error, "a `route` entry that is not `{when, goto, max, note?}` or `{when, fail}`";
     RouteNotAncestor = "S0328", Error, "a route `goto` that does not name a strict ancestor of its step";
+    OnFailShape = "S0329", Error, "an `on_fail` entry that is not `STEP`, `continue` or `{when?, goto, max, note?}`, or that is never tried";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";

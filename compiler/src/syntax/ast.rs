@@ -425,8 +425,11 @@ pub struct Step {
     pub timeout_ms: Option<Int>,
     /// `artifacts`: template paths and globs a `do` step must leave (X4).
     pub artifacts: Vec<Str>,
-    /// `on_fail`.
-    pub on_fail: Option<Name>,
+    /// `on_fail`: v1's `STEP`, X2's `continue`, X9's `{goto, max, note?}`,
+    /// or a list of such entries (X9), in order; empty when absent.
+    pub on_fail: Vec<OnFailEntry>,
+    /// `on_fail` was written as a list (X9).
+    pub on_fail_list: bool,
     /// `route` entries (X9), in order.
     pub routes: Vec<RouteEntry>,
     /// `out` was given but is not a string (already reported).
@@ -458,4 +461,58 @@ pub enum RouteEntryAction {
     },
     /// `fail: template`.
     Fail(Str),
+}
+
+/// One `on_fail` entry: the whole scalar or object value, or one element
+/// of a list (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnFailEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when` over `failure` (X9; only in `{…}` entries of a list).
+    pub when: Option<Str>,
+    /// What it does.
+    pub action: OnFailAction,
+}
+
+/// What an `on_fail` entry does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnFailAction {
+    /// `STEP` (v1: route the failure to a recovery step) or `continue` (X2;
+    /// a name, since v1 let a step be called so).
+    Step(Name),
+    /// `{goto: STEP, max: N, note?}` (X9): back to a strict ancestor.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+}
+
+impl Step {
+    /// The step names of `on_fail` (`STEP` and `continue` entries), in order.
+    pub fn on_fail_names(&self) -> impl Iterator<Item = &Name> {
+        self.on_fail.iter().filter_map(|e| match &e.action {
+            OnFailAction::Step(n) => Some(n),
+            OnFailAction::Goto { .. } => None,
+        })
+    }
+
+    /// The one plain `on_fail: STEP` (or `continue`): a single entry
+    /// without `when` (the v1 and X2 forms, also written as a list of one).
+    pub fn plain_on_fail(&self) -> Option<&Name> {
+        match self.on_fail.as_slice() {
+            [
+                OnFailEntry {
+                    when: None,
+                    action: OnFailAction::Step(n),
+                    ..
+                },
+            ] => Some(n),
+            _ => None,
+        }
+    }
 }

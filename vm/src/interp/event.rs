@@ -261,6 +261,11 @@ pub enum EventKind {
         max: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
+        /// An `on_fail` entry (`route` is then its 1-based index in
+        /// `on_fail`) took the step's failure, rather than a `route` entry
+        /// after success.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        on_fail: bool,
     },
 }
 
@@ -702,6 +707,7 @@ impl EventKind {
                 count: 1,
                 max: 2,
                 note: Some("the review asks for another pass".into()),
+                on_fail: false,
             },
         ]
     }

@@ -239,7 +239,11 @@ pub struct StepState {
     /// target runs again although no route chose it this time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised: Option<Revised>,
-    /// The route that re-entered this step (X9), until it is dispatched.
+    /// An `on_fail` `continue` entry took this step's failure (X2 through
+    /// an X9 list; the plain `on_fail: continue` is in the plan).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
+    /// The route that re-entered this step (X9), until it is reset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_route: Option<PreviousRoute>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
@@ -387,8 +391,12 @@ pub struct PreviousRoute {
     /// The route's rendered `note`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The routing step's output when the route fired.
+    /// The routing step's output when the route fired (`null` when an
+    /// `on_fail` `goto` took its failure).
     pub output: Value,
+    /// The failure an `on_fail` `goto` took (X9); absent for a `route`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
 }
 
 /// The revise that re-entered a step.
@@ -508,6 +516,12 @@ pub struct Header {
 /// whichever frame runs it).
 pub fn route_key(flow: u32, step: u32, route: u32) -> String {
     format!("{flow}/{step}/{route}")
+}
+
+/// The key of an `on_fail` entry's counter in [`Header::routes_fired`]
+/// (X9): `flow/step/on_fail/entry` by plan index.
+pub fn on_fail_key(flow: u32, step: u32, entry: u32) -> String {
+    format!("{flow}/{step}/on_fail/{entry}")
 }
 
 /// A whole run in memory.

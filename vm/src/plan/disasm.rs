@@ -336,6 +336,21 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
+        for e in &st.on_fail_routes {
+            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"));
+            let _ = match e.action {
+                super::OnFailAction::Step(s) => {
+                    writeln!(out, "    on_fail{when} {}", step_name(plan, flow, s))
+                }
+                super::OnFailAction::Continue => writeln!(out, "    on_fail{when} continue"),
+                super::OnFailAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    on_fail{when} goto {} max {max}{}",
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+            };
+        }
         for r in &st.routes {
             let _ = match r.action {
                 super::RouteAction::Goto { target, max, note } => writeln!(

@@ -322,6 +322,10 @@ pub struct StepDef {
     /// `route` entries (X9), tried in order after the step succeeded;
     /// empty in plans of format 2 and older.
     pub routes: Vec<RouteDef>,
+    /// X9 `on_fail` entries (a `goto`, a `when`, several entries), tried in
+    /// order once the step failed for good; empty for the plain forms
+    /// (`on_fail`, `on_fail_continue`) and in plans of format 2 and older.
+    pub on_fail_routes: Vec<OnFailDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -415,6 +419,35 @@ pub enum RouteAction {
     Fail {
         /// The `fail` template.
         reason: u32,
+    },
+}
+
+/// One X9 `on_fail` entry: its condition over `failure` (a chunk of
+/// context [`Context::Failure`]; `None`: every failure) and what it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnFailDef {
+    /// The `when` chunk.
+    pub when: Option<u32>,
+    /// What taking the failure does.
+    pub action: OnFailAction,
+}
+
+/// What an `on_fail` entry does with the failure (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OnFailAction {
+    /// Route it to a recovery step (v1's `on_fail: STEP`).
+    Step(u32),
+    /// The flow goes on (X2's `continue`).
+    Continue,
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the failing step) runs again, at most `max` times in the run.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this entry may take a failure in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
     },
 }
 
@@ -643,6 +676,9 @@ pub enum Context {
     StageWhen,
     /// Fanout stage `ensure`: stage output plus `item` and `prev`.
     StageOutput,
+    /// An `on_fail` entry's `when` (X9): `failure` is the failure
+    /// `{reason, violations}`, read through the `result` register.
+    Failure,
 }
 
 /// A compiled expression.

@@ -215,6 +215,24 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         for a in &s.artifacts {
             template_ok(v, a.template)?;
         }
+        for e in &s.on_fail_routes {
+            if let Some(c) = e.when {
+                chunk_ok(v, c)?;
+            }
+            match e.action {
+                OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
+                OnFailAction::Continue => {}
+                OnFailAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "on_fail goto target")?;
+                    if target as usize >= si {
+                        return v.fail("an `on_fail` goto goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+            }
+        }
         for r in &s.routes {
             chunk_ok(v, r.when)?;
             match r.action {

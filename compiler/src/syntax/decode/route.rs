@@ -79,15 +79,23 @@ impl Decoder<'_> {
             }
             (Some(g), Some(_)) => {
                 self.sink.push(
-                    Diagnostic::new(Code::RouteShape, g.key.span, "a `route` entry has both `goto` and `fail`")
-                        .with_help("split it into two entries: the first true `when` fires"),
+                    Diagnostic::new(
+                        Code::RouteShape,
+                        g.key.span,
+                        "a `route` entry has both `goto` and `fail`",
+                    )
+                    .with_help("split it into two entries: the first true `when` fires"),
                 );
                 return None;
             }
             (None, None) => {
                 self.sink.push(
-                    Diagnostic::new(Code::RouteShape, obj.owner, "a `route` entry has neither `goto` nor `fail`")
-                        .with_help("add `goto: <step>` with `max: N`, or `fail: \"<reason>\"`"),
+                    Diagnostic::new(
+                        Code::RouteShape,
+                        obj.owner,
+                        "a `route` entry has neither `goto` nor `fail`",
+                    )
+                    .with_help("add `goto: <step>` with `max: N`, or `fail: \"<reason>\"`"),
                 );
                 return None;
             }

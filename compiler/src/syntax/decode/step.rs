@@ -56,7 +56,8 @@ impl Decoder<'_> {
             cost: None,
             timeout_ms: None,
             artifacts: Vec::new(),
-            on_fail: None,
+            on_fail: Vec::new(),
+            on_fail_list: false,
             routes: Vec::new(),
             out_broken: false,
         };
@@ -184,7 +185,7 @@ impl Decoder<'_> {
             step.artifacts = self.string_list(&a.value, "`artifacts`");
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
-            step.on_fail = self.step_id(&f.value, "`on_fail`");
+            (step.on_fail, step.on_fail_list) = self.on_fail(&f.value);
         }
         if let Some(r) = obj.get("route").filter(|_| allowed("route")) {
             step.routes = self.routes(&r.value);

@@ -398,9 +398,15 @@ impl Transition<'_> {
 
     pub(super) fn succeed(&mut self, at: StepAt, output: Value) {
         let attempt = self.st(at).attempts.max(1);
-        // X9: the routes read the output (templates through the row)
-        self.st_mut(at).output = Some(output.clone());
-        let back = match self.route_after(at, &output) {
+        // X9: the routes read the output, templates through the row as the
+        // step's success; the status is put back before it is decided
+        let was = self.st(at).status;
+        let st = self.st_mut(at);
+        st.output = Some(output.clone());
+        st.status = StepStatus::Succeeded;
+        let routed = self.route_after(at, &output);
+        self.st_mut(at).status = was;
+        let back = match routed {
             Routed::Through => None,
             Routed::Back(back) => Some(back),
             Routed::Fail(failure) => {
@@ -445,26 +451,12 @@ impl Transition<'_> {
         self.set_status(at, StepStatus::Failed);
         self.st_mut(at).failure = Some(failure.clone());
         self.drop_child(at);
-        if let Some(target) = self.def(at).on_fail {
-            let target = at.sibling(target);
-            self.st_mut(at).handled = true;
-            self.st_mut(target).routed = Some(failure.clone());
-            let kind = EventKind::Routed {
-                target: self.own_id(target).to_string(),
-                failure,
-            };
-            self.event(kind, Some(self.sid(at)));
-            self.queue.push_back(target);
-            self.enqueue_succ(at);
-            return;
-        }
-        if self.def(at).on_fail_continue {
-            // X2: the failure is handled and the flow goes on; dependents run
-            self.st_mut(at).handled = true;
-            self.event(EventKind::StepContinued { failure }, Some(self.sid(at)));
-            self.enqueue_succ(at);
-            return;
-        }
+        let failure = match self.route_failure(at, failure) {
+            Ok(()) => return,
+            Err(failure) => failure,
+        };
+        // unhandled: the row keeps the failure as reworded (a spent `goto`)
+        self.st_mut(at).failure = Some(failure.clone());
         match self.frame(at.frame).parent {
             Some(parent) => {
                 let id = self.own_id(at);

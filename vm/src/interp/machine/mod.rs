@@ -27,6 +27,7 @@ mod fanout;
 mod gates;
 mod leases;
 mod ledger;
+mod on_fail;
 mod ops;
 mod reuse;
 mod routes;

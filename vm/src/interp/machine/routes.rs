@@ -120,6 +120,7 @@ impl Transition<'_> {
             count: back.count,
             max: back.max,
             note: back.note.clone(),
+            on_fail: false,
         };
         self.event(kind, Some(self.sid(at)));
         self.reset(at, back.target, "route");
@@ -127,6 +128,7 @@ impl Transition<'_> {
             from: self.own_id(at).to_string(),
             note: back.note,
             output,
+            failure: None,
         };
         self.st_mut(at.sibling(back.target)).previous_route = Some(previous);
     }
