@@ -518,9 +518,51 @@ impl Lowerer<'_> {
             },
             artifacts: self.artifacts(t, &s.artifacts),
             scope: s.scope.as_ref().map(|sc| self.scope(t, sc)),
+            routes: self.routes(t, &s.routes),
+            on_fail_routes: self.on_fail_routes(t, &s.on_fail_routes),
             entries,
             worst_dispatches,
         }
+    }
+
+    /// `route` entries (X9): conditions over the step's output, targets by
+    /// plan index (their reset closures are in the flow's `closures`).
+    fn routes(&mut self, t: &mut FlowTables, routes: &[ir::RouteIr]) -> Vec<RouteDef> {
+        routes
+            .iter()
+            .map(|r| RouteDef {
+                when: self.chunk(t, &r.when, Context::Output),
+                action: match &r.action {
+                    ir::RouteActionIr::Goto { target, max, note } => RouteAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
+                    },
+                    ir::RouteActionIr::Fail(reason) => RouteAction::Fail {
+                        reason: self.template(t, reason, true),
+                    },
+                },
+            })
+            .collect()
+    }
+
+    /// X9 `on_fail` entries: conditions over `failure`, targets by plan index.
+    fn on_fail_routes(&mut self, t: &mut FlowTables, entries: &[ir::OnFailIr]) -> Vec<OnFailDef> {
+        entries
+            .iter()
+            .map(|e| OnFailDef {
+                when: e.when.as_ref().map(|w| self.chunk(t, w, Context::Failure)),
+                action: match &e.action {
+                    ir::OnFailActionIr::Step(s) => OnFailAction::Step(t.index[*s]),
+                    ir::OnFailActionIr::Continue => OnFailAction::Continue,
+                    ir::OnFailActionIr::Goto { target, max, note } => OnFailAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
+                    },
+                },
+            })
+            .collect()
     }
 
     /// `artifacts` entries (X4): a full reference keeps its value (a path or
@@ -612,7 +654,9 @@ impl Compiler<'_, '_> {
             ExprKind::Lambda { body, .. } => self.expr(body),
             ExprKind::Ident(name) => {
                 let op = match name.as_str() {
-                    "result" => Op::LoadResult,
+                    // X9: `failure` (an `on_fail` entry's `when`) is the
+                    // subject of a `Failure` chunk, in the `result` register
+                    "result" | "failure" => Op::LoadResult,
                     "input" => Op::LoadInput,
                     "item" => Op::LoadItem,
                     "steps" => Op::LoadSteps,

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use stratum_compiler::ir::{
-    ArtifactIr, EdgeKind, FlowId, FlowIr, Ir, Piece, PredicateIr, ScopeIr, StageIr, StepIr,
-    StepKindIr, TemplateIr,
+    ArtifactIr, EdgeKind, FlowId, FlowIr, Ir, Piece, PredicateIr, RouteActionIr, ScopeIr, StageIr,
+    StepIr, StepKindIr, TemplateIr,
 };
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
@@ -724,7 +724,18 @@ impl Builder<'_> {
                 .filter(|(_, inside)| **inside)
                 .map(|(s, _)| s.id.as_str())
                 .collect();
-            let label = format!("revise ↺ resets {}", reset.join(", "));
+            // X9: a route's `goto` is the same back edge, from a non-gate
+            // step, and so is an `on_fail` `goto` (taken on failure)
+            let from = &f.steps[r.from];
+            let routes = from.routes.iter().any(
+                |x| matches!(x.action, RouteActionIr::Goto { target, .. } if target == r.target),
+            );
+            let kind = match from.kind {
+                StepKindIr::Gate { .. } => "revise",
+                _ if routes => "route",
+                _ => "on_fail",
+            };
+            let label = format!("{kind} ↺ resets {}", reset.join(", "));
             let (from, to) = (
                 anchors[r.from].exit.clone(),
                 anchors[r.target].entry.clone(),

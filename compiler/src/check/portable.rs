@@ -37,9 +37,10 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             }
             out.extend(scored(&step.ensure));
             out.extend(step_states(flow, step));
-            if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
+            if let Some(n) = step.on_fail_names().find(|n| n.text == "continue") {
                 out.push(continues(n));
             }
+            out.extend(on_fail_routes(step));
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
             }
@@ -48,6 +49,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
             }
             out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
             out.extend(step.scope.as_ref().map(scope));
+            out.extend(step.routes.first().map(routes));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
                     out.extend(s.when.iter().flat_map(builtins));
@@ -275,6 +277,43 @@ fn artifacts(at: &Str, key: &str) -> Diagnostic {
     } else {
         "remove `show` and `prompt` for the original engine; the gate then shows only its step id"
     })
+}
+
+/// X9: one warning per step with `route` entries, at its first entry.
+fn routes(r: &crate::syntax::ast::RouteEntry) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableRoutes,
+        r.span,
+        "`route` (conditional edges after success) is a stratumc addition (language 1.1, X9); the original engine rejects the key",
+    )
+    .with_help("for the original engine, go back through a gate's `on_revise` (a human decides) or loop one step with `iterate`")
+}
+
+/// X9: one warning per step whose `on_fail` uses a language 1.1 form (a
+/// `goto`, a `when`, a list) or sits on a `set` step.
+fn on_fail_routes(step: &crate::syntax::ast::Step) -> Option<Diagnostic> {
+    let first = step.on_fail.first()?;
+    let goto = step
+        .on_fail
+        .iter()
+        .any(|e| matches!(e.action, crate::syntax::ast::OnFailAction::Goto { .. }));
+    let set = matches!(step.kind, StepKind::Set(_));
+    if !(goto || step.on_fail_list || set) {
+        return None;
+    }
+    let what = if set {
+        "`on_fail` on a `set` step"
+    } else {
+        "`on_fail` as `{goto, max}` or as a list of entries"
+    };
+    Some(
+        Diagnostic::new(
+            Code::PortableRoutes,
+            first.span,
+            format!("{what} is a stratumc addition (language 1.1, X9); the original engine rejects it"),
+        )
+        .with_help("for the original engine, write `on_fail: <recovery step id>` on a `do`, `fanout` or `run` step"),
+    )
 }
 
 fn lease(t: &Int, key: &str) -> Diagnostic {

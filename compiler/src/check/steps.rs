@@ -156,6 +156,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let when = match &s.when {
             Some(w) => {
@@ -172,13 +173,13 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         self.changes_allowed = s.scope.is_some();
         let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
         self.changes_allowed = false;
         let on_fail = s
-            .on_fail
-            .as_ref()
+            .plain_on_fail()
             .and_then(|n| fc.index.get(n.text.as_str()).copied());
         let kind = match &s.kind {
             StepKind::Do(task) => {
@@ -240,6 +241,8 @@ impl<'a> Checker<'a> {
         };
         let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
         let scope = self.scope(fc, i, s.scope.as_ref(), &StageScope::default());
+        let routes = self.routes(fc, i);
+        let on_fail_routes = self.on_fail_routes(fc, i);
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -261,9 +264,10 @@ impl<'a> Checker<'a> {
             artifacts: artifacts?,
             scope: scope?,
             on_fail,
+            on_fail_routes: on_fail_routes?,
+            routes: routes?,
             continues: s
-                .on_fail
-                .as_ref()
+                .plain_on_fail()
                 .is_some_and(|n| super::continues::is_continue(fc, n)),
         })
     }
@@ -282,6 +286,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let mut out = Vec::new();
         let mut ok = true;
@@ -417,6 +422,7 @@ impl<'a> Checker<'a> {
                     item: stage_scope.item.clone(),
                     prev: stage_scope.prev.clone(),
                     reader: i,
+                    failure: false,
                 };
                 self.expr(fc, w, &sc)
             });
@@ -428,6 +434,7 @@ impl<'a> Checker<'a> {
                 item: stage_scope.item.clone(),
                 prev: stage_scope.prev.clone(),
                 reader: i,
+                failure: false,
             };
             self.changes_allowed = st.scope.is_some();
             let ensure = self.predicates(fc, &st.ensure, &sc);

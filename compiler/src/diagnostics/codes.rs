@@ -98,6 +98,10 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    RouteNeedsMax = "S0326", Error, "a `goto` route without `max`";
+    RouteShape = "S0327", Error, "a `route` entry that is not `{when, goto, max, note?}` or `{when, fail}`";
+    RouteNotAncestor = "S0328", Error, "a route `goto` that does not name a strict ancestor of its step";
+    OnFailShape = "S0329", Error, "an `on_fail` entry that is not `STEP`, `continue` or `{when?, goto, max, note?}`, or that is never tried";
     ScopeNotPath = "S0340", Error, "a `scope` entry that does not render to a path or a list of paths";
     InvalidScopePath = "S0341", Error, "a `scope` entry that leaves the workspace, or a glob that does not parse";
     ChangesOutsideScope = "S0342", Error, "`changes()` outside the `ensure` of a step or stage with `scope`";
@@ -170,6 +174,7 @@ codes! {
     PortableArtifacts = "S0904", Warning, "`artifacts` and gate `show`/`prompt`, which the original engine does not know";
     PortableBuiltins = "S0903", Warning, "lambdas and the language 1.1 built-ins, which the original engine does not know";
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
+    PortableRoutes = "S0909", Warning, "`route` entries (conditional edges after success), which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
     PortableScope = "S0911", Warning, "`scope` and `changes()`, which the original engine does not know";
 }

@@ -444,8 +444,94 @@ pub struct Step {
     pub artifacts: Vec<Str>,
     /// `scope`: what a `do` step's dispatch may change (X11).
     pub scope: Option<Scope>,
-    /// `on_fail`.
-    pub on_fail: Option<Name>,
+    /// `on_fail`: v1's `STEP`, X2's `continue`, X9's `{goto, max, note?}`,
+    /// or a list of such entries (X9), in order; empty when absent.
+    pub on_fail: Vec<OnFailEntry>,
+    /// `on_fail` was written as a list (X9).
+    pub on_fail_list: bool,
+    /// `route` entries (X9), in order.
+    pub routes: Vec<RouteEntry>,
     /// `out` was given but is not a string (already reported).
     pub out_broken: bool,
+}
+
+/// One `route` entry (X9): `{when, goto, max, note?}` or `{when, fail}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when`.
+    pub when: Str,
+    /// What it does.
+    pub action: RouteEntryAction,
+}
+
+/// What a `route` entry does (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteEntryAction {
+    /// `goto: STEP, max: N, note?: template`.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+    /// `fail: template`.
+    Fail(Str),
+}
+
+/// One `on_fail` entry: the whole scalar or object value, or one element
+/// of a list (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnFailEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when` over `failure` (X9; only in `{…}` entries of a list).
+    pub when: Option<Str>,
+    /// What it does.
+    pub action: OnFailAction,
+}
+
+/// What an `on_fail` entry does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnFailAction {
+    /// `STEP` (v1: route the failure to a recovery step) or `continue` (X2;
+    /// a name, since v1 let a step be called so).
+    Step(Name),
+    /// `{goto: STEP, max: N, note?}` (X9): back to a strict ancestor.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+}
+
+impl Step {
+    /// The step names of `on_fail` (`STEP` and `continue` entries), in order.
+    pub fn on_fail_names(&self) -> impl Iterator<Item = &Name> {
+        self.on_fail.iter().filter_map(|e| match &e.action {
+            OnFailAction::Step(n) => Some(n),
+            OnFailAction::Goto { .. } => None,
+        })
+    }
+
+    /// The one plain `on_fail: STEP` (or `continue`): a single entry
+    /// without `when` (the v1 and X2 forms, also written as a list of one).
+    pub fn plain_on_fail(&self) -> Option<&Name> {
+        match self.on_fail.as_slice() {
+            [
+                OnFailEntry {
+                    when: None,
+                    action: OnFailAction::Step(n),
+                    ..
+                },
+            ] => Some(n),
+            _ => None,
+        }
+    }
 }

@@ -185,7 +185,8 @@ pub enum EventKind {
         item_index: u32,
         bytes: usize,
     },
-    /// A revise reset the steps of a gate's reset closure.
+    /// A revise (reason `revise`) or a route's `goto` (reason `route`, X9)
+    /// reset the steps of a reset closure.
     StepReset {
         reason: String,
         reset: Vec<EpochChange>,
@@ -261,6 +262,24 @@ pub enum EventKind {
     /// started from a prebuilt plan file has none (the plan holds no IR to
     /// estimate from).
     Estimated { steps: Vec<StepEstimate> },
+    /// A step's `route` entry fired a `goto` (X9): `route` is the entry's
+    /// number (1-based), `count` how often it has fired in the run (this
+    /// time included, never given back), `max` its cap; the reset of the
+    /// target's closure follows as `step_reset` (reason `route`).
+    RoutedBack {
+        route: u32,
+        from: String,
+        to: String,
+        count: u32,
+        max: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// An `on_fail` entry (`route` is then its 1-based index in
+        /// `on_fail`) took the step's failure, rather than a `route` entry
+        /// after success.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        on_fail: bool,
+    },
 }
 
 /// The patch record of an accepted scoped dispatch (X11): what `stratumc
@@ -428,6 +447,7 @@ impl EventKind {
             EventKind::PatchRecorded(_) => "patch_recorded",
             EventKind::ScopeRestored { .. } => "scope_restored",
             EventKind::Estimated { .. } => "estimated",
+            EventKind::RoutedBack { .. } => "routed_back",
         }
     }
 
@@ -467,7 +487,8 @@ impl EventKind {
             | EventKind::WorktreeCreated { .. }
             | EventKind::WorktreeRemoved { .. }
             | EventKind::WorktreePatch { .. } => "fanout",
-            EventKind::StepReset { .. } => "the revise target",
+            EventKind::StepReset { .. } => "the revise or route target",
+            EventKind::RoutedBack { .. } => "the routing step",
             EventKind::CarryUpdated { .. } => "the deciding gate (revise), or none (initial)",
         }
     }
@@ -754,6 +775,15 @@ impl EventKind {
             EventKind::CheckpointReverted {
                 label: "before-review".into(),
                 receipts_at_revert: 2,
+            },
+            EventKind::RoutedBack {
+                route: 1,
+                from: "review".into(),
+                to: "draft".into(),
+                count: 1,
+                max: 2,
+                note: Some("the review asks for another pass".into()),
+                on_fail: false,
             },
         ]
     }

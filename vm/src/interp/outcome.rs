@@ -115,6 +115,11 @@ pub struct ReadyEntry {
     /// agent asked to act on it. Left out when the step was not revised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_revise: Option<crate::interp::Revised>,
+    /// The route that re-entered this step (X9: `{from, note, output}`);
+    /// for a fanout target, its items' first dispatches carry it. Left out
+    /// when no route did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_route: Option<crate::interp::PreviousRoute>,
     /// For fanout items: the item, its index, the stage and the previous stage's output.
     #[serde(flatten)]
     pub item: Option<ItemEntry>,

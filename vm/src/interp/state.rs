@@ -242,6 +242,13 @@ pub struct StepState {
     /// target runs again although no route chose it this time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revised: Option<Revised>,
+    /// An `on_fail` `continue` entry took this step's failure (X2 through
+    /// an X9 list; the plain `on_fail: continue` is in the plan).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
+    /// The route that re-entered this step (X9), until it is reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_route: Option<PreviousRoute>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
     pub decision: Option<String>,
     /// The note of the gate's latest decision (X1: `${gate.note}`; absent in
@@ -381,6 +388,23 @@ pub struct GateShown {
     pub files: Vec<super::event::ShownFile>,
 }
 
+/// The route that re-entered a step (X9): the routing step, the rendered
+/// `note`, and the output the routing step produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousRoute {
+    /// The routing step's id.
+    pub from: String,
+    /// The route's rendered `note`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The routing step's output when the route fired (`null` when an
+    /// `on_fail` `goto` took its failure).
+    pub output: Value,
+    /// The failure an `on_fail` `goto` took (X9); absent for a `route`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
 /// The revise that re-entered a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Revised {
@@ -486,6 +510,24 @@ pub struct Header {
     /// ordinary runs and runs stored before retries existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<Box<RetryOf>>,
+    /// How often each `route` entry has fired in the run (X9), keyed by
+    /// [`route_key`]: run-wide, so a reset, a sub-flow call or a checkpoint
+    /// revert never gives a firing back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes_fired: BTreeMap<String, u32>,
+}
+
+/// The key of a `route` entry's counter in [`Header::routes_fired`]:
+/// `flow/step/route` by plan index (one counter per entry of the plan,
+/// whichever frame runs it).
+pub fn route_key(flow: u32, step: u32, route: u32) -> String {
+    format!("{flow}/{step}/{route}")
+}
+
+/// The key of an `on_fail` entry's counter in [`Header::routes_fired`]
+/// (X9): `flow/step/on_fail/entry` by plan index.
+pub fn on_fail_key(flow: u32, step: u32, entry: u32) -> String {
+    format!("{flow}/{step}/on_fail/{entry}")
 }
 
 /// A whole run in memory.

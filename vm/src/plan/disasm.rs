@@ -370,6 +370,37 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
         scope_listing(plan, flow, st.scope.as_ref(), "    ", out);
+        for e in &st.on_fail_routes {
+            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"));
+            let _ = match e.action {
+                super::OnFailAction::Step(s) => {
+                    writeln!(out, "    on_fail{when} {}", step_name(plan, flow, s))
+                }
+                super::OnFailAction::Continue => writeln!(out, "    on_fail{when} continue"),
+                super::OnFailAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    on_fail{when} goto {} max {max}{}",
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+            };
+        }
+        for r in &st.routes {
+            let _ = match r.action {
+                super::RouteAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    route when chunk {} goto {} max {max}{}",
+                    r.when,
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+                super::RouteAction::Fail { reason } => writeln!(
+                    out,
+                    "    route when chunk {} fail template {reason}",
+                    r.when
+                ),
+            };
+        }
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

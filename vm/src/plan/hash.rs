@@ -24,8 +24,9 @@ use serde_json::{Value, json};
 use super::op::{self, Op};
 use super::{ArtifactDef, ScopeDef};
 use super::{
-    BaseType, BudgetDef, Chunk, ConstDef, FlowDef, Plan, PredDef, RefDef, RefTarget, Seg, StageDef,
-    StepDef, StepKindDef, TemplateDef, TemplateMode, TypeDef, WithNode,
+    BaseType, BudgetDef, Chunk, ConstDef, FlowDef, OnFailAction, OnFailDef, Plan, PredDef, RefDef,
+    RefTarget, RouteAction, RouteDef, Seg, StageDef, StepDef, StepKindDef, TemplateDef,
+    TemplateMode, TypeDef, WithNode,
 };
 use crate::eval::canonical_digest;
 
@@ -75,7 +76,51 @@ impl Resolver<'_> {
             "artifacts": self.artifacts(&sd.artifacts),
         });
         self.scope(&mut v, sd.scope.as_ref());
+        // X9: only steps with routes carry the key (older steps keep their hash)
+        if !sd.routes.is_empty()
+            && let Value::Object(m) = &mut v
+        {
+            let routes = sd.routes.iter().map(|r| self.route(r)).collect();
+            m.insert("routes".into(), Value::Array(routes));
+        }
+        if !sd.on_fail_routes.is_empty()
+            && let Value::Object(m) = &mut v
+        {
+            let entries = sd.on_fail_routes.iter().map(|e| self.on_fail(e)).collect();
+            m.insert("onFailRoutes".into(), Value::Array(entries));
+        }
         v
+    }
+
+    /// An X9 `on_fail` entry: its condition and what it does.
+    fn on_fail(&self, e: &OnFailDef) -> Value {
+        let when = e.when.map(|c| self.chunk(c));
+        match &e.action {
+            OnFailAction::Step(s) => json!({"when": when, "step": self.target(Some(*s))}),
+            OnFailAction::Continue => json!({"when": when, "continue": true}),
+            OnFailAction::Goto { target, max, note } => json!({
+                "when": when,
+                "goto": self.target(Some(*target)),
+                "max": max,
+                "note": note.map(|n| self.template(n)),
+            }),
+        }
+    }
+
+    /// A `route` entry (X9): its condition and what it does.
+    fn route(&self, r: &RouteDef) -> Value {
+        match &r.action {
+            RouteAction::Goto { target, max, note } => json!({
+                "when": self.chunk(r.when),
+                "goto": self.target(Some(*target)),
+                "max": max,
+                "note": note.map(|n| self.template(n)),
+            }),
+            RouteAction::Fail { reason } => json!({
+                "when": self.chunk(r.when),
+                "fail": self.template(*reason),
+            }),
+        }
     }
 
     /// `scope` (X11), only when there is one: the hashes of unscoped steps
@@ -393,6 +438,8 @@ mod tests {
             on_fail_continue: false,
             artifacts: Vec::new(),
             scope: None,
+            routes: Vec::new(),
+            on_fail_routes: Vec::new(),
             timeout_ms: Some(pos.line.into()),
             entries: pos.col,
             worst_dispatches: Bound::Finite(pos.col.into()),

@@ -219,7 +219,7 @@ pub struct FlowDef {
     pub templates: Vec<TemplateDef>,
     /// `with` value nodes (children always have lower indices).
     pub with_nodes: Vec<WithNode>,
-    /// Reset closures of revising gates.
+    /// Reset closures of revising gates and of route `goto`s (X9).
     pub closures: Vec<ClosureDef>,
     /// Worst-case dispatches of one run of this flow.
     pub worst_dispatches: Bound,
@@ -321,6 +321,13 @@ pub struct StepDef {
     pub artifacts: Vec<ArtifactDef>,
     /// `scope` of a `do` step (X11; `None` for other constructs).
     pub scope: Option<ScopeDef>,
+    /// `route` entries (X9), tried in order after the step succeeded;
+    /// empty in plans of format 2 and older.
+    pub routes: Vec<RouteDef>,
+    /// X9 `on_fail` entries (a `goto`, a `when`, several entries), tried in
+    /// order once the step failed for good; empty for the plain forms
+    /// (`on_fail`, `on_fail_continue`) and in plans of format 2 and older.
+    pub on_fail_routes: Vec<OnFailDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -384,6 +391,65 @@ pub enum StepKindDef {
         flow: u32,
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
+    },
+}
+
+/// One `route` entry of a step (X9): its condition over the step's
+/// output (`result`), `input` and `steps`, and what it does when true.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteDef {
+    /// The `when` chunk (evaluated with `result` = the step's output).
+    pub when: u32,
+    /// What firing does.
+    pub action: RouteAction,
+}
+
+/// What a route does when its `when` is true (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RouteAction {
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the routing step) runs again.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this route may fire in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
+    },
+    /// The step fails with the rendered reason.
+    Fail {
+        /// The `fail` template.
+        reason: u32,
+    },
+}
+
+/// One X9 `on_fail` entry: its condition over `failure` (a chunk of
+/// context [`Context::Failure`]; `None`: every failure) and what it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnFailDef {
+    /// The `when` chunk.
+    pub when: Option<u32>,
+    /// What taking the failure does.
+    pub action: OnFailAction,
+}
+
+/// What an `on_fail` entry does with the failure (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OnFailAction {
+    /// Route it to a recovery step (v1's `on_fail: STEP`).
+    Step(u32),
+    /// The flow goes on (X2's `continue`).
+    Continue,
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the failing step) runs again, at most `max` times in the run.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this entry may take a failure in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
     },
 }
 
@@ -584,10 +650,10 @@ pub struct CarryDef {
     pub on_revise: Vec<(u32, RefDef)>,
 }
 
-/// The steps a gate's revise resets.
+/// The steps a gate's revise (or a route's `goto`, X9) resets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClosureDef {
-    /// The gate.
+    /// The gate (or the routing step).
     pub gate: u32,
     /// Its revise target.
     pub target: u32,
@@ -628,6 +694,9 @@ pub enum Context {
     StageWhen,
     /// Fanout stage `ensure`: stage output plus `item` and `prev`.
     StageOutput,
+    /// An `on_fail` entry's `when` (X9): `failure` is the failure
+    /// `{reason, violations}`, read through the `result` register.
+    Failure,
 }
 
 /// A compiled expression.

@@ -229,6 +229,8 @@ impl StepDef {
             timeout_ms: self.timeout_ms,
             artifacts: Vec::new(),
             scope: None,
+            routes: Vec::new(),
+            on_fail_routes: Vec::new(),
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }

@@ -225,6 +225,39 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
             return v.fail("only `do` steps and fanout stages have a `scope`");
         }
         scope_ok(v, s.scope.as_ref())?;
+        for e in &s.on_fail_routes {
+            if let Some(c) = e.when {
+                chunk_ok(v, c)?;
+            }
+            match e.action {
+                OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
+                OnFailAction::Continue => {}
+                OnFailAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "on_fail goto target")?;
+                    if target as usize >= si {
+                        return v.fail("an `on_fail` goto goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+            }
+        }
+        for r in &s.routes {
+            chunk_ok(v, r.when)?;
+            match r.action {
+                RouteAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "route target")?;
+                    if target as usize >= si {
+                        return v.fail("a route goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+                RouteAction::Fail { reason } => template_ok(v, reason)?,
+            }
+        }
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
         match &s.kind {

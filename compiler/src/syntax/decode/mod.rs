@@ -12,6 +12,8 @@ use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
 use crate::source::Span;
 use crate::yaml::{Entry, Node, Str, Value};
 
+mod on_fail;
+mod route;
 mod step;
 
 pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
@@ -46,7 +48,12 @@ pub const STEP_FIELDS: &[&str] = &[
     "timeout_ms",
     "artifacts",
     "scope",
+    "route",
 ];
+/// Fields of a `route` entry (X9; `rollback` is X11, refused as not yet).
+pub const ROUTE_FIELDS: &[&str] = &["when", "goto", "max", "note", "fail", "rollback"];
+/// Fields of an `on_fail` mapping (X9; `rollback` is X11, refused as not yet).
+pub const ON_FAIL_FIELDS: &[&str] = &["when", "goto", "max", "note", "rollback"];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
@@ -142,11 +149,14 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
             "timeout_ms",
             "artifacts",
             "scope",
+            "route",
         ],
-        "set" => &["out", "ensure"],
+        "set" => &["out", "ensure", "on_fail", "route"],
         "gate" => &[],
-        "fanout" => &["attempts", "budget", "on_fail"],
-        "run" => &["budget", "on_fail", "with"],
+        "fanout" => &["attempts", "budget", "on_fail", "route"],
+        "run" => &["budget", "on_fail", "with", "route"],
+        // X9: `on_fail` on `evaluate` steps (the construct itself is X12)
+        "evaluate" => &["out", "on_fail"],
         _ => &["out"],
     }
 }

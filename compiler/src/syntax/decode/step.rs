@@ -57,7 +57,9 @@ impl Decoder<'_> {
             timeout_ms: None,
             artifacts: Vec::new(),
             scope: None,
-            on_fail: None,
+            on_fail: Vec::new(),
+            on_fail_list: false,
+            routes: Vec::new(),
             out_broken: false,
         };
         self.step_fields(&obj, kw, &mut step);
@@ -187,7 +189,10 @@ impl Decoder<'_> {
             step.scope = self.scope(sc);
         }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
-            step.on_fail = self.step_id(&f.value, "`on_fail`");
+            (step.on_fail, step.on_fail_list) = self.on_fail(&f.value);
+        }
+        if let Some(r) = obj.get("route").filter(|_| allowed("route")) {
+            step.routes = self.routes(&r.value);
         }
     }
 

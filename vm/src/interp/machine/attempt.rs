@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::Transition;
+use super::routes::Routed;
 use super::values::{ResultSel, walk};
 use crate::eval::contract::check_record;
 use crate::eval::value::type_name;
@@ -430,6 +431,22 @@ impl Transition<'_> {
 
     pub(super) fn succeed(&mut self, at: StepAt, output: Value) {
         let attempt = self.st(at).attempts.max(1);
+        // X9: the routes read the output, templates through the row as the
+        // step's success; the status is put back before it is decided
+        let was = self.st(at).status;
+        let st = self.st_mut(at);
+        st.output = Some(output.clone());
+        st.status = StepStatus::Succeeded;
+        let routed = self.route_after(at, &output);
+        self.st_mut(at).status = was;
+        let back = match routed {
+            Routed::Through => None,
+            Routed::Back(back) => Some(back),
+            Routed::Fail(failure) => {
+                self.st_mut(at).output = None;
+                return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
+            }
+        };
         let st = self.st_mut(at);
         st.output = Some(output.clone());
         st.token = None;
@@ -437,6 +454,7 @@ impl Transition<'_> {
         st.attempts = attempt;
         self.set_status(at, StepStatus::Succeeded);
         let id = self.sid(at);
+        let routed_output = back.as_ref().map(|_| output.clone());
         self.event(
             EventKind::Result(AttemptResult::Output { attempt, output }),
             Some(id),
@@ -444,6 +462,9 @@ impl Transition<'_> {
         self.enqueue_succ(at);
         if at.frame == FrameIx::ENTRY {
             self.materialize_carry();
+        }
+        if let (Some(back), Some(output)) = (back, routed_output) {
+            self.route_back(at, back, output);
         }
     }
 
@@ -463,26 +484,12 @@ impl Transition<'_> {
         self.set_status(at, StepStatus::Failed);
         self.st_mut(at).failure = Some(failure.clone());
         self.drop_child(at);
-        if let Some(target) = self.def(at).on_fail {
-            let target = at.sibling(target);
-            self.st_mut(at).handled = true;
-            self.st_mut(target).routed = Some(failure.clone());
-            let kind = EventKind::Routed {
-                target: self.own_id(target).to_string(),
-                failure,
-            };
-            self.event(kind, Some(self.sid(at)));
-            self.queue.push_back(target);
-            self.enqueue_succ(at);
-            return;
-        }
-        if self.def(at).on_fail_continue {
-            // X2: the failure is handled and the flow goes on; dependents run
-            self.st_mut(at).handled = true;
-            self.event(EventKind::StepContinued { failure }, Some(self.sid(at)));
-            self.enqueue_succ(at);
-            return;
-        }
+        let failure = match self.route_failure(at, failure) {
+            Ok(()) => return,
+            Err(failure) => failure,
+        };
+        // unhandled: the row keeps the failure as reworded (a spent `goto`)
+        self.st_mut(at).failure = Some(failure.clone());
         match self.frame(at.frame).parent {
             Some(parent) => {
                 let id = self.own_id(at);

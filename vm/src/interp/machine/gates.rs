@@ -159,7 +159,7 @@ impl Transition<'_> {
         self.frame_mut(at.frame).rounds = total;
         self.write_revise_carry(writes, d.id, total);
         if let Some(t) = d.target {
-            self.reset(at, t);
+            self.reset(at, t, "revise");
             let target = at.sibling(t);
             // the revise routes to its target: it runs again even when it is
             // also a route target that no route chose this time
@@ -186,8 +186,9 @@ impl Transition<'_> {
         }
     }
 
-    /// Resets the reset closure of gate `gate` revising to `target` (precomputed in the plan).
-    fn reset(&mut self, gate: StepAt, target: u32) {
+    /// Resets the reset closure of gate `gate` revising to `target`, or of a
+    /// step's route going back to it (X9; `reason` `route`): precomputed in the plan.
+    pub(super) fn reset(&mut self, gate: StepAt, target: u32, reason: &str) {
         let flow = self.flow(gate.frame);
         let members: Vec<u32> = match flow
             .closures
@@ -229,7 +230,7 @@ impl Transition<'_> {
             self.queue.push_back(at);
         }
         let kind = EventKind::StepReset {
-            reason: "revise".into(),
+            reason: reason.into(),
             reset,
             subflows_dropped: dropped,
         };

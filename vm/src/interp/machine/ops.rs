@@ -126,6 +126,7 @@ pub(super) fn new_run(
         receipt_seq: 0,
         config: None,
         retry: None,
+        routes_fired: Default::default(),
     };
     Run {
         header,
@@ -287,6 +288,8 @@ impl Transition<'_> {
         // receipts are append-only: their ids and sequence survive a revert
         restored.receipts = live.receipts.clone();
         restored.receipt_seq = live.receipt_seq;
+        // X9: route counters are run-wide; a revert never gives firings back
+        restored.routes_fired = live.routes_fired.clone();
         // the configuration frozen at start is the run's for life
         restored.config = live.config.clone();
         for (fi, frame) in restored.frames.iter_mut().enumerate() {

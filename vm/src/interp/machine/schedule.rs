@@ -141,7 +141,11 @@ impl Transition<'_> {
     fn routed_in(&mut self, at: StepAt) -> bool {
         let routers = &self.fidx(at.frame).routers[at.ix()];
         let st = self.st(at);
-        if routers.is_empty() || st.routed.is_some() || st.revised.is_some() {
+        if routers.is_empty()
+            || st.routed.is_some()
+            || st.revised.is_some()
+            || st.previous_route.is_some()
+        {
             return true;
         }
         if routers

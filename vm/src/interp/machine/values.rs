@@ -249,10 +249,11 @@ pub(super) struct StateView {
 /// Whether step `s` failed and `on_fail: continue` let the flow go on (X2).
 pub(super) fn continued(flow: &FlowDef, s: u32, st: &StepState) -> bool {
     st.status == StepStatus::Failed
-        && flow
-            .steps
-            .get(s as usize)
-            .is_some_and(|d| d.on_fail_continue)
+        && (st.continued
+            || flow
+                .steps
+                .get(s as usize)
+                .is_some_and(|d| d.on_fail_continue))
 }
 
 /// The state of step `s` of `flow` from its row: the status is what the row

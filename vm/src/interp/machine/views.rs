@@ -164,6 +164,7 @@ impl Transition<'_> {
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
                 previous_revise: st.revised.clone(),
+                previous_route: st.previous_route.clone(),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
@@ -193,6 +194,11 @@ impl Transition<'_> {
             ensure: self.ensure_views(at.frame, &stage.ensure, Some(&it.value), it.output.as_ref()),
             previous_failure: it.failure.clone(),
             previous_revise: None,
+            // X9: a fanout a route re-entered: its items' first dispatches
+            previous_route: st
+                .previous_route
+                .clone()
+                .filter(|_| it.stage == 0 && it.attempts <= 1),
             item: Some(ItemEntry {
                 item: it.value.clone(),
                 item_index: k,
