@@ -281,3 +281,90 @@ fn a_scoped_run_refuses_a_workspace_that_is_not_a_git_repository() {
     assert_eq!(checked.code, 0, "{}", checked.context());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `patch` (scoped) then `verify`, whose route goes back to `patch` with
+/// `rollback: patch` when the tests fail.
+const ROLLBACK_SPEC: &str = r#"version: 1
+contracts:
+  Report:
+    ok: boolean
+flows:
+  entry: main
+  main:
+    input: {}
+    output:
+      from: "${verify.output}"
+      contract: Report
+    steps:
+      - id: patch
+        do: "Fix the bug"
+        out: Report
+        scope:
+          files: ["src/**"]
+          create: ["src/*.rs"]
+      - id: verify
+        after: [patch]
+        do: "Run the tests"
+        out: Report
+        route:
+          - {when: "!result.ok", goto: patch, max: 1, rollback: patch}
+"#;
+
+/// `patch` records what it found, then edits `src/lib.rs` and creates
+/// `src/new.rs`; `verify` fails the first round (after `VERIFY_EDIT`, a
+/// command that may touch the tree itself) and passes the second.
+fn rollback_agent(verify_edit: &str) -> String {
+    format!(
+        r#"n=$(cat .git/n 2>/dev/null || echo 0); if [ "$STRATUM_STEP_ID" = patch ]; then n=$((n+1)); echo $n > .git/n; cat src/lib.rs > .git/found$n; ls src > .git/ls$n; printf 'fn a() {{ try %s }}\n' $n > src/lib.rs; printf 'new\n' > src/new.rs; printf '{{"output": {{"ok": true}}}}'; elif [ "$n" = 1 ]; then {verify_edit}; printf '{{"output": {{"ok": false}}}}'; else printf '{{"output": {{"ok": true}}}}'; fi"#
+    )
+}
+
+#[test]
+fn rollback_restores_the_patch_before_the_route_goes_back() {
+    let r = Repo::new("rollback", "");
+    std::fs::write(r.0.join("spec.stratum.yaml"), ROLLBACK_SPEC).unwrap();
+    let before = r.user_state();
+    let ran = r.run(&rollback_agent("true"));
+    ran.completed();
+    // the second dispatch of `patch` started from the first one's snapshot
+    assert_eq!(r.read(".git/found2").as_deref(), Some("fn a() {}\n"));
+    assert_eq!(
+        r.read(".git/ls2").as_deref(),
+        Some("lib.rs\n"),
+        "the created file was removed"
+    );
+    assert_eq!(r.read("src/lib.rs").as_deref(), Some("fn a() { try 2 }\n"));
+    assert_eq!(r.user_state(), before);
+    assert_eq!(r.stratum_refs(), "");
+    let report = r.ran(&["report", &ran.run_id()]);
+    assert!(
+        report.stdout.contains("`rolled_back`") && report.stdout.contains(r#""to":"patch""#),
+        "{}",
+        report.context()
+    );
+}
+
+#[test]
+fn a_file_changed_since_its_patch_is_a_rollback_conflict_and_is_left_alone() {
+    let r = Repo::new("conflict", "");
+    std::fs::write(r.0.join("spec.stratum.yaml"), ROLLBACK_SPEC).unwrap();
+    let ran = r.run(&rollback_agent("printf 'someone else\\n' > src/lib.rs"));
+    assert_eq!(ran.code, 1, "{}", ran.context());
+    let reason = ran.doc()["failure"]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with("rollback_conflict: rolling back to `patch` left 1 path alone")
+            && reason.ends_with("src/lib.rs"),
+        "{reason}"
+    );
+    assert_eq!(
+        r.read("src/lib.rs").as_deref(),
+        Some("someone else\n"),
+        "not overwritten"
+    );
+    assert_eq!(
+        r.read("src/new.rs"),
+        None,
+        "the unchanged created file was rolled back"
+    );
+    assert_eq!(r.stratum_refs(), "");
+}

@@ -601,8 +601,8 @@ shift_fields! {
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
         iterate, budget, on_fail, artifacts, routes, scope;
-    ast::RouteEntry => span, when, action;
-    ast::OnFailEntry => span, when, action;
+    ast::RouteEntry => span, when, action, rollback;
+    ast::OnFailEntry => span, when, action, rollback;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;

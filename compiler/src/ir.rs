@@ -410,6 +410,8 @@ pub struct RouteIr {
     pub when: ExprIr,
     /// What it does.
     pub action: RouteActionIr,
+    /// `rollback: STEP` (X11): a scoped `do` step, the routing step or an ancestor.
+    pub rollback: Option<StepId>,
 }
 
 /// What a checked route does (X9).
@@ -437,6 +439,8 @@ pub struct OnFailIr {
     pub when: Option<ExprIr>,
     /// What it does.
     pub action: OnFailActionIr,
+    /// `rollback: STEP` (X11): a scoped `do` step, the failing step or an ancestor.
+    pub rollback: Option<StepId>,
 }
 
 /// What a checked `on_fail` entry does.

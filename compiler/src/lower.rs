@@ -531,6 +531,7 @@ impl Lowerer<'_> {
         routes
             .iter()
             .map(|r| RouteDef {
+                rollback: r.rollback.map(|s| t.index[s]),
                 when: self.chunk(t, &r.when, Context::Output),
                 action: match &r.action {
                     ir::RouteActionIr::Goto { target, max, note } => RouteAction::Goto {
@@ -551,6 +552,7 @@ impl Lowerer<'_> {
         entries
             .iter()
             .map(|e| OnFailDef {
+                rollback: e.rollback.map(|s| t.index[s]),
                 when: e.when.as_ref().map(|w| self.chunk(t, w, Context::Failure)),
                 action: match &e.action {
                     ir::OnFailActionIr::Step(s) => OnFailAction::Step(t.index[*s]),

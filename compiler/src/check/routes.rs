@@ -70,10 +70,15 @@ impl<'a> Checker<'a> {
                 ir::RouteActionIr::Fail(self.route_text(fc, i, reason, "`fail`")?)
             }
         };
+        let rollback = match &e.rollback {
+            Some(r) => Some(self.rollback_target(fc, i, r)?),
+            None => None,
+        };
         Some(ir::RouteIr {
             span: e.span,
             when: when?,
             action,
+            rollback,
         })
     }
 
@@ -136,7 +141,12 @@ impl<'a> Checker<'a> {
                 }
             }
         };
+        let rollback = match &e.rollback {
+            Some(r) => Some(self.rollback_target(fc, i, r)?),
+            None => None,
+        };
         Some(ir::OnFailIr {
+            rollback,
             span: e.span,
             when: match when {
                 Some(w) => Some(w?),

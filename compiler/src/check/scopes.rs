@@ -6,7 +6,8 @@
 //! S0341 (literal text that leaves the workspace, a glob that does not
 //! parse), S0342 (`changes()` outside the ensures of a scoped step or
 //! stage), S0343 (`max_changed_bytes` on a write fence that creates
-//! nothing).
+//! nothing), S0344 (a `rollback` target that is not a scoped `do` step
+//! finishing before the routing step, or the step itself).
 //! Must never: check anything that needs the workspace (is it a git
 //! repository): that is the run's start, not `check`.
 
@@ -150,6 +151,41 @@ impl<'a> Checker<'a> {
             .with_note("any change under a write fence is a `scope_violation`, whatever its size")
             .with_help("remove `max_changed_bytes`, or list the files the step may change"),
         );
+    }
+
+    /// `rollback: STEP` on a route or an `on_fail` entry of step `i`: a
+    /// `do` step with `scope` that is `i` itself or always finishes before it.
+    pub(super) fn rollback_target(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        name: &ast::Name,
+    ) -> Option<StepId> {
+        let t = self.target(fc, name, "`rollback`")?;
+        let step = &fc.flow.steps[t];
+        let scoped = matches!(step.kind, ast::StepKind::Do(_)) && step.scope.is_some();
+        let before = t == i || fc.graph.reaches(t, i, false);
+        if scoped && before {
+            return Some(t);
+        }
+        let why = if scoped {
+            format!(
+                "`{}` does not finish before this step, so nothing it did can be undone here",
+                name.text
+            )
+        } else {
+            format!(
+                "`{}` is not a `do` step with `scope`, so it has no snapshot to roll back to",
+                name.text
+            )
+        };
+        self.sink.push(
+            Diagnostic::new(Code::RollbackTarget, name.span, format!("this `rollback` cannot be done: {why}"))
+                .with_span_label("the rollback target")
+                .with_note("a rollback restores the files changed by the accepted dispatches from the target's latest entry on to that entry's snapshot; only scoped steps take snapshots")
+                .with_help("name the routing step itself or a scoped `do` step it comes after, e.g. the step that applied the patch"),
+        );
+        None
     }
 
     /// S0342: `changes()` where no dispatch's changes are known.

@@ -106,6 +106,7 @@ codes! {
     InvalidScopePath = "S0341", Error, "a `scope` entry that leaves the workspace, or a glob that does not parse";
     ChangesOutsideScope = "S0342", Error, "`changes()` outside the `ensure` of a step or stage with `scope`";
     FencedChangeBudget = "S0343", Warning, "`max_changed_bytes` on a write fence that creates nothing";
+    RollbackTarget = "S0344", Error, "a `rollback` target that is not a scoped `do` step finishing before the routing step";
     ContinueStepName = "S0317", Error, "a step named `continue` in a flow that uses `on_fail: continue`";
     ContinueFlowOutput = "S0318", Error, "`on_fail: continue` on the step the flow output comes from";
     ArtifactNotPath = "S0320", Error, "an `artifacts` entry that does not render to a path or a list of paths";

@@ -464,6 +464,8 @@ pub struct RouteEntry {
     pub when: Str,
     /// What it does.
     pub action: RouteEntryAction,
+    /// `rollback: STEP` (X11): restore the workspace first.
+    pub rollback: Option<Name>,
 }
 
 /// What a `route` entry does (X9).
@@ -492,6 +494,8 @@ pub struct OnFailEntry {
     pub when: Option<Str>,
     /// What it does.
     pub action: OnFailAction,
+    /// `rollback: STEP` (X11): restore the workspace first.
+    pub rollback: Option<Name>,
 }
 
 /// What an `on_fail` entry does.

@@ -256,6 +256,17 @@ pub enum EventKind {
         tree: String,
         paths: Vec<String>,
     },
+    /// A `rollback: STEP` (X11) restored the workspace before a route or an
+    /// `on_fail` goto: the patch records undone (newest first, their
+    /// snapshot trees), the paths restored, and the paths left alone
+    /// because they changed since their patch was recorded.
+    RolledBack {
+        to: String,
+        trees: Vec<String>,
+        paths: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+    },
     /// The cost model's estimate of each step of the entry flow, recorded
     /// when the run was started from a spec (`stratumc run SPEC`, MCP
     /// `stratum_plan`); `stratumc report` compares the spend with it. A run
@@ -446,6 +457,7 @@ impl EventKind {
             EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
             EventKind::PatchRecorded(_) => "patch_recorded",
             EventKind::ScopeRestored { .. } => "scope_restored",
+            EventKind::RolledBack { .. } => "rolled_back",
             EventKind::Estimated { .. } => "estimated",
             EventKind::RoutedBack { .. } => "routed_back",
         }
@@ -471,6 +483,7 @@ impl EventKind {
             EventKind::ArtifactsRecorded(_)
             | EventKind::PatchRecorded(_)
             | EventKind::ScopeRestored { .. } => "step, or fanout (for an item)",
+            EventKind::RolledBack { .. } => "the routing or failing step",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
                 "the checked step or item (`when`, `set`, `until` and stage `when` expressions: their step or item)"
@@ -530,6 +543,12 @@ impl EventKind {
                 item_index: None,
                 tree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
                 paths: vec!["Cargo.toml".into()],
+            },
+            EventKind::RolledBack {
+                to: "patch".into(),
+                trees: vec!["4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()],
+                paths: vec!["src/lib.rs".into()],
+                conflicts: vec![],
             },
         ]
     }

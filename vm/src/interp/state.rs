@@ -275,6 +275,10 @@ pub struct StepState {
     /// The snapshot (a git tree id) of the live scoped dispatch (X11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// The length of the run's patch log when this step's latest entry was
+    /// first dispatched (X11: where a `rollback` to it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_mark: Option<u32>,
 }
 
 /// A step a retried run took over from the old run (X8): its output (or a
@@ -515,6 +519,28 @@ pub struct Header {
     /// revert never gives a firing back.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub routes_fired: BTreeMap<String, u32>,
+    /// The accepted scoped dispatches in the workspace tree (X11), oldest
+    /// first: what a `rollback` restores. Rolled-back entries are removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patch_log: Vec<PatchRef>,
+}
+
+/// One accepted scoped dispatch in the workspace (X11): the snapshot it
+/// started from and each changed path with its sha256 at report (`None`:
+/// deleted), checked before a rollback overwrites it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRef {
+    /// The step id (`parent/child`).
+    pub step: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// The snapshot (git tree id) the dispatch started from.
+    pub tree_before: String,
+    /// The tree at report.
+    pub tree_after: String,
+    /// `(path, sha256 after)`.
+    pub files: Vec<(String, Option<String>)>,
 }
 
 /// The key of a `route` entry's counter in [`Header::routes_fired`]:

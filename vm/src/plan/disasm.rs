@@ -371,7 +371,10 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
         scope_listing(plan, flow, st.scope.as_ref(), "    ", out);
         for e in &st.on_fail_routes {
-            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"));
+            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"))
+                + &e.rollback.map_or(String::new(), |r| {
+                    format!(" rollback {}", step_name(plan, flow, r))
+                });
             let _ = match e.action {
                 super::OnFailAction::Step(s) => {
                     writeln!(out, "    on_fail{when} {}", step_name(plan, flow, s))
@@ -386,6 +389,9 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             };
         }
         for r in &st.routes {
+            if let Some(rb) = r.rollback {
+                let _ = writeln!(out, "    route rollback {}", step_name(plan, flow, rb));
+            }
             let _ = match r.action {
                 super::RouteAction::Goto { target, max, note } => writeln!(
                     out,

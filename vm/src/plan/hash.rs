@@ -80,14 +80,31 @@ impl Resolver<'_> {
         if !sd.routes.is_empty()
             && let Value::Object(m) = &mut v
         {
-            let routes = sd.routes.iter().map(|r| self.route(r)).collect();
+            let routes = sd
+                .routes
+                .iter()
+                .map(|r| self.with_rollback(self.route(r), r.rollback))
+                .collect();
             m.insert("routes".into(), Value::Array(routes));
         }
         if !sd.on_fail_routes.is_empty()
             && let Value::Object(m) = &mut v
         {
-            let entries = sd.on_fail_routes.iter().map(|e| self.on_fail(e)).collect();
+            let entries = sd
+                .on_fail_routes
+                .iter()
+                .map(|e| self.with_rollback(self.on_fail(e), e.rollback))
+                .collect();
             m.insert("onFailRoutes".into(), Value::Array(entries));
+        }
+        v
+    }
+
+    /// X11 `rollback: STEP` on a route or an `on_fail` entry, only when
+    /// there is one (entries without keep their hashes).
+    fn with_rollback(&self, mut v: Value, rollback: Option<u32>) -> Value {
+        if let (Some(r), Value::Object(m)) = (rollback, &mut v) {
+            m.insert("rollback".into(), self.target(Some(r)));
         }
         v
     }

@@ -402,6 +402,9 @@ pub struct RouteDef {
     pub when: u32,
     /// What firing does.
     pub action: RouteAction,
+    /// `rollback: STEP` (X11): the step whose latest entry's snapshot the
+    /// workspace is restored to before the route fires.
+    pub rollback: Option<u32>,
 }
 
 /// What a route does when its `when` is true (X9).
@@ -432,6 +435,8 @@ pub struct OnFailDef {
     pub when: Option<u32>,
     /// What taking the failure does.
     pub action: OnFailAction,
+    /// `rollback: STEP` (X11), as on a route.
+    pub rollback: Option<u32>,
 }
 
 /// What an `on_fail` entry does with the failure (X9).

@@ -50,9 +50,9 @@ pub const STEP_FIELDS: &[&str] = &[
     "scope",
     "route",
 ];
-/// Fields of a `route` entry (X9; `rollback` is X11, refused as not yet).
+/// Fields of a `route` entry (X9; `rollback` is X11).
 pub const ROUTE_FIELDS: &[&str] = &["when", "goto", "max", "note", "fail", "rollback"];
-/// Fields of an `on_fail` mapping (X9; `rollback` is X11, refused as not yet).
+/// Fields of an `on_fail` mapping (X9; `rollback` is X11, with `goto` only).
 pub const ON_FAIL_FIELDS: &[&str] = &["when", "goto", "max", "note", "rollback"];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.

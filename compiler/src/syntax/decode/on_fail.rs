@@ -3,7 +3,7 @@
 //! each `{…}` entry with an optional `when` over `failure`, tried in order.
 //!
 //! Owns: the shape of `on_fail` and of each entry (`max` with `goto`,
-//! `rollback` refused as not yet — it is X11), and the rule that nothing
+//! `rollback: STEP` (X11) only beside `goto`), and the rule that nothing
 //! follows an entry that always handles the failure.
 //! Must never: resolve names (whether `continue` names a step, whether the
 //! `goto` target is an ancestor) or type `when` (that is `check`).
@@ -56,6 +56,7 @@ impl Decoder<'_> {
                     span: node.span,
                     when: None,
                     action: OnFailAction::Step(n),
+                    rollback: None,
                 })
             }
             Value::Mapping(_) => self.on_fail_goto(node),
@@ -75,15 +76,19 @@ impl Decoder<'_> {
         let obj = self.obj(node, "an `on_fail` entry", None)?;
         self.strict(&obj, ON_FAIL_FIELDS, "an `on_fail` entry");
         let rollback = obj.get("rollback");
-        if let Some(r) = rollback {
+        let rollback_step = rollback.and_then(|r| self.step_id(&r.value, "`on_fail.rollback`"));
+        if let (Some(r), None) = (rollback, obj.get("goto")) {
+            // X11: `{rollback}` alone (restore, then fail) is not built yet
             let d = self.err(
                 Code::NotSupportedYet,
                 r.key.span,
-                "`rollback` in `on_fail` is not supported by stratumc yet",
+                "`rollback` without `goto` in `on_fail` is not supported by stratumc yet",
             );
-            d.notes
-                .push("rollback restores the workspace to a snapshot (language 1.1 X11)".into());
-            d.help = Some("remove `rollback`; `goto` still goes back without it".into());
+            d.notes.push(
+                "stratumc rolls back before an `on_fail` goto or a route goto (language 1.1 X11)"
+                    .into(),
+            );
+            d.help = Some("add `goto: <step>` with `max: N`, or remove `rollback`".into());
         }
         let when = obj
             .get("when")
@@ -121,6 +126,7 @@ impl Decoder<'_> {
                 max: max?,
                 note,
             },
+            rollback: rollback_step,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! `{when, fail}` entries on `do`, `set`, `run` and `fanout` steps.
 //!
 //! Owns: the shape of one entry (exactly one of `goto` and `fail`, `max`
-//! with `goto`, `rollback` refused as not yet — it is X11).
+//! with `goto`, and `rollback: STEP` (X11), checked in `check`).
 //! Must never: resolve the `goto` target or type `when` (that is `check`).
 
 use super::{Decoder, ROUTE_FIELDS};
@@ -23,16 +23,9 @@ impl Decoder<'_> {
     fn route_entry(&mut self, item: &Node) -> Option<RouteEntry> {
         let obj = self.obj(item, "a `route` entry", None)?;
         self.strict(&obj, ROUTE_FIELDS, "a `route` entry");
-        if let Some(r) = obj.get("rollback") {
-            let d = self.err(
-                Code::NotSupportedYet,
-                r.key.span,
-                "`rollback` on a route is not supported by stratumc yet",
-            );
-            d.notes
-                .push("rollback restores the workspace to a snapshot (language 1.1 X11)".into());
-            d.help = Some("remove `rollback`; the route still goes back without it".into());
-        }
+        let rollback = obj
+            .get("rollback")
+            .and_then(|r| self.step_id(&r.value, "`route.rollback`"));
         let when = self
             .required(&obj, "when", "a `route` entry")
             .and_then(|w| self.string(&w.value, "`route.when`"));
@@ -104,6 +97,7 @@ impl Decoder<'_> {
             span: item.span,
             when: when?,
             action,
+            rollback,
         })
     }
 }

@@ -142,6 +142,12 @@ impl Transition<'_> {
                     return Err(self.on_fail_note_error(at, n, c, why, failure));
                 }
             };
+            // X11: the workspace goes back first; a conflict fails the step
+            if let Some(to) = e.rollback
+                && let Err(conflict) = self.rollback(at, to, failure.attempt)
+            {
+                return Err(conflict);
+            }
             self.run.header.routes_fired.insert(key, fired + 1);
             let taken = Taken::Goto {
                 entry: n,

@@ -127,6 +127,7 @@ pub(super) fn new_run(
         config: None,
         retry: None,
         routes_fired: Default::default(),
+        patch_log: Vec::new(),
     };
     Run {
         header,

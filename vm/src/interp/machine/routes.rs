@@ -100,6 +100,12 @@ impl Transition<'_> {
                 return Routed::Fail(self.route_error(at, attempt, k + 1, when, why));
             }
         };
+        // X11: the workspace goes back first; a conflict fails the step instead
+        if let Some(to) = self.def(at).routes[k as usize].rollback
+            && let Err(f) = self.rollback(at, to, attempt)
+        {
+            return Routed::Fail(f);
+        }
         self.run.header.routes_fired.insert(key, fired + 1);
         Routed::Back(Back {
             route: k + 1,

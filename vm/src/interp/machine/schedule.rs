@@ -225,6 +225,7 @@ impl Transition<'_> {
             let failure = Failure::new(attempt, reason);
             return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
         }
+        self.mark_entry(at, attempt);
         let token = self.mint("d");
         let st = self.st_mut(at);
         st.attempts = attempt;

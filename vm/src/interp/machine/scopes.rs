@@ -295,11 +295,106 @@ impl Transition<'_> {
         })
     }
 
+    /// A scoped step's dispatch is issued: the first of its entry marks
+    /// where a rollback to it starts.
+    pub(super) fn mark_entry(&mut self, at: StepAt, attempt: u32) {
+        if attempt == 1 && self.def(at).scope.is_some() {
+            let n = self.run.header.patch_log.len() as u32;
+            self.st_mut(at).patch_mark = Some(n);
+        }
+    }
+
+    /// `rollback: STEP` before step `at` routes or goes back (X11): the
+    /// workspace patches from STEP's latest entry on, newest first, put
+    /// back to their snapshots where each file is still what its patch
+    /// recorded; `Err` (`rollback_conflict`) names the files that were not.
+    pub(super) fn rollback(&mut self, at: StepAt, to: u32, attempt: u32) -> Result<(), Failure> {
+        let target = at.sibling(to);
+        let mark = self
+            .st(target)
+            .patch_mark
+            .map_or(usize::MAX, |m| m as usize);
+        let log = &self.run.header.patch_log;
+        let undo: Vec<PatchRef> = log.iter().skip(mark).rev().cloned().collect();
+        let mut trees = Vec::new();
+        let mut paths = Vec::new();
+        let mut conflicts = Vec::new();
+        for p in &undo {
+            let wanted: Vec<Restore> = p
+                .files
+                .iter()
+                .map(|(path, after)| Restore {
+                    path: path.clone(),
+                    expect: Some(after.clone()),
+                })
+                .collect();
+            match self
+                .host
+                .snapshot_restore(FileRoot::Workspace, &p.tree_before, &wanted)
+            {
+                Ok(c) => {
+                    paths.extend(
+                        wanted
+                            .iter()
+                            .map(|w| w.path.clone())
+                            .filter(|w| !c.contains(w)),
+                    );
+                    conflicts.extend(c);
+                }
+                Err(e) => conflicts.push(format!("{} ({e})", p.step)),
+            }
+            trees.push(p.tree_before.clone());
+        }
+        if mark < self.run.header.patch_log.len() {
+            self.run.header.patch_log.truncate(mark);
+        }
+        conflicts.sort();
+        conflicts.dedup();
+        let kind = EventKind::RolledBack {
+            to: self.own_id(target).to_string(),
+            trees,
+            paths,
+            conflicts: conflicts.clone(),
+        };
+        let id = self.sid(at);
+        self.event(kind, Some(id));
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        Err(Failure {
+            attempt,
+            reason: format!(
+                "rollback_conflict: rolling back to `{}` left {} alone, changed since its patch was recorded: {}",
+                self.own_id(target),
+                plural(conflicts.len()),
+                conflicts.join(", ")
+            ),
+            violations: vec![
+                json!({"kind": "rollback_conflict", "to": self.own_id(target), "paths": conflicts}),
+            ],
+        })
+    }
+
     /// The accepted dispatch's patch record (its diff was taken at report).
     pub(super) fn record_patch(&mut self, slot: Slot, attempt: u32) {
         let Some((before, diff)) = self.diff_seen.take() else {
             return;
         };
+        if self.slot_root(slot).is_none() {
+            let files = diff
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.after.clone()))
+                .collect();
+            let entry = PatchRef {
+                step: self.slot_id(slot),
+                attempt,
+                tree_before: before.clone(),
+                tree_after: diff.tree.clone(),
+                files,
+            };
+            self.run.header.patch_log.push(entry);
+        }
         let (text, cut) = crate::host::snapshot::bounded_diff(&diff.patch);
         let record = PatchRecord {
             step: self.sid(slot.at),
