@@ -130,6 +130,24 @@ pub struct ReadyEntry {
     /// dispatch is an orphan and its token is revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// What the dispatch may change (X11), rendered: a change outside is a
+    /// `scope_violation` and is put back. Left out for unscoped dispatches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ScopeView>,
+}
+
+/// A dispatch's `scope` as its agent reads it (X11).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeView {
+    /// Paths and globs it may change or delete (`[]` with no `create`: it
+    /// may change nothing).
+    pub files: Vec<String>,
+    /// Paths and globs it may create.
+    pub create: Vec<String>,
+    /// Most bytes it may change (added plus removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// The fanout part of a ready entry.

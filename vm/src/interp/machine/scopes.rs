@@ -375,6 +375,42 @@ impl Transition<'_> {
         })
     }
 
+    /// The scope of a ready entry, rendered (an entry that does not render
+    /// shows its source; a list spreads into its paths).
+    pub(super) fn scope_view(
+        &self,
+        f: FrameIx,
+        scope: &ScopeDef,
+        item: Option<&Value>,
+        prev: Option<&Value>,
+    ) -> crate::interp::outcome::ScopeView {
+        let texts = |entries: &[ArtifactDef]| -> Vec<String> {
+            let mut out = Vec::new();
+            for a in entries {
+                match self.render(f, a.template, item, prev) {
+                    Ok(Value::String(s)) => out.push(s),
+                    Ok(Value::Array(items)) => out.extend(items.into_iter().map(|v| match v {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    })),
+                    Ok(Value::Null) => {}
+                    Ok(other) => out.push(other.to_string()),
+                    Err(_) => out.push(crate::plan::disasm::template_source(
+                        self.plan,
+                        self.flow(f),
+                        a.template,
+                    )),
+                }
+            }
+            out
+        };
+        crate::interp::outcome::ScopeView {
+            files: texts(&scope.files),
+            create: texts(&scope.create),
+            max_changed_bytes: scope.max_changed_bytes,
+        }
+    }
+
     /// The accepted dispatch's patch record (its diff was taken at report).
     pub(super) fn record_patch(&mut self, slot: Slot, attempt: u32) {
         let Some((before, diff)) = self.diff_seen.take() else {

@@ -168,6 +168,10 @@ impl Transition<'_> {
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
+                scope: def
+                    .scope
+                    .as_ref()
+                    .map(|sc| self.scope_view(at.frame, sc, None, None)),
             });
         };
         let StepKindDef::Fanout {
@@ -212,6 +216,10 @@ impl Transition<'_> {
             // the item's agent works in its worktree
             cwd: it.worktree.clone(),
             timeout_ms: stage.timeout_ms,
+            scope: stage
+                .scope
+                .as_ref()
+                .map(|sc| self.scope_view(at.frame, sc, Some(&it.value), it.output.as_ref())),
         })
     }
 
