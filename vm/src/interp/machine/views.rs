@@ -148,7 +148,8 @@ impl Transition<'_> {
             return Some(r.clone());
         }
         let parent = self.frame(at.frame).parent?;
-        let first = st.attempts <= 1 && st.epoch == 0;
+        // the first pass of the call only (an `iterate` pass is not re-entered)
+        let first = st.attempts <= 1 && st.epoch == 0 && self.st(parent).iterations == 0;
         (first && self.fidx(at.frame).deps[at.ix()].is_empty())
             .then(|| self.carried_route(parent))
             .flatten()
