@@ -923,16 +923,26 @@ impl<'a> Ctx<'a> {
                 let seen = self.config.observed(&flow.name, &step.id);
                 self.fanout_step(&items, (stages, &leases, seen), *concurrency, require)
             }
-            StepKindIr::Run { flow: callee, .. } => {
+            StepKindIr::Run {
+                flow: callee,
+                iterate,
+                ..
+            } => {
                 let c = self.callee(*callee);
                 let name = &self.ir.flows[*callee].name;
+                // X9: an iterating call runs the flow up to `max` times (at
+                // least once); the expected count is not modelled (one pass)
+                let passes = iterate.as_ref().map_or(1, |it| it.max);
                 StepCalc {
-                    worst: c.worst.clone(),
+                    worst: c.worst.scale(passes as f64),
                     min: c.min.clone(),
                     expected: c.expected.clone(),
                     p_pass: c.p_success,
-                    decisions: c.decisions,
-                    why: format!("a run of flow `{name}`"),
+                    decisions: c.decisions.saturating_mul(passes),
+                    why: match passes {
+                        1 => format!("a run of flow `{name}`"),
+                        n => format!("up to {n} runs of flow `{name}` (iterate)"),
+                    },
                     ..StepCalc::default()
                 }
             }

@@ -398,6 +398,9 @@ pub enum StepKindIr {
         flow: FlowId,
         /// Input values, by callee input name.
         with: Vec<(String, WithValue)>,
+        /// `iterate` (X9): the called flow runs again until `until` over
+        /// its output holds.
+        iterate: Option<IterateIr>,
     },
 }
 

@@ -491,12 +491,19 @@ impl Lowerer<'_> {
                     consumer: *dispatch == ast::Dispatch::Consumer,
                 }
             }
-            StepKindIr::Run { flow, with } => StepKindDef::Run {
+            StepKindIr::Run {
+                flow,
+                with,
+                iterate,
+            } => StepKindDef::Run {
                 flow: *flow as u32,
                 with: with
                     .iter()
                     .map(|(k, v)| (self.s(k), self.with_value(t, v)))
                     .collect(),
+                iterate: iterate
+                    .as_ref()
+                    .map(|it| (u(it.max), self.chunk(t, &it.until, Context::Output))),
             },
         };
         let ensure = self.predicates(t, &s.ensure, Context::Output);

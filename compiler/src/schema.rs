@@ -90,8 +90,19 @@ fn doc(key: &str) -> Option<&'static str> {
         "attempts" => "Total attempts (default 2).",
         "iterate" => "Repeat the task until `until` holds, at most `max` times.",
         "on_fail" => {
-            "The step that runs when this one fails (the failure is then handled), or `continue` (language 1.1): when attempts run out the step ends failed, the failure is handled and the flow goes on (its output reads as null)."
+            "The step that runs when this one fails (the failure is then handled), or `continue` (language 1.1): when attempts run out the step ends failed, the failure is handled and the flow goes on (its output reads as null); or `{goto: STEP, max: N, note?}` (language 1.1): the failure goes back to an earlier step, at most `max` times in the run; or a list of those, each `{…}` with an optional `when` over `failure` (`{reason, violations}`), tried in order."
         }
+        "route" => {
+            "Conditional edges after success (language 1.1): entries `{when, goto: STEP, max: N, note?}` (go back to an earlier step, at most `max` times in the run; it runs again with `previousRoute`) or `{when, fail: reason}`, tried in order; the first whose `when` (over `result`, `input`, `steps`) holds fires."
+        }
+        "goto" => {
+            "The earlier step to go back to (a strict ancestor); it and the steps after it run again."
+        }
+        "max" => {
+            "A bound: for `iterate`, the most passes; for a `goto` entry, how often it may fire in the whole run (counters are never given back)."
+        }
+        "note" => "A template handed to the re-entered step in `previousRoute.note`.",
+        "fail" => "A template: the step fails with this reason.",
         "with" => "The called flow's input values (templates allowed).",
         "cost" => {
             "Cost hints for `stratumc cost` (language 1.1): `tokens`, `usd`, `ms` per dispatch, `p` (pass probability), `judge_tokens`; they replace the agent profile's figures. The engine ignores them."
@@ -192,7 +203,16 @@ fn predicate() -> Json {
 
 fn value_of(key: &str) -> Json {
     match key {
-        "id" | "on_fail" => step_id(),
+        "id" => step_id(),
+        "on_fail" => on_fail(),
+        "route" => json!({"type": "array", "minItems": 1, "items": {"oneOf": [
+            entry_when(strict(&["when", "goto", "max", "note"], &["when", "goto", "max"], |k| match k {
+                "goto" => step_id(),
+                "max" => pos_int(),
+                _ => string(),
+            }), "A condition over `result` (the step's output), `input` and `steps`: the entry fires when it holds."),
+            entry_when(strict(&["when", "fail"], &["when", "fail"], |_| string()), "A condition over `result` (the step's output), `input` and `steps`: the entry fires when it holds."),
+        ]}}),
         "after" => json!({"type": "array", "items": step_id()}),
         "when" | "do" | "run" | "out" => string(),
         "set" => json!({
@@ -256,6 +276,35 @@ fn value_of(key: &str) -> Json {
         }
         _ => json!({}),
     }
+}
+
+/// X9: `on_fail` is a step id (or `continue`), a `goto` entry, or a list
+/// of those whose mappings may carry `when`.
+fn on_fail() -> Json {
+    let goto = |keys: &[&str]| {
+        strict(keys, &["goto", "max"], |k| match k {
+            "goto" => step_id(),
+            "max" => pos_int(),
+            _ => string(),
+        })
+    };
+    let listed = entry_when(
+        goto(&["when", "goto", "max", "note"]),
+        "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the failure when it holds.",
+    );
+    json!({"oneOf": [
+        step_id(),
+        goto(&["goto", "max", "note"]),
+        {"type": "array", "minItems": 1, "items": {"oneOf": [step_id(), listed]}},
+    ]})
+}
+
+/// The description of `when` in an X9 entry (not a step's `when`).
+fn entry_when(mut entry: Json, text: &str) -> Json {
+    if let Some(w) = entry.pointer_mut("/properties/when") {
+        w["description"] = text.into();
+    }
+    entry
 }
 
 fn step() -> Json {

@@ -41,6 +41,16 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.push(continues(n));
             }
             out.extend(on_fail_routes(step));
+            if let (StepKind::Run { .. }, Some(_)) = (&step.kind, &step.iterate) {
+                out.push(
+                    Diagnostic::new(
+                        Code::PortableRoutes,
+                        step.construct_span,
+                        "`iterate` on a `run` step is a stratumc addition (language 1.1, X9); the original engine rejects it",
+                    )
+                    .with_help("for the original engine, iterate a `do` step inside the called flow"),
+                );
+            }
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
             }

@@ -581,7 +581,7 @@ impl<'a> Checker<'a> {
     fn run_step(
         &mut self,
         fc: &mut FlowCtx<'a>,
-        _s: &ast::Step,
+        s: &ast::Step,
         i: StepId,
         flow: &ast::Name,
         with: Option<&[ast::WithEntry]>,
@@ -678,10 +678,43 @@ impl<'a> Checker<'a> {
             }
             values.push((e.key.text.clone(), v));
         }
+        let iterate = self.run_iterate(fc, s, i);
         ok.then_some(ir::StepKindIr::Run {
             flow: callee,
             with: values,
+            iterate: iterate?,
         })
+    }
+
+    /// `iterate` on a `run` step (X9): `until` is a condition over the
+    /// called flow's output (`result`). `Some(None)`: no `iterate`.
+    fn run_iterate(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+    ) -> Option<Option<ir::IterateIr>> {
+        let Some(it) = &s.iterate else {
+            return Some(None);
+        };
+        let result = match &fc.outputs[i] {
+            StepOut::Known(t) => t.clone(),
+            _ => Type::Any,
+        };
+        let scope = Scope {
+            field: "iterate.until",
+            role: Role::Condition,
+            result,
+            item: None,
+            prev: None,
+            reader: i,
+            failure: false,
+        };
+        let until = it.until.as_ref().and_then(|u| self.expr(fc, u, &scope));
+        Some(Some(ir::IterateIr {
+            max: it.max?.value,
+            until: until?,
+        }))
     }
 
     fn with_value(&mut self, fc: &mut FlowCtx<'a>, i: StepId, node: &Node) -> Option<WithValue> {

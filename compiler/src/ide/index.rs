@@ -179,8 +179,14 @@ impl<'db> Index<'db> {
             for f in s.on_fail_names() {
                 self.push(f.span, step(f), false);
             }
+            // X9: `goto` targets of `on_fail` entries and of routes
             for e in &s.on_fail {
                 if let crate::syntax::ast::OnFailAction::Goto { target, .. } = &e.action {
+                    self.push(target.span, step(target), false);
+                }
+            }
+            for r in &s.routes {
+                if let crate::syntax::ast::RouteEntryAction::Goto { target, .. } = &r.action {
                     self.push(target.span, step(target), false);
                 }
             }

@@ -355,3 +355,40 @@ fn x3_lambda_parameters_hover_with_their_element_type_and_builtins_complete() {
         "{map:?}"
     );
 }
+
+/// X9: a `goto` target (route or `on_fail`) is a step reference: hover
+/// shows the step, completion after `goto: ` offers the steps, `failure`
+/// in an `on_fail` entry's `when` hovers with its type.
+#[test]
+fn x9_goto_targets_hover_complete_and_failure_binds() {
+    const X9: &str = "version: 1
+contracts:
+  Out: {ok: boolean}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${review.output}\", contract: Out}
+    steps:
+      - id: draft
+        do: \"Draft\"
+        out: Out
+      - id: review
+        do: \"Review ${draft.output.ok}\"
+        out: Out
+        route:
+          - {when: \"!result.ok\", goto: draft, max: 2, note: \"again\"}
+        on_fail:
+          - {when: \"'conflict' in failure.reason\", goto: draft, max: 1}
+          - continue
+";
+    let (db, file) = open(X9);
+    let h = hover(&db, file, at(X9, "goto: draft, max: 2", 0, 7)).unwrap();
+    assert!(h.markdown.contains("step `draft`"), "{}", h.markdown);
+    let h = hover(&db, file, at(X9, "goto: draft, max: 1", 0, 7)).unwrap();
+    assert!(h.markdown.contains("step `draft`"), "{}", h.markdown);
+    let h = hover(&db, file, at(X9, "failure.reason", 0, 2)).unwrap();
+    assert!(h.markdown.contains("failure:"), "{}", h.markdown);
+    let got = completion(&db, file, at(X9, "goto: draft, max: 2", 0, 6));
+    assert!(labels(&got).contains(&"draft"), "{:?}", labels(&got));
+}

@@ -337,9 +337,16 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
                 }
             }
-            StepKindDef::Run { flow: callee, with } => {
+            StepKindDef::Run {
+                flow: callee,
+                with,
+                iterate,
+            } => {
                 let name = plan.flows.get(*callee as usize).map_or("?", |f| s(f.name));
                 let _ = writeln!(out, "    run {name}");
+                if let Some((max, until)) = iterate {
+                    let _ = writeln!(out, "      iterate max {max} until chunk {until}");
+                }
                 for (k, node) in with {
                     let _ = writeln!(
                         out,

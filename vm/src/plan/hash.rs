@@ -205,10 +205,24 @@ impl Resolver<'_> {
                 "preMerge": pre_merge.iter().map(|s| self.s(*s)).collect::<Vec<_>>(),
                 "consumer": consumer,
             }),
-            StepKindDef::Run { flow, with } => json!({
-                "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
-                "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
-            }),
+            StepKindDef::Run {
+                flow,
+                with,
+                iterate,
+            } => {
+                let mut v = json!({
+                    "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
+                    "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
+                });
+                // X9: only iterating calls carry the key (older steps keep their hash)
+                if let (Some((max, until)), Value::Object(m)) = (iterate, &mut v) {
+                    m.insert(
+                        "iterate".into(),
+                        json!({"max": max, "until": self.chunk(*until)}),
+                    );
+                }
+                v
+            }
         }
     }
 

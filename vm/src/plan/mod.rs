@@ -391,6 +391,10 @@ pub enum StepKindDef {
         flow: u32,
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
+        /// `iterate` (X9): (`max`, `until` chunk over the called flow's
+        /// output); the flow runs again in a fresh frame until it holds.
+        /// `None` in plans of format 2 and older.
+        iterate: Option<(u32, u32)>,
     },
 }
 

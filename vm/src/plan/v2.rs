@@ -283,7 +283,11 @@ impl StepKindDef {
                 pre_merge,
                 consumer,
             },
-            StepKindDef::Run { flow, with } => K::Run { flow, with },
+            StepKindDef::Run { flow, with } => K::Run {
+                flow,
+                with,
+                iterate: None,
+            },
         }
     }
 }

@@ -314,8 +314,15 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     v.s(*p)?;
                 }
             }
-            StepKindDef::Run { flow: callee, with } => {
+            StepKindDef::Run {
+                flow: callee,
+                with,
+                iterate,
+            } => {
                 v.idx(*callee, plan.flows.len(), "called flow")?;
+                if let Some((_, until)) = iterate {
+                    chunk_ok(v, *until)?;
+                }
                 for (k, node) in with {
                     v.s(*k)?;
                     v.idx(*node, flow.with_nodes.len(), "with node")?;

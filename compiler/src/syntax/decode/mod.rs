@@ -154,7 +154,7 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
         "set" => &["out", "ensure", "on_fail", "route"],
         "gate" => &[],
         "fanout" => &["attempts", "budget", "on_fail", "route"],
-        "run" => &["budget", "on_fail", "with", "route"],
+        "run" => &["budget", "on_fail", "with", "route", "iterate"],
         // X9: `on_fail` on `evaluate` steps (the construct itself is X12)
         "evaluate" => &["out", "on_fail"],
         _ => &["out"],

@@ -68,7 +68,7 @@ impl Transition<'_> {
             match (self.frame(f).parent, result) {
                 (None, Ok(out)) => self.complete(out),
                 (None, Err(reason)) => self.end_run(RunStatus::Failed, Failure::new(0, reason)),
-                (Some(parent), Ok(out)) => self.succeed(parent, out),
+                (Some(parent), Ok(out)) => self.subflow_done(parent, out),
                 (Some(parent), Err(reason)) => {
                     self.fail_forced(parent, format!("sub-flow failed: {reason}"))
                 }
@@ -132,7 +132,7 @@ impl Transition<'_> {
             StepKindDef::Set { fields } => self.run_set(at, fields),
             StepKindDef::Gate { .. } => self.open_gate(at),
             StepKindDef::Fanout { over, .. } => self.start_fanout(at, *over),
-            StepKindDef::Run { flow, with } => self.start_subflow(at, *flow, with),
+            StepKindDef::Run { flow, with, .. } => self.start_subflow(at, *flow, with),
         }
     }
 

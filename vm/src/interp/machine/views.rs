@@ -138,6 +138,23 @@ impl Transition<'_> {
             .collect()
     }
 
+    /// The `previousRoute` step `at`'s dispatch carries (X9): its own, or,
+    /// for a first dispatch of a root step of a called flow (no
+    /// dependencies, first attempt, never reset), the one of the `run` step
+    /// that called it, up through nested calls.
+    fn carried_route(&self, at: StepAt) -> Option<crate::interp::PreviousRoute> {
+        let st = self.st(at);
+        if let Some(r) = &st.previous_route {
+            return Some(r.clone());
+        }
+        let parent = self.frame(at.frame).parent?;
+        // the first pass of the call only (an `iterate` pass is not re-entered)
+        let first = st.attempts <= 1 && st.epoch == 0 && self.st(parent).iterations == 0;
+        (first && self.fidx(at.frame).deps[at.ix()].is_empty())
+            .then(|| self.carried_route(parent))
+            .flatten()
+    }
+
     fn ready_entry(&self, slot: Slot) -> Option<ReadyEntry> {
         let at = slot.at;
         let st = self.st(at);
@@ -164,7 +181,7 @@ impl Transition<'_> {
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
                 previous_revise: st.revised.clone(),
-                previous_route: st.previous_route.clone(),
+                previous_route: self.carried_route(at),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
@@ -199,9 +216,8 @@ impl Transition<'_> {
             previous_failure: it.failure.clone(),
             previous_revise: None,
             // X9: a fanout a route re-entered: its items' first dispatches
-            previous_route: st
-                .previous_route
-                .clone()
+            previous_route: self
+                .carried_route(at)
                 .filter(|_| it.stage == 0 && it.attempts <= 1),
             item: Some(ItemEntry {
                 item: it.value.clone(),
