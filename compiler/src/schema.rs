@@ -102,6 +102,9 @@ fn doc(key: &str) -> Option<&'static str> {
             "A bound: for `iterate`, the most passes; for a `goto` entry, how often it may fire in the whole run (counters are never given back)."
         }
         "note" => "A template handed to the re-entered step in `previousRoute.note`.",
+        "rollback" => {
+            "A scoped `do` step (this one, or one it comes after): before going back, the files its accepted dispatches changed from its latest entry on are restored to that entry's snapshot, each only if unchanged since (else the step fails with `rollback_conflict`; language 1.1)."
+        }
         "fail" => "A template: the step fails with this reason.",
         "with" => "The called flow's input values (templates allowed).",
         "cost" => {
@@ -206,8 +209,8 @@ fn value_of(key: &str) -> Json {
         "id" => step_id(),
         "on_fail" => on_fail(),
         "route" => json!({"type": "array", "minItems": 1, "items": {"oneOf": [
-            entry_when(strict(&["when", "goto", "max", "note"], &["when", "goto", "max"], |k| match k {
-                "goto" => step_id(),
+            entry_when(strict(&["when", "goto", "max", "note", "rollback"], &["when", "goto", "max"], |k| match k {
+                "goto" | "rollback" => step_id(),
                 "max" => pos_int(),
                 _ => string(),
             }), "A condition over `result` (the step's output), `input` and `steps`: the entry fires when it holds."),
@@ -283,18 +286,18 @@ fn value_of(key: &str) -> Json {
 fn on_fail() -> Json {
     let goto = |keys: &[&str]| {
         strict(keys, &["goto", "max"], |k| match k {
-            "goto" => step_id(),
+            "goto" | "rollback" => step_id(),
             "max" => pos_int(),
             _ => string(),
         })
     };
     let listed = entry_when(
-        goto(&["when", "goto", "max", "note"]),
+        goto(&["when", "goto", "max", "note", "rollback"]),
         "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the failure when it holds.",
     );
     json!({"oneOf": [
         step_id(),
-        goto(&["goto", "max", "note"]),
+        goto(&["goto", "max", "note", "rollback"]),
         {"type": "array", "minItems": 1, "items": {"oneOf": [step_id(), listed]}},
     ]})
 }
