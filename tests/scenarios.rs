@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use saphyr::{LoadableYamlNode, Scalar, Yaml};
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError, LoadedPlan};
-use stratum_vm::host::Workspace;
+use stratum_vm::host::{Workspace, snapshot};
 use stratum_vm::interp::{
     FileEvidence, FileHash, FileRoot, Host, HostError, JudgeAsk, JudgeRequest, Outcome, Receipt,
     Report, Verdict,
@@ -143,6 +143,9 @@ struct ScriptHost {
     commands: std::collections::BTreeMap<String, stratum_vm::config::CommandConfig>,
     /// What was asked of the command runner, in order (`expect_command_calls`).
     command_calls: Vec<Value>,
+    /// `host.git: true` (X11): the workspace is a real git repository (its
+    /// `host.files` committed) and snapshots go through `host::snapshot`.
+    git: bool,
 }
 
 /// The item index at the end of a worktree name or directory (`.../fan-e0-2` → `2`).
@@ -151,6 +154,16 @@ fn worktree_item(name: &str) -> String {
 }
 
 impl ScriptHost {
+    /// The directory git runs in for a snapshot (X11 scenarios).
+    fn git_dir(&self, root: FileRoot<'_>) -> Result<PathBuf, HostError> {
+        match (root, &self.workspace) {
+            (_, _) if !self.git => Err(HostError::Unsupported("no git in this scenario".into())),
+            (FileRoot::Worktree(d), _) => Ok(PathBuf::from(d)),
+            (FileRoot::Workspace, Some(w)) => Ok(w.root().to_path_buf()),
+            (FileRoot::Workspace, None) => Err(HostError::Unsupported("no workspace".into())),
+        }
+    }
+
     fn worktree_fact(&self, key: &str) -> Option<&Value> {
         self.worktree.as_ref().and_then(|w| w.get(key))
     }
@@ -305,6 +318,54 @@ impl Host for ScriptHost {
 
     fn pause_ms(&mut self, ms: u64) {
         self.pauses.push(ms);
+    }
+
+    // X11 snapshots: real git in the scenario's workspace when `host.git`.
+
+    fn snapshots_ready(&self, _root: FileRoot<'_>) -> Result<(), HostError> {
+        if self.git {
+            Ok(())
+        } else {
+            Err(HostError::Unsupported(
+                "the scenario's workspace is no git repository (set `host.git: true`)".into(),
+            ))
+        }
+    }
+
+    fn snapshot(
+        &mut self,
+        root: FileRoot<'_>,
+        run_id: &str,
+        name: &str,
+    ) -> Result<String, HostError> {
+        let dir = self.git_dir(root)?;
+        snapshot::snapshot(&dir, run_id, name).map_err(|e| HostError::Git(e.to_string()))
+    }
+
+    fn snapshot_diff(
+        &mut self,
+        root: FileRoot<'_>,
+        tree: &str,
+        run_id: &str,
+        name: &str,
+    ) -> Result<stratum_vm::interp::TreeDiff, HostError> {
+        let dir = self.git_dir(root)?;
+        snapshot::diff(&dir, tree, run_id, name).map_err(|e| HostError::Git(e.to_string()))
+    }
+
+    fn snapshot_restore(
+        &mut self,
+        root: FileRoot<'_>,
+        tree: &str,
+        paths: &[stratum_vm::interp::Restore],
+    ) -> Result<Vec<String>, HostError> {
+        let dir = self.git_dir(root)?;
+        snapshot::restore(&dir, tree, paths).map_err(|e| HostError::Git(e.to_string()))
+    }
+
+    fn snapshots_drop(&mut self, run_id: &str) -> Result<(), HostError> {
+        let dir = self.git_dir(FileRoot::Workspace)?;
+        snapshot::drop_refs(&dir, run_id).map_err(|e| HostError::Git(e.to_string()))
     }
 
     // A scripted fake of git worktrees: a worktree is a real directory holding
@@ -933,6 +994,35 @@ fn run_scenario(path: &Path) -> Vec<String> {
             let _ = std::fs::write(&p, content.as_str().unwrap_or(""));
         }
     }
+    let git = sc["host"]["git"].as_bool() == Some(true);
+    if git {
+        // X11: a real repository with the scenario's files committed
+        for args in [
+            &["init", "-q"][..],
+            &["add", "-A"][..],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "init",
+            ][..],
+        ] {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&ws_dir)
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !ok {
+                return vec![format!("harness: git {args:?} failed in the workspace")];
+            }
+        }
+    }
     let judge = match sc["host"].get("judge") {
         Some(Value::Array(q)) => Some(q.iter().cloned().collect()),
         _ => None,
@@ -975,6 +1065,7 @@ fn run_scenario(path: &Path) -> Vec<String> {
                 Err(e) => return vec![format!("harness: host.commands: {e}")],
             },
             command_calls: Vec::new(),
+            git,
         },
         tokens: HashMap::new(),
         _dir: dir,

@@ -141,3 +141,36 @@ fn inspect_says_the_format_a_plan_was_written_in() {
         "{text}"
     );
 }
+
+/// X9: the listing shows a step's `route` entries, its `on_fail` entries
+/// and a run step's `iterate` (golden listing of the conformance specs).
+#[test]
+fn x9_route_and_on_fail_listing() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/ext");
+    for name in ["x9-route-ok", "x9-on-fail-ok"] {
+        let out = stratumc()
+            .args(["build", "--emit", "asm"])
+            .arg(root.join(format!("{name}.stratum.yaml")))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        insta::assert_snapshot!(format!("asm__{name}"), text);
+    }
+    // the lines that say what the routes do
+    let out = stratumc()
+        .args(["build", "--emit", "asm"])
+        .arg(root.join("x9-on-fail-ok.stratum.yaml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("on_fail when chunk"), "{text}");
+    assert!(text.contains("goto plan max 1"), "{text}");
+    assert!(text.contains("on_fail rescue"), "{text}");
+    assert!(text.contains("on_fail continue"), "{text}");
+}

@@ -271,3 +271,27 @@ fn a_contract_cycle_names_the_field_it_goes_through() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// X9: `--portable` warns (S0909) about routes, the `on_fail` forms of 1.1
+/// and `iterate` on `run` steps, once per step; the specs stay valid.
+#[test]
+fn portable_warns_about_x9_routes_and_on_fail_forms() {
+    for (name, want) in [("x9-on-fail-ok", 3usize), ("x9-iterate-run", 3usize)] {
+        let spec = root().join(format!("tests/conformance/ext/{name}.stratum.yaml"));
+        let (_, stdout, _) = run(&[
+            "check",
+            "--portable",
+            "--format",
+            "json",
+            spec.to_str().unwrap(),
+        ]);
+        let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let n = doc["files"][0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["code"] == "S0909")
+            .count();
+        assert_eq!(n, want, "{name}: {stdout}");
+    }
+}

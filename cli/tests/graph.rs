@@ -387,3 +387,26 @@ fn errors_and_exit_codes() {
     assert_eq!(code, 2);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// X9: a route's `goto` and an `on_fail` `goto` are drawn as back edges
+/// labelled with what they reset; a recovery step of an `on_fail` list is
+/// an ordinary `on_fail` edge.
+#[test]
+fn route_and_on_fail_goto_back_edges() {
+    let home = scratch("x9");
+    let (code, dot, err) = stratumc(
+        &home,
+        &["graph", "tests/conformance/ext/x9-on-fail-ok.stratum.yaml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(dot.contains("on_fail ↺ resets plan, impl"), "{dot}");
+    assert!(dot.contains("on_fail ↺ resets impl"), "{dot}");
+    assert!(dot.contains("label=\"on_fail\""), "{dot}");
+    let (code, dot, err) = stratumc(
+        &home,
+        &["graph", "tests/conformance/ext/x9-route-ok.stratum.yaml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(dot.contains("route ↺ resets"), "{dot}");
+    let _ = std::fs::remove_dir_all(&home);
+}

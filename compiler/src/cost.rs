@@ -118,8 +118,8 @@ use stratum_vm::config::{Config, Figures};
 
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::{
-    EdgeKind, FlowId, FlowIr, Ir, IterateIr, PredicateIr, RefIr, RefTarget, Segment, StageIr,
-    StepId, StepKindIr,
+    EdgeKind, FlowId, FlowIr, Ir, IterateIr, OnFailActionIr, PredicateIr, RefIr, RefTarget,
+    RouteActionIr, Segment, StageIr, StepId, StepKindIr,
 };
 use crate::source::Span;
 use crate::syntax::ast::{Agent, Budget, CostHint, Require};
@@ -859,7 +859,7 @@ impl<'a> Ctx<'a> {
                 min.add(&c.min);
                 // a routed failure (`on_fail: <step>`) or one continued past
                 // (X2 `on_fail: continue`) does not fail the run
-                if flow.steps[s].on_fail.is_none() && !flow.steps[s].continues {
+                if !failure_handled(&flow.steps[s]) {
                     p_success *= c.p_pass;
                 }
             }
@@ -924,16 +924,26 @@ impl<'a> Ctx<'a> {
                 let seen = self.config.observed(&flow.name, &step.id);
                 self.fanout_step(&items, (stages, &leases, seen), *concurrency, require)
             }
-            StepKindIr::Run { flow: callee, .. } => {
+            StepKindIr::Run {
+                flow: callee,
+                iterate,
+                ..
+            } => {
                 let c = self.callee(*callee);
                 let name = &self.ir.flows[*callee].name;
+                // X9: an iterating call runs the flow up to `max` times (at
+                // least once); the expected count is not modelled (one pass)
+                let passes = iterate.as_ref().map_or(1, |it| it.max);
                 StepCalc {
-                    worst: c.worst.clone(),
+                    worst: c.worst.scale(passes as f64),
                     min: c.min.clone(),
                     expected: c.expected.clone(),
                     p_pass: c.p_success,
-                    decisions: c.decisions,
-                    why: format!("a run of flow `{name}`"),
+                    decisions: c.decisions.saturating_mul(passes),
+                    why: match passes {
+                        1 => format!("a run of flow `{name}`"),
+                        n => format!("up to {n} runs of flow `{name}` (iterate)"),
+                    },
                     ..StepCalc::default()
                 }
             }
@@ -1164,7 +1174,8 @@ fn wall_clock(
 }
 
 /// Entries of each step (1 + the rounds of the revises that reset it,
-/// capped by the flow's `max_rounds`), and each revising gate's rounds with
+/// capped by the flow's `max_rounds`, + the `max` of every route `goto`
+/// whose closure holds it, X9), and each revising gate's rounds with
 /// the reset closure the checker recorded for it.
 fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
     let fmax = flow.max_rounds.unwrap_or(0);
@@ -1181,8 +1192,44 @@ fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
             revisers.push((rounds, &reset.steps));
         }
     }
-    let entries = extra.into_iter().map(|x| 1 + x.min(fmax)).collect();
+    // X9: route counters are run-wide and apart from `max_rounds`: each
+    // `goto` adds its `max` to every step of its reset closure (a sum over
+    // the routes, not a product)
+    let mut routed = vec![0u64; flow.steps.len()];
+    for reset in &flow.resets {
+        let from = &flow.steps[reset.from];
+        let routes = from.routes.iter().filter_map(|r| match r.action {
+            RouteActionIr::Goto { target, max, .. } if target == reset.target => Some(max),
+            _ => None,
+        });
+        let fails = from.on_fail_routes.iter().filter_map(|e| match e.action {
+            OnFailActionIr::Goto { target, max, .. } if target == reset.target => Some(max),
+            _ => None,
+        });
+        let fires: u64 = routes.chain(fails).fold(0u64, u64::saturating_add);
+        for (x, &m) in routed.iter_mut().zip(&reset.steps) {
+            if m {
+                *x = x.saturating_add(fires);
+            }
+        }
+    }
+    let entries = extra
+        .into_iter()
+        .zip(routed)
+        .map(|(x, r)| (1 + x.min(fmax)).saturating_add(r))
+        .collect();
     (entries, revisers)
+}
+
+/// Whether a failure of step `s` never fails the run: a plain `on_fail`
+/// (a recovery step, `continue`), or an X9 list with such an entry (its
+/// `goto`s alone go back at most `max` times, then the step fails).
+fn failure_handled(s: &crate::ir::StepIr) -> bool {
+    s.on_fail.is_some()
+        || s.continues
+        || s.on_fail_routes
+            .iter()
+            .any(|e| !matches!(e.action, OnFailActionIr::Goto { .. }))
 }
 
 /// The heaviest path through the steps of `topo` that are members (weights

@@ -619,24 +619,73 @@ shift_fields! {
     ast::Predicate => kind, span;
     ast::Iterate => max, until;
     ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show, options;
-    ast::Stage => span, task, out, ensure, attempts, when, artifacts;
+    ast::Stage => span, task, out, ensure, attempts, when, artifacts, scope;
+    ast::Scope => span, files, create, max_changed_bytes;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
-        iterate, budget, on_fail, artifacts;
+        iterate, budget, on_fail, artifacts, routes, scope;
+    ast::RouteEntry => span, when, action, rollback;
+    ast::OnFailEntry => span, when, action, rollback;
     yaml::Entry => key, value;
     FlowIr => output, steps, budget, carry;
     ir::OutputIr => span;
     ir::RefIr => span;
     ir::TemplateIr => pieces, span;
     ir::ExprIr => span;
-    ir::StageIr => task, ensure, when, artifacts;
+    ir::StageIr => task, ensure, when, artifacts, scope;
+    ir::ScopeIr => files, create;
     ir::ArtifactIr => template;
     ir::IterateIr => until;
-    ir::StepIr => span, kind, when, ensure, budget, artifacts;
+    ir::StepIr => span, kind, when, ensure, budget, artifacts, routes, on_fail_routes, scope;
+    ir::RouteIr => span, when, action;
+    ir::OnFailIr => span, when, action;
     ir::CarryIr => initial, on_revise;
     crate::diagnostics::Label => span;
     Fact => span;
     Diagnostic => span, labels;
+}
+
+impl Shift for ir::RouteActionIr {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ir::RouteActionIr::Goto { note, .. } => note.shift(d),
+            ir::RouteActionIr::Fail(reason) => reason.shift(d),
+        }
+    }
+}
+
+impl Shift for ir::OnFailActionIr {
+    fn shift(&mut self, d: &mut Delta) {
+        if let ir::OnFailActionIr::Goto { note, .. } = self {
+            note.shift(d);
+        }
+    }
+}
+
+impl Shift for ast::OnFailAction {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ast::OnFailAction::Step(n) => n.shift(d),
+            ast::OnFailAction::Goto { target, max, note } => {
+                target.shift(d);
+                max.shift(d);
+                note.shift(d);
+            }
+        }
+    }
+}
+
+impl Shift for ast::RouteEntryAction {
+    fn shift(&mut self, d: &mut Delta) {
+        match self {
+            ast::RouteEntryAction::Goto { target, max, note } => {
+                target.shift(d);
+                max.shift(d);
+                note.shift(d);
+            }
+            ast::RouteEntryAction::Fail(reason) => reason.shift(d),
+        }
+    }
 }
 
 impl Shift for Node {

@@ -69,7 +69,8 @@ pub struct FlowIr {
     /// Carry variables (entry flow only).
     pub carry: Vec<CarryIr>,
     /// The region each back edge resets (every gate with an `on_revise`
-    /// target, in document order), computed once by the checker.
+    /// target, then every route `goto` of X9, in document order), computed
+    /// once by the checker.
     pub resets: Vec<ResetIr>,
 }
 
@@ -82,6 +83,13 @@ impl FlowIr {
     /// What a revise of gate `gate` resets, when the gate has an `on_revise` target.
     pub fn reset_of(&self, gate: StepId) -> Option<&ResetIr> {
         self.resets.iter().find(|r| r.from == gate)
+    }
+
+    /// What a route of step `from` going back to `target` resets (X9).
+    pub fn route_reset(&self, from: StepId, target: StepId) -> Option<&ResetIr> {
+        self.resets
+            .iter()
+            .find(|r| r.from == from && r.target == target)
     }
 
     /// A reference written back as the text inside its `${…}`:
@@ -113,8 +121,8 @@ impl FlowIr {
     }
 }
 
-/// The steps a back edge resets: a gate's `on_revise` now, a router's
-/// `goto` later. The target and every step reachable from it through any
+/// The steps a back edge resets: a gate's `on_revise`, or a route's
+/// `goto` (X9). The target and every step reachable from it through any
 /// forward edge (dependency or route) run again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResetIr {
@@ -316,6 +324,19 @@ pub struct StageIr {
     pub timeout_ms: Option<u64>,
     /// `artifacts` (X4), resolved in the item's worktree when it has one.
     pub artifacts: Vec<ArtifactIr>,
+    /// `scope` (X11), resolved in the item's worktree when it has one.
+    pub scope: Option<ScopeIr>,
+}
+
+/// A checked `scope` (X11): what a dispatch may change.
+#[derive(Debug, Clone)]
+pub struct ScopeIr {
+    /// Paths and globs it may change or delete (empty: a write fence).
+    pub files: Vec<ArtifactIr>,
+    /// Paths and globs it may create.
+    pub create: Vec<ArtifactIr>,
+    /// Added plus removed bytes allowed.
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// One checked `artifacts` entry (X4).
@@ -402,6 +423,9 @@ pub enum StepKindIr {
         flow: FlowId,
         /// Input values, by callee input name.
         with: Vec<(String, WithValue)>,
+        /// `iterate` (X9): the called flow runs again until `until` over
+        /// its output holds.
+        iterate: Option<IterateIr>,
     },
     /// `evaluate` (v1 §4.9, X12): a declared command whose stdout is the
     /// step's result object.
@@ -412,6 +436,66 @@ pub enum StepKindIr {
         timeout_ms: u64,
         /// The stdin template (`in`).
         input: Option<TemplateIr>,
+    },
+}
+
+/// One checked `route` entry (X9).
+#[derive(Debug, Clone)]
+pub struct RouteIr {
+    /// The entry in the file.
+    pub span: Span,
+    /// The condition (`result` is the step's output).
+    pub when: ExprIr,
+    /// What it does.
+    pub action: RouteActionIr,
+    /// `rollback: STEP` (X11): a scoped `do` step, the routing step or an ancestor.
+    pub rollback: Option<StepId>,
+}
+
+/// What a checked route does (X9).
+#[derive(Debug, Clone)]
+pub enum RouteActionIr {
+    /// Back to a strict ancestor, at most `max` times in the run.
+    Goto {
+        /// The target.
+        target: StepId,
+        /// `max`.
+        max: u64,
+        /// `note`.
+        note: Option<TemplateIr>,
+    },
+    /// The step fails with the rendered reason.
+    Fail(TemplateIr),
+}
+
+/// One checked `on_fail` entry of X9's forms.
+#[derive(Debug, Clone)]
+pub struct OnFailIr {
+    /// The entry in the file.
+    pub span: Span,
+    /// The condition over `failure` (`None`: every failure).
+    pub when: Option<ExprIr>,
+    /// What it does.
+    pub action: OnFailActionIr,
+    /// `rollback: STEP` (X11): a scoped `do` step, the failing step or an ancestor.
+    pub rollback: Option<StepId>,
+}
+
+/// What a checked `on_fail` entry does.
+#[derive(Debug, Clone)]
+pub enum OnFailActionIr {
+    /// Route the failure to a recovery step (v1).
+    Step(StepId),
+    /// The flow goes on (X2).
+    Continue,
+    /// Back to a strict ancestor, at most `max` times in the run.
+    Goto {
+        /// The target.
+        target: StepId,
+        /// `max`.
+        max: u64,
+        /// `note`.
+        note: Option<TemplateIr>,
     },
 }
 
@@ -449,8 +533,15 @@ pub struct StepIr {
     pub timeout_ms: Option<u64>,
     /// `artifacts` (X4; `do` steps only).
     pub artifacts: Vec<ArtifactIr>,
-    /// Failure route.
+    /// `scope` (X11; `do` steps only).
+    pub scope: Option<ScopeIr>,
+    /// Failure route (the plain `on_fail: STEP`).
     pub on_fail: Option<StepId>,
+    /// `on_fail` entries of X9 (a `goto`, a `when`, or several entries), in
+    /// order; empty for the plain forms (`on_fail` and `continues`).
+    pub on_fail_routes: Vec<OnFailIr>,
+    /// `route` entries (X9), in order.
+    pub routes: Vec<RouteIr>,
     /// `on_fail: continue` (X2): when attempts run out the step ends
     /// `failed`, the failure is handled and its dependents still run.
     pub continues: bool,

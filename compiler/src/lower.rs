@@ -496,6 +496,7 @@ impl Lowerer<'_> {
                             .map(|w| self.chunk(t, w, Context::StageWhen)),
                         timeout_ms: st.timeout_ms.or(default_timeout),
                         artifacts: self.artifacts(t, &st.artifacts),
+                        scope: st.scope.as_ref().map(|sc| self.scope(t, sc)),
                     })
                     .collect();
                 StepKindDef::Fanout {
@@ -512,12 +513,19 @@ impl Lowerer<'_> {
                     consumer: *dispatch == ast::Dispatch::Consumer,
                 }
             }
-            StepKindIr::Run { flow, with } => StepKindDef::Run {
+            StepKindIr::Run {
+                flow,
+                with,
+                iterate,
+            } => StepKindDef::Run {
                 flow: *flow as u32,
                 with: with
                     .iter()
                     .map(|(k, v)| (self.s(k), self.with_value(t, v)))
                     .collect(),
+                iterate: iterate
+                    .as_ref()
+                    .map(|it| (u(it.max), self.chunk(t, &it.until, Context::Output))),
             },
             // X12: `in` keeps its value's type (a string as is, else its JSON)
             StepKindIr::Evaluate {
@@ -548,9 +556,54 @@ impl Lowerer<'_> {
                 _ => None,
             },
             artifacts: self.artifacts(t, &s.artifacts),
+            scope: s.scope.as_ref().map(|sc| self.scope(t, sc)),
+            routes: self.routes(t, &s.routes),
+            on_fail_routes: self.on_fail_routes(t, &s.on_fail_routes),
             entries,
             worst_dispatches,
         }
+    }
+
+    /// `route` entries (X9): conditions over the step's output, targets by
+    /// plan index (their reset closures are in the flow's `closures`).
+    fn routes(&mut self, t: &mut FlowTables, routes: &[ir::RouteIr]) -> Vec<RouteDef> {
+        routes
+            .iter()
+            .map(|r| RouteDef {
+                rollback: r.rollback.map(|s| t.index[s]),
+                when: self.chunk(t, &r.when, Context::Output),
+                action: match &r.action {
+                    ir::RouteActionIr::Goto { target, max, note } => RouteAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
+                    },
+                    ir::RouteActionIr::Fail(reason) => RouteAction::Fail {
+                        reason: self.template(t, reason, true),
+                    },
+                },
+            })
+            .collect()
+    }
+
+    /// X9 `on_fail` entries: conditions over `failure`, targets by plan index.
+    fn on_fail_routes(&mut self, t: &mut FlowTables, entries: &[ir::OnFailIr]) -> Vec<OnFailDef> {
+        entries
+            .iter()
+            .map(|e| OnFailDef {
+                rollback: e.rollback.map(|s| t.index[s]),
+                when: e.when.as_ref().map(|w| self.chunk(t, w, Context::Failure)),
+                action: match &e.action {
+                    ir::OnFailActionIr::Step(s) => OnFailAction::Step(t.index[*s]),
+                    ir::OnFailActionIr::Continue => OnFailAction::Continue,
+                    ir::OnFailActionIr::Goto { target, max, note } => OnFailAction::Goto {
+                        target: t.index[*target],
+                        max: u32::try_from(*max).unwrap_or(u32::MAX),
+                        note: note.as_ref().map(|n| self.template(t, n, true)),
+                    },
+                },
+            })
+            .collect()
     }
 
     /// `artifacts` entries (X4): a full reference keeps its value (a path or
@@ -563,6 +616,15 @@ impl Lowerer<'_> {
                 glob: a.glob,
             })
             .collect()
+    }
+
+    /// `scope` (X11): its entries lowered like `artifacts` entries.
+    fn scope(&mut self, t: &mut FlowTables, sc: &ir::ScopeIr) -> ScopeDef {
+        ScopeDef {
+            files: self.artifacts(t, &sc.files),
+            create: self.artifacts(t, &sc.create),
+            max_changed_bytes: sc.max_changed_bytes,
+        }
     }
 }
 
@@ -633,7 +695,9 @@ impl Compiler<'_, '_> {
             ExprKind::Lambda { body, .. } => self.expr(body),
             ExprKind::Ident(name) => {
                 let op = match name.as_str() {
-                    "result" => Op::LoadResult,
+                    // X9: `failure` (an `on_fail` entry's `when`) is the
+                    // subject of a `Failure` chunk, in the `result` register
+                    "result" | "failure" => Op::LoadResult,
                     "input" => Op::LoadInput,
                     "item" => Op::LoadItem,
                     "steps" => Op::LoadSteps,

@@ -18,8 +18,8 @@ use serde_json::{Map, Value as Json, json};
 use crate::syntax::decode::{
     AGENTS, BUDGET_FIELDS, CARRY_FIELDS, CONSTRUCTS, COST_FIELDS, DISPATCHES, FANOUT_FIELDS,
     FILE_CONTAINS_FIELDS, FLOW_FIELDS, GATE_FIELDS, ISOLATIONS, ITERATE_FIELDS, MERGES,
-    OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, SCORED_FIELDS,
-    SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
+    OUTPUT_FIELDS, PREDICATE_FORMS, REQUIRE_WORDS, RESERVED, ROOT_FIELDS, SCOPE_FIELDS,
+    SCORED_FIELDS, SHARED_STEP_FIELDS, STAGE_FIELDS, STAKES, STEP_FIELDS, allowed_for,
 };
 use crate::yaml::{self, Node, Value};
 
@@ -61,6 +61,18 @@ fn doc(key: &str) -> Option<&'static str> {
         "artifacts" => {
             "Files the step must leave (language 1.1): paths and globs (`*`, `?`, `[`, `**`) relative to the workspace, templates allowed; checked after `out`, hashed into a manifest when the step succeeds."
         }
+        "scope" => {
+            "What the step's dispatch may change in the git working tree (language 1.1): `files` (paths and globs it may change or delete; `[]` changes nothing), `create` (paths and globs it may create), `max_changed_bytes` (added plus removed bytes). A change outside is a `scope_violation`, put back before the retry; `changes()` in `ensure` lists what changed."
+        }
+        "files" => {
+            "Paths and globs (templates allowed; a full reference may render to a list) the dispatch may change or delete; `[]` is a write fence (language 1.1)."
+        }
+        "create" => {
+            "Paths and globs the dispatch may create (language 1.1); a new file anywhere else is a `scope_violation`."
+        }
+        "max_changed_bytes" => {
+            "Most bytes the dispatch may change, added plus removed, summed over every changed file (language 1.1)."
+        }
         "show" => {
             "Files shown with the gate's decision, with their current sha256 (language 1.1): template paths."
         }
@@ -87,8 +99,22 @@ fn doc(key: &str) -> Option<&'static str> {
         "attempts" => "Total attempts (default 2).",
         "iterate" => "Repeat the task until `until` holds, at most `max` times.",
         "on_fail" => {
-            "The step that runs when this one fails (the failure is then handled), or `continue` (language 1.1): when attempts run out the step ends failed, the failure is handled and the flow goes on (its output reads as null)."
+            "The step that runs when this one fails (the failure is then handled), or `continue` (language 1.1): when attempts run out the step ends failed, the failure is handled and the flow goes on (its output reads as null); or `{goto: STEP, max: N, note?}` (language 1.1): the failure goes back to an earlier step, at most `max` times in the run; or a list of those, each `{…}` with an optional `when` over `failure` (`{reason, violations}`), tried in order."
         }
+        "route" => {
+            "Conditional edges after success (language 1.1): entries `{when, goto: STEP, max: N, note?}` (go back to an earlier step, at most `max` times in the run; it runs again with `previousRoute`) or `{when, fail: reason}`, tried in order; the first whose `when` (over `result`, `input`, `steps`) holds fires."
+        }
+        "goto" => {
+            "The earlier step to go back to (a strict ancestor); it and the steps after it run again."
+        }
+        "max" => {
+            "A bound: for `iterate`, the most passes; for a `goto` entry, how often it may fire in the whole run (counters are never given back)."
+        }
+        "note" => "A template handed to the re-entered step in `previousRoute.note`.",
+        "rollback" => {
+            "A scoped `do` step (this one, or one it comes after): before going back, the files its accepted dispatches changed from its latest entry on are restored to that entry's snapshot, each only if unchanged since (else the step fails with `rollback_conflict`; language 1.1)."
+        }
+        "fail" => "A template: the step fails with this reason.",
         "with" => "The called flow's input values (templates allowed).",
         "cost" => {
             "Cost hints for `stratumc cost` (language 1.1): `tokens`, `usd`, `ms` per dispatch, `p` (pass probability), `judge_tokens`; they replace the agent profile's figures. The engine ignores them."
@@ -196,7 +222,16 @@ fn predicate() -> Json {
 
 fn value_of(key: &str) -> Json {
     match key {
-        "id" | "on_fail" => step_id(),
+        "id" => step_id(),
+        "on_fail" => on_fail(),
+        "route" => json!({"type": "array", "minItems": 1, "items": {"oneOf": [
+            entry_when(strict(&["when", "goto", "max", "note", "rollback"], &["when", "goto", "max"], |k| match k {
+                "goto" | "rollback" => step_id(),
+                "max" => pos_int(),
+                _ => string(),
+            }), "A condition over `result` (the step's output), `input` and `steps`: the entry fires when it holds."),
+            entry_when(strict(&["when", "fail"], &["when", "fail"], |_| string()), "A condition over `result` (the step's output), `input` and `steps`: the entry fires when it holds."),
+        ]}}),
         "after" => json!({"type": "array", "items": step_id()}),
         "when" | "do" | "run" | "out" => string(),
         // language 1.1 X12 (v1 §4.9)
@@ -255,6 +290,10 @@ fn value_of(key: &str) -> Json {
         "ensure" => json!({"type": "array", "items": {"$ref": "#/definitions/predicate"}}),
         "attempts" | "timeout_ms" => pos_int(),
         "artifacts" => json!({"type": "array", "items": string()}),
+        "scope" => strict(SCOPE_FIELDS, &["files"], |k| match k {
+            "max_changed_bytes" => pos_int(),
+            _ => json!({"type": "array", "items": string()}),
+        }),
         "iterate" => strict(ITERATE_FIELDS, ITERATE_FIELDS, |k| {
             if k == "max" { pos_int() } else { string() }
         }),
@@ -270,6 +309,35 @@ fn value_of(key: &str) -> Json {
         }
         _ => json!({}),
     }
+}
+
+/// X9: `on_fail` is a step id (or `continue`), a `goto` entry, or a list
+/// of those whose mappings may carry `when`.
+fn on_fail() -> Json {
+    let goto = |keys: &[&str]| {
+        strict(keys, &["goto", "max"], |k| match k {
+            "goto" | "rollback" => step_id(),
+            "max" => pos_int(),
+            _ => string(),
+        })
+    };
+    let listed = entry_when(
+        goto(&["when", "goto", "max", "note", "rollback"]),
+        "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the failure when it holds.",
+    );
+    json!({"oneOf": [
+        step_id(),
+        goto(&["goto", "max", "note", "rollback"]),
+        {"type": "array", "minItems": 1, "items": {"oneOf": [step_id(), listed]}},
+    ]})
+}
+
+/// The description of `when` in an X9 entry (not a step's `when`).
+fn entry_when(mut entry: Json, text: &str) -> Json {
+    if let Some(w) = entry.pointer_mut("/properties/when") {
+        w["description"] = text.into();
+    }
+    entry
 }
 
 fn step() -> Json {

@@ -850,3 +850,63 @@ fn a_continue_step_counts_its_dependents_and_does_not_fail_the_run() {
     assert_est(&plain.dispatches, 3.0, 3.0, 3.0);
     assert!(close(plain.p_success, 0.125), "{}", plain.p_success);
 }
+
+/// X9: two routes back to `a` (max 2 from `b`, max 3 from `c`) and an
+/// `on_fail` goto back to `b` (max 1 from `c`): counters are run-wide, so a
+/// step's entries are 1 + the sum of the `max` of the back edges whose
+/// reset closure holds it — not a product over overlapping routes — and
+/// they do not depend on `max_rounds` (the flow has none).
+#[test]
+fn route_entries_are_a_sum_of_max_over_closures() {
+    let c = cost(
+        r#"  entry: main
+  main:
+    input: {}
+    output: {from: "${c.output}", contract: Out}
+    steps:
+      - {id: a, do: "A", out: Out, attempts: 1}
+      - id: b
+        do: "B ${a.output.text}"
+        out: Out
+        attempts: 1
+        route: [{when: "result.text == 'redo'", goto: a, max: 2}]
+      - id: c
+        do: "C ${b.output.text}"
+        out: Out
+        attempts: 1
+        route: [{when: "result.text == 'redo'", goto: a, max: 3}]
+        on_fail: {goto: b, max: 1}
+"#,
+    );
+    // a: 1 + 2 + 3; b: 1 + 2 + 3 + 1 (c's on_fail goto resets b and c);
+    // c: the same as b
+    assert_eq!(entries(&c), vec![("a", 6), ("b", 7), ("c", 7)]);
+    // one attempt each: worst dispatches 6 + 7 + 7
+    assert_eq!(c.dispatches.worst, Some(20.0));
+}
+
+/// X9: `iterate` on a `run` step runs the called flow up to `max` times in
+/// the worst case (one pass at least).
+#[test]
+fn an_iterating_run_multiplies_the_callee_worst_case() {
+    let c = cost(
+        r#"  entry: main
+  helper:
+    input: {}
+    output: {from: "${h.output}", contract: Out}
+    steps:
+      - {id: h, do: "H", out: Out, attempts: 2}
+  main:
+    input: {}
+    output: {from: "${r.output}", contract: Out}
+    steps:
+      - id: r
+        run: helper
+        with: {}
+        iterate: {max: 3, until: "result.text == 'done'"}
+"#,
+    );
+    // worst: 3 passes × 2 attempts; min: one pass, one attempt
+    assert_eq!(c.dispatches.worst, Some(6.0));
+    assert_eq!(c.dispatches.min, 1.0);
+}

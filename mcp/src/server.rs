@@ -205,7 +205,7 @@ impl StratumServer {
     version = "0.1.0",
     instructions = "Stratum runs workflow specs (.stratum.yaml) step by step while you do the work. Loop: stratum_validate the spec; \
 stratum_plan it (returns runId, ready entries and gates); for every ready entry, do its `do` task yourself and return JSON matching its \
-`contract` and `ensure` with stratum_step_done (echo `id` and `dispatchToken`); on a retry read previousFailure.violations and fix them; \
+`contract` and `ensure` with stratum_step_done (echo `id` and `dispatchToken`); on a retry read previousFailure.violations and fix them; an entry with previousRoute was sent back by a later step (its note, output or failure say why): redo the work accordingly; \
 for every waiting gate ask the human and call stratum_gate_resolve with its gateToken; stop at completed, failed, killed, budget_exhausted \
 or cancelled. Entries listed under `running` are run by the server itself (engine dispatch): do not do them; call stratum_audit or \
 stratum_resume later to see their results. After a restart, stratum_resume the runId."

@@ -272,3 +272,64 @@ flows:
         "{audit}"
     );
 }
+
+/// X9: a route back re-enters its target, and the ready entry the MCP
+/// client gets carries `previousRoute {from, note, output}`; an `on_fail`
+/// `goto` carries the failure there too.
+#[test]
+fn ready_entries_carry_previous_route() {
+    const ROUTED: &str = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${b.output}\", contract: R}
+    steps:
+      - id: a
+        do: \"a\"
+        out: R
+      - id: b
+        after: [a]
+        do: \"b\"
+        out: R
+        attempts: 1
+        route:
+          - {when: \"result.value == 'again'\", goto: a, max: 1, note: \"b said ${b.output.value}\"}
+        on_fail: {goto: a, max: 1, note: \"b failed\"}
+";
+    let s = server();
+    let token = |env: &Value| {
+        env["ready"][0]["dispatchToken"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let env = ok(call(&s, "plan", json!({"spec": ROUTED})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let step = |id: &str, tok: String, result: Value| {
+        ok(call(
+            &s,
+            "step_done",
+            json!({"runId": run, "stepId": id, "dispatchToken": tok, "result": result}),
+        ))
+    };
+    let env = step("a", token(&env), json!({"value": "x"}));
+    let env = step("b", token(&env), json!({"value": "again"}));
+    assert_eq!(env["ready"][0]["id"], "a");
+    assert_eq!(
+        env["ready"][0]["previousRoute"],
+        json!({"from": "b", "note": "b said again", "output": {"value": "again"}})
+    );
+    let env = step("a", token(&env), json!({"value": "y"}));
+    assert!(env["ready"][0].get("previousRoute").is_none(), "{env}");
+    // a failed report: the on_fail goto takes it back to `a`
+    let env = step("b", token(&env), json!({"value": 3}));
+    assert_eq!(env["ready"][0]["id"], "a", "{env}");
+    let back = &env["ready"][0]["previousRoute"];
+    assert_eq!(back["from"], "b");
+    assert_eq!(back["note"], "b failed");
+    assert_eq!(back["output"], Value::Null);
+    assert!(back["failure"]["reason"].is_string(), "{back}");
+}

@@ -59,6 +59,7 @@ mod beneath;
 pub mod commands;
 pub mod git;
 pub mod glob;
+pub mod snapshot;
 mod std_host;
 mod workspace;
 pub use git::{

@@ -79,6 +79,9 @@ pub struct StepReport {
     /// The manifests of its artifacts (X4), one per successful attempt
     /// (per item for a fanout): every file with its size and sha256.
     pub manifests: Vec<Manifest>,
+    /// The patch records of its accepted scoped dispatches (X11): each
+    /// changed file with its sha256 before and after, and the diff.
+    pub patches: Vec<crate::interp::PatchRecord>,
     /// The judge's verdicts on its `judged` ensures.
     pub verdicts: Vec<VerdictRecord>,
     /// Judge calls that erred (transport, timeout, malformed answer): not
@@ -351,6 +354,7 @@ fn step_of(s: &StepView) -> StepReport {
         orphans: 0,
         evidence: Vec::new(),
         manifests: Vec::new(),
+        patches: Vec::new(),
         verdicts: Vec::new(),
         judge_errors: 0,
         receipts: Vec::new(),
@@ -419,6 +423,7 @@ fn record(step: &mut StepReport, event: &Event) {
             receipt: receipt.clone(),
         }),
         EventKind::ArtifactsRecorded(m) => step.manifests.push(m.clone()),
+        EventKind::PatchRecorded(p) => step.patches.push(p.clone()),
         EventKind::GateResolved {
             decision,
             target,

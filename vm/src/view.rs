@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
 use crate::interp::{
-    Event, EventKind, FileHash, FileRoot, Host, Manifest, Run, RunStatus, Spend, StepStatus,
+    Event, EventKind, FileHash, FileRoot, Host, Manifest, PatchRecord, Run, RunStatus, Spend,
+    StepStatus,
 };
 use crate::plan::{BudgetDef, Plan, StepKindDef};
 use crate::store::RunMeta;
@@ -444,6 +445,19 @@ pub fn receipts(engine: &Engine, run_id: &str) -> Result<Vec<ReceiptView>, Engin
                 at: e.at,
                 receipt,
             }),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The patch records a run recorded (X11 `patch_recorded` events), in order.
+pub fn patches(engine: &Engine, run_id: &str) -> Result<Vec<PatchRecord>, EngineError> {
+    let lines = engine.store().events(run_id, 0, u64::MAX)?;
+    Ok(lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .filter_map(|e| match e.kind {
+            EventKind::PatchRecorded(p) => Some(p),
             _ => None,
         })
         .collect())

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use stratum_compiler::ir::{
-    ArtifactIr, EdgeKind, FlowId, FlowIr, GateOptionsIr, Ir, Piece, PredicateIr, StageIr, StepIr,
-    StepKindIr, TemplateIr,
+    ArtifactIr, EdgeKind, FlowId, FlowIr, GateOptionsIr, Ir, Piece, PredicateIr, RouteActionIr,
+    ScopeIr, StageIr, StepIr, StepKindIr, TemplateIr,
 };
 use stratum_compiler::syntax::ast::{Isolation, Require};
 use stratum_vm::interp::{StepState, StepStatus};
@@ -422,6 +422,29 @@ fn artifacts_line(f: &FlowIr, artifacts: &[ArtifactIr]) -> Option<String> {
     Some(line)
 }
 
+/// The `scope` (X11) on one line: `write fence`, or `scope: ` and its
+/// entries as written (at most 40 characters), `+create …` and the byte cap.
+fn scope_line(f: &FlowIr, scope: Option<&ScopeIr>) -> Option<String> {
+    let sc = scope?;
+    if sc.files.is_empty() && sc.create.is_empty() {
+        return Some("write fence".into());
+    }
+    let texts = |es: &[ArtifactIr]| {
+        es.iter()
+            .map(|a| template_text(f, &a.template))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut line = format!("scope: {}", shorten(&texts(&sc.files), 40));
+    if !sc.create.is_empty() {
+        let _ = write!(line, " · create {}", shorten(&texts(&sc.create), 30));
+    }
+    if let Some(m) = sc.max_changed_bytes {
+        let _ = write!(line, " · ≤ {m} B");
+    }
+    Some(line)
+}
+
 /// A template as written (`${input.workdir}/plan.md`).
 fn template_text(f: &FlowIr, t: &TemplateIr) -> String {
     t.pieces
@@ -548,6 +571,7 @@ impl Builder<'_> {
                 }
                 lines.extend(attempts_line(*attempts, step.timeout_ms));
                 lines.extend(artifacts_line(f, &step.artifacts));
+                lines.extend(scope_line(f, step.scope.as_ref()));
                 self.node(key, lines, Shape::Task, step, state)
             }
             StepKindIr::Set { fields } => {
@@ -634,6 +658,7 @@ impl Builder<'_> {
             }
             sl.extend(st.timeout_ms.map(lease));
             sl.extend(artifacts_line(f, &st.artifacts));
+            sl.extend(scope_line(f, st.scope.as_ref()));
             sl.extend(judge_lines(&st.ensure));
             let sk = format!("{key}#{}", i + 1);
             inner.push(Item::Node(Node {
@@ -726,7 +751,18 @@ impl Builder<'_> {
                 .filter(|(_, inside)| **inside)
                 .map(|(s, _)| s.id.as_str())
                 .collect();
-            let label = format!("revise ↺ resets {}", reset.join(", "));
+            // X9: a route's `goto` is the same back edge, from a non-gate
+            // step, and so is an `on_fail` `goto` (taken on failure)
+            let from = &f.steps[r.from];
+            let routes = from.routes.iter().any(
+                |x| matches!(x.action, RouteActionIr::Goto { target, .. } if target == r.target),
+            );
+            let kind = match from.kind {
+                StepKindIr::Gate { .. } => "revise",
+                _ if routes => "route",
+                _ => "on_fail",
+            };
+            let label = format!("{kind} ↺ resets {}", reset.join(", "));
             let (from, to) = (
                 anchors[r.from].exit.clone(),
                 anchors[r.target].entry.clone(),

@@ -53,11 +53,14 @@ pub enum Cmd {
         /// The run id (`run-…`).
         run: String,
         /// Show the manifests of the run's artifacts (X4): step, attempt, files with size and sha256, digest.
-        #[arg(long, conflicts_with = "receipts")]
+        #[arg(long, conflicts_with_all = ["receipts", "patches"])]
         artifacts: bool,
         /// Show the receipts of the declared commands its `exec` checks and `evaluate` steps ran (X12): step, command, argv, exit, ms, stdout sha256, output tail.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "patches")]
         receipts: bool,
+        /// Show the patch records of the run's scoped dispatches (X11): step, attempt, trees, files with status, bytes and sha256 before and after, and the diff.
+        #[arg(long)]
+        patches: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -124,6 +127,12 @@ pub fn run(args: &QueryArgs) -> Exit {
             receipts: true,
             ..
         } => receipts(&mut engine, run, *format),
+        Cmd::Flow {
+            run,
+            format,
+            patches: true,
+            ..
+        } => patches(&mut engine, run, *format),
         Cmd::Flow { run, format, .. } => match load(&mut engine, run) {
             Ok(v) => {
                 let text = match format {
@@ -137,6 +146,66 @@ pub fn run(args: &QueryArgs) -> Exit {
         },
         Cmd::Gates { format } => gates(&mut engine, *format),
     }
+}
+
+/// `query flow RUN --patches`: the patch records the run recorded (X11).
+fn patches(engine: &mut Engine, run: &str, format: Format) -> Exit {
+    if let Err(code) = load(engine, run) {
+        return code;
+    }
+    let list = match view::patches(engine, run) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: run `{run}`: {e}");
+            return Exit::Usage;
+        }
+    };
+    let text = match format {
+        Format::Json => {
+            let list = serde_json::to_value(&list).unwrap_or(Value::Null);
+            format!("{}\n", json!({"version": 1, "runId": run, "patches": list}))
+        }
+        Format::Human if list.is_empty() => format!("run {run} recorded no patches\n"),
+        Format::Human => {
+            let mut out = String::new();
+            for p in &list {
+                let who = p
+                    .item_index
+                    .map_or(p.step.clone(), |k| format!("{}/{k}", p.step));
+                out.push_str(&format!(
+                    "{who} attempt {}: {} files, tree {} -> {}\n",
+                    p.attempt,
+                    p.files.len(),
+                    p.tree_before,
+                    p.tree_after
+                ));
+                let rows = p
+                    .files
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            f.path.clone(),
+                            f.status.as_str().to_string(),
+                            f.bytes.to_string(),
+                            f.before.clone().unwrap_or_else(|| "-".into()),
+                            f.after.clone().unwrap_or_else(|| "-".into()),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table(
+                    &["PATH", "STATUS", "BYTES", "BEFORE", "AFTER"],
+                    rows,
+                ));
+                out.push_str(&p.diff);
+                if p.diff_truncated {
+                    out.push_str("… (diff cut at 64 KiB)\n");
+                }
+            }
+            out
+        }
+    };
+    super::emit(&text);
+    Exit::Ok
 }
 
 /// `query flow RUN --artifacts`: the manifests the run recorded.

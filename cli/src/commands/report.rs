@@ -387,6 +387,43 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
         ));
     }
     receipts(s, doc);
+    for p in &s.patches {
+        let who = p.item_index.map_or_else(
+            || format!("attempt {}", p.attempt),
+            |k| format!("item {k}, attempt {}", p.attempt),
+        );
+        doc.push(Block::Para(format!(
+            "Patch ({who}), tree {} → {}{}; the diff: `stratumc query flow RUN --patches`",
+            p.tree_before,
+            p.tree_after,
+            if p.diff_truncated {
+                " (inline diff cut at 64 KiB)"
+            } else {
+                ""
+            }
+        )));
+        doc.push(Block::Table(
+            vec![
+                "changed file",
+                "status",
+                "bytes",
+                "sha256 before",
+                "sha256 after",
+            ],
+            p.files
+                .iter()
+                .map(|f| {
+                    vec![
+                        Cell::code(&f.path),
+                        Cell::text(f.status.as_str()),
+                        Cell::text(f.bytes.to_string()),
+                        Cell::code(f.before.clone().unwrap_or_default()),
+                        Cell::code(f.after.clone().unwrap_or_default()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
     verdicts(s, doc);
 }
 

@@ -40,7 +40,7 @@ pub(super) fn is_continue(fc: &FlowCtx<'_>, name: &ast::Name) -> bool {
 
 /// Whether step `s` says `on_fail: continue` (whatever the clash).
 pub(super) fn says_continue(s: &ast::Step) -> bool {
-    s.on_fail.as_ref().is_some_and(|n| n.text == CONTINUE)
+    s.on_fail_names().any(|n| n.text == CONTINUE)
 }
 
 impl Checker<'_> {
@@ -64,7 +64,7 @@ impl Checker<'_> {
             .with_note("since language 1.1, `on_fail: continue` lets the flow go on after a failure; it no longer names a step")
             .with_help("rename this step (for example `recover`) and the routes that name it");
             for u in &users {
-                if let Some(n) = &u.on_fail {
+                for n in u.on_fail_names().filter(|n| n.text == CONTINUE) {
                     d = d.with_label(n.span, "`on_fail: continue` here");
                 }
             }

@@ -73,6 +73,8 @@ pub struct Scope {
     pub prev: Option<Option<Type>>,
     /// The step that reads (for ordered reads of `result.<step>`).
     pub reader: usize,
+    /// `failure` is bound and `result` is not (X9: an `on_fail` entry's `when`).
+    pub failure: bool,
 }
 
 struct Walk<'a, 'c, 'f> {

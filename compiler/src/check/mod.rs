@@ -20,6 +20,8 @@ mod graph;
 mod output;
 pub mod portable;
 mod recursion;
+mod routes;
+mod scopes;
 mod steps;
 mod template;
 mod unreachable;
@@ -108,7 +110,34 @@ impl FlowCtx<'_> {
                 let &t = self.index.get(gate.on_revise.step()?.text.as_str())?;
                 (t != g).then(|| self.graph.reset_closure(g, t))
             })
+            .chain(self.route_regions())
             .collect()
+    }
+
+    /// X9: the reset region of every route `goto` and `on_fail` `goto` to
+    /// another step, one per (step, target) pair, in document order (a
+    /// wrong target is reported by `routes`).
+    fn route_regions(&self) -> Vec<ir::ResetIr> {
+        let mut out: Vec<ir::ResetIr> = Vec::new();
+        for (i, s) in self.flow.steps.iter().enumerate() {
+            let routes = s.routes.iter().filter_map(|r| match &r.action {
+                ast::RouteEntryAction::Goto { target, .. } => Some(target),
+                ast::RouteEntryAction::Fail(_) => None,
+            });
+            let fails = s.on_fail.iter().filter_map(|e| match &e.action {
+                ast::OnFailAction::Goto { target, .. } => Some(target),
+                ast::OnFailAction::Step(_) => None,
+            });
+            for target in routes.chain(fails) {
+                let Some(&t) = self.index.get(target.text.as_str()) else {
+                    continue;
+                };
+                if t != i && !out.iter().any(|x| x.from == i && x.target == t) {
+                    out.push(self.graph.reset_closure(i, t));
+                }
+            }
+        }
+        out
     }
 
     /// What a revise of gate `gate` resets.
@@ -141,6 +170,9 @@ pub(crate) struct Checker<'a> {
     /// Where parses of expressions and templates come from: [`Fresh`], or
     /// the IDE database's cache of them.
     pub parses: &'a dyn Parses,
+    /// Whether `changes()` may be called in the expression being checked
+    /// (X11: set while the ensures of a scoped step or stage are checked).
+    pub changes_allowed: bool,
 }
 
 /// One expression text parsed: exactly what [`stratum_grammar::parse_expr`]
@@ -428,6 +460,7 @@ impl<'a> Checker<'a> {
             offsets: std::cell::RefCell::new((u32::MAX, None)),
             facts: None,
             parses: &Fresh,
+            changes_allowed: false,
         }
     }
 
@@ -701,11 +734,12 @@ impl<'a> Checker<'a> {
                     pending.push((t, i, ir::EdgeKind::Order, a.span));
                 }
             }
-            if let Some(f) = &s.on_fail
-                && !continues::is_continue(fc, f)
-                && let Some(t) = self.target(fc, f, "`on_fail`")
-            {
-                pending.push((i, t, ir::EdgeKind::OnFail, f.span));
+            for f in s.on_fail_names() {
+                if !continues::is_continue(fc, f)
+                    && let Some(t) = self.target(fc, f, "`on_fail`")
+                {
+                    pending.push((i, t, ir::EdgeKind::OnFail, f.span));
+                }
             }
             for (from, span, kind, answer) in self.data_sources(fc, i) {
                 if answer == template::AnswerRead::Yes {

@@ -29,9 +29,8 @@ impl<'a> Checker<'a> {
         };
         let producer = &fc.flow.steps[step];
         if let Some(n) = producer
-            .on_fail
-            .as_ref()
-            .filter(|n| super::continues::is_continue(fc, n))
+            .on_fail_names()
+            .find(|n| super::continues::is_continue(fc, n))
         {
             let id = producer.id.as_ref().map_or("", |i| i.text.as_str());
             self.sink.push(

@@ -2,7 +2,7 @@
 //! addition (`shared/EXTENSIONS.md`), for specs that must also run on the
 //! original engine. Codes S09NN, NN the addition's number (S0901: X1,
 //! S0902: X2, S0903: X3, S0904: X4, S0905: X5, S0906: X6, S0907: X7,
-//! S0910: X10).
+//! S0909: X9, S0910: X10, S0911: X11, S0912: X12).
 //!
 //! Owns: the list of additions and where each is used in a spec.
 //! Must never: change whether a spec is valid (warnings only, and only when
@@ -41,8 +41,19 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.push(evaluate(ev));
             }
             out.extend(step_states(flow, step));
-            if let Some(n) = step.on_fail.as_ref().filter(|n| n.text == "continue") {
+            if let Some(n) = step.on_fail_names().find(|n| n.text == "continue") {
                 out.push(continues(n));
+            }
+            out.extend(on_fail_routes(step));
+            if let (StepKind::Run { .. }, Some(_)) = (&step.kind, &step.iterate) {
+                out.push(
+                    Diagnostic::new(
+                        Code::PortableRoutes,
+                        step.construct_span,
+                        "`iterate` on a `run` step is a stratumc addition (language 1.1, X9); the original engine rejects it",
+                    )
+                    .with_help("for the original engine, iterate a `do` step inside the called flow"),
+                );
             }
             if let Some(c) = &step.cost {
                 out.push(cost_hint(c));
@@ -51,6 +62,8 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                 out.push(lease(t, "timeout_ms"));
             }
             out.extend(step.artifacts.first().map(|a| artifacts(a, "artifacts")));
+            out.extend(step.scope.as_ref().map(scope));
+            out.extend(step.routes.first().map(routes));
             if let StepKind::Fanout(f) = &step.kind {
                 for s in &f.stages {
                     out.extend(s.when.iter().flat_map(builtins));
@@ -61,6 +74,7 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
                     out.extend(s.cost.as_ref().map(cost_hint));
                     out.extend(s.timeout_ms.as_ref().map(|t| lease(t, "timeout_ms")));
                     out.extend(s.artifacts.first().map(|a| artifacts(a, "artifacts")));
+                    out.extend(s.scope.as_ref().map(scope));
                 }
             }
             if let StepKind::Gate(g) = &step.kind {
@@ -71,6 +85,17 @@ pub fn warnings(spec: &Spec) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// X11: one warning per `scope` (at its key); `changes()` needs a scope,
+/// so the scope's warning covers the calls too.
+fn scope(sc: &crate::syntax::ast::Scope) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableScope,
+        sc.span,
+        "`scope` is a stratumc addition (language 1.1, X11); the original engine rejects the key (and `changes()` in the ensures)",
+    )
+    .with_help("remove `scope` and its `changes()` ensures for the original engine; review the agent's diff with a gate instead")
 }
 
 /// The expressions of ensure entries.
@@ -358,6 +383,43 @@ fn artifacts(at: &Str, key: &str) -> Diagnostic {
     } else {
         "remove `show` and `prompt` for the original engine; the gate then shows only its step id"
     })
+}
+
+/// X9: one warning per step with `route` entries, at its first entry.
+fn routes(r: &crate::syntax::ast::RouteEntry) -> Diagnostic {
+    Diagnostic::new(
+        Code::PortableRoutes,
+        r.span,
+        "`route` (conditional edges after success) is a stratumc addition (language 1.1, X9); the original engine rejects the key",
+    )
+    .with_help("for the original engine, go back through a gate's `on_revise` (a human decides) or loop one step with `iterate`")
+}
+
+/// X9: one warning per step whose `on_fail` uses a language 1.1 form (a
+/// `goto`, a `when`, a list) or sits on a `set` step.
+fn on_fail_routes(step: &crate::syntax::ast::Step) -> Option<Diagnostic> {
+    let first = step.on_fail.first()?;
+    let goto = step
+        .on_fail
+        .iter()
+        .any(|e| matches!(e.action, crate::syntax::ast::OnFailAction::Goto { .. }));
+    let set = matches!(step.kind, StepKind::Set(_));
+    if !(goto || step.on_fail_list || set) {
+        return None;
+    }
+    let what = if set {
+        "`on_fail` on a `set` step"
+    } else {
+        "`on_fail` as `{goto, max}` or as a list of entries"
+    };
+    Some(
+        Diagnostic::new(
+            Code::PortableRoutes,
+            first.span,
+            format!("{what} is a stratumc addition (language 1.1, X9); the original engine rejects it"),
+        )
+        .with_help("for the original engine, write `on_fail: <recovery step id>` on a `do`, `fanout` or `run` step"),
+    )
 }
 
 fn lease(t: &Int, key: &str) -> Diagnostic {

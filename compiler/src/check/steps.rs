@@ -229,6 +229,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let when = match &s.when {
             Some(w) => {
@@ -245,11 +246,13 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
+        self.changes_allowed = s.scope.is_some();
         let ensure = self.predicates(fc, &s.ensure, &ensure_scope);
+        self.changes_allowed = false;
         let on_fail = s
-            .on_fail
-            .as_ref()
+            .plain_on_fail()
             .and_then(|n| fc.index.get(n.text.as_str()).copied());
         let kind = match &s.kind {
             StepKind::Do(task) => {
@@ -325,6 +328,9 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         let artifacts = self.artifacts(fc, i, &s.artifacts, &StageScope::default());
+        let scope = self.scope(fc, i, s.scope.as_ref(), &StageScope::default());
+        let routes = self.routes(fc, i);
+        let on_fail_routes = self.on_fail_routes(fc, i);
         let output_type = match &fc.outputs[i] {
             StepOut::Known(t) => Some(t.clone()),
             _ => None,
@@ -344,10 +350,12 @@ impl<'a> Checker<'a> {
             cost: s.cost,
             timeout_ms: s.timeout_ms.map(|t| t.value),
             artifacts: artifacts?,
+            scope: scope?,
             on_fail,
+            on_fail_routes: on_fail_routes?,
+            routes: routes?,
             continues: s
-                .on_fail
-                .as_ref()
+                .plain_on_fail()
                 .is_some_and(|n| super::continues::is_continue(fc, n)),
         })
     }
@@ -366,6 +374,7 @@ impl<'a> Checker<'a> {
             item: None,
             prev: None,
             reader: i,
+            failure: false,
         };
         let mut out = Vec::new();
         let mut ok = true;
@@ -501,6 +510,7 @@ impl<'a> Checker<'a> {
                     item: stage_scope.item.clone(),
                     prev: stage_scope.prev.clone(),
                     reader: i,
+                    failure: false,
                 };
                 self.expr(fc, w, &sc)
             });
@@ -512,9 +522,13 @@ impl<'a> Checker<'a> {
                 item: stage_scope.item.clone(),
                 prev: stage_scope.prev.clone(),
                 reader: i,
+                failure: false,
             };
+            self.changes_allowed = st.scope.is_some();
             let ensure = self.predicates(fc, &st.ensure, &sc);
+            self.changes_allowed = false;
             let artifacts = self.artifacts(fc, i, &st.artifacts, &stage_scope);
+            let scope = self.scope(fc, i, st.scope.as_ref(), &stage_scope);
             let out = match own {
                 Type::Record(r) => Some(r),
                 _ => None,
@@ -524,8 +538,10 @@ impl<'a> Checker<'a> {
             } else {
                 Type::Any
             });
-            match (task, ensure, when, artifacts) {
-                (Some(task), Some(ensure), w, Some(artifacts)) if !matches!(w, Some(None)) => {
+            match (task, ensure, when, artifacts, scope) {
+                (Some(task), Some(ensure), w, Some(artifacts), Some(scope))
+                    if !matches!(w, Some(None)) =>
+                {
                     stages.push(ir::StageIr {
                         task,
                         agent: st.agent.unwrap_or_default(),
@@ -536,6 +552,7 @@ impl<'a> Checker<'a> {
                         cost: st.cost,
                         timeout_ms: st.timeout_ms.map(|t| t.value),
                         artifacts,
+                        scope,
                     })
                 }
                 _ => ok = false,
@@ -652,7 +669,7 @@ impl<'a> Checker<'a> {
     fn run_step(
         &mut self,
         fc: &mut FlowCtx<'a>,
-        _s: &ast::Step,
+        s: &ast::Step,
         i: StepId,
         flow: &ast::Name,
         with: Option<&[ast::WithEntry]>,
@@ -749,10 +766,43 @@ impl<'a> Checker<'a> {
             }
             values.push((e.key.text.clone(), v));
         }
+        let iterate = self.run_iterate(fc, s, i);
         ok.then_some(ir::StepKindIr::Run {
             flow: callee,
             with: values,
+            iterate: iterate?,
         })
+    }
+
+    /// `iterate` on a `run` step (X9): `until` is a condition over the
+    /// called flow's output (`result`). `Some(None)`: no `iterate`.
+    fn run_iterate(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        s: &ast::Step,
+        i: StepId,
+    ) -> Option<Option<ir::IterateIr>> {
+        let Some(it) = &s.iterate else {
+            return Some(None);
+        };
+        let result = match &fc.outputs[i] {
+            StepOut::Known(t) => t.clone(),
+            _ => Type::Any,
+        };
+        let scope = Scope {
+            field: "iterate.until",
+            role: Role::Condition,
+            result,
+            item: None,
+            prev: None,
+            reader: i,
+            failure: false,
+        };
+        let until = it.until.as_ref().and_then(|u| self.expr(fc, u, &scope));
+        Some(Some(ir::IterateIr {
+            max: it.max?.value,
+            until: until?,
+        }))
     }
 
     fn with_value(&mut self, fc: &mut FlowCtx<'a>, i: StepId, node: &Node) -> Option<WithValue> {

@@ -73,6 +73,11 @@ fn seg(p: &PathSegment) -> Segment {
     }
 }
 
+/// Every template of a `scope` (X11): `files`, then `create`.
+fn ast_scope_entries(s: &crate::syntax::ast::Scope) -> impl Iterator<Item = &Str> {
+    s.files.iter().chain(&s.create)
+}
+
 impl<'a> Checker<'a> {
     /// Step references of step `i`'s template leaves, for data edges (and
     /// state edges: `${<id>.status}` and the like order without skipping).
@@ -89,11 +94,17 @@ impl<'a> Checker<'a> {
             StepKind::Do(t) => {
                 leaves.push(t);
                 leaves.extend(s.artifacts.iter());
+                leaves.extend(s.scope.iter().flat_map(ast_scope_entries));
             }
             StepKind::Fanout(f) => {
                 leaves.extend(f.over.iter());
                 leaves.extend(f.stages.iter().filter_map(|st| st.task.as_ref()));
                 leaves.extend(f.stages.iter().flat_map(|st| st.artifacts.iter()));
+                leaves.extend(
+                    f.stages
+                        .iter()
+                        .flat_map(|st| st.scope.iter().flat_map(ast_scope_entries)),
+                );
             }
             StepKind::Gate(g) => {
                 leaves.extend(g.prompt.iter().chain(&g.show));

@@ -98,6 +98,15 @@ codes! {
     JudgedFormMix = "S0323", Error, "a `judged` predicate that mixes the statement form and the scored form";
     JudgeThreshold = "S0324", Error, "a `judged` threshold outside [0, 1]";
     UnknownJudge = "S0325", Warning, "a `judge:` name that the stratum.toml near the spec does not configure";
+    RouteNeedsMax = "S0326", Error, "a `goto` route without `max`";
+    RouteShape = "S0327", Error, "a `route` entry that is not `{when, goto, max, note?}` or `{when, fail}`";
+    RouteNotAncestor = "S0328", Error, "a route `goto` that does not name a strict ancestor of its step";
+    OnFailShape = "S0329", Error, "an `on_fail` entry that is not `STEP`, `continue` or `{when?, goto, max, note?}`, or that is never tried";
+    ScopeNotPath = "S0340", Error, "a `scope` entry that does not render to a path or a list of paths";
+    InvalidScopePath = "S0341", Error, "a `scope` entry that leaves the workspace, or a glob that does not parse";
+    ChangesOutsideScope = "S0342", Error, "`changes()` outside the `ensure` of a step or stage with `scope`";
+    FencedChangeBudget = "S0343", Warning, "`max_changed_bytes` on a write fence that creates nothing";
+    RollbackTarget = "S0344", Error, "a `rollback` target that is not a scoped `do` step finishing before the routing step";
     UnknownCommand = "S0334", Warning, "an `exec` or `evaluate` command that the stratum.toml near the spec does not declare";
     ExecArgNotText = "S0335", Error, "an `exec` argument that does not render to text or a list of texts";
     ExecExitStatus = "S0336", Error, "an `exec.expect_exit` that is not an exit status 0..=255";
@@ -175,7 +184,9 @@ codes! {
     PortableCostHint = "S0906", Warning, "`cost` hints, which the original engine does not know";
     PortableCommands = "S0912", Warning, "`exec` checks and `evaluate` steps on declared commands, which the original engine does not know";
     PortableGateOptions = "S0910", Warning, "gate `options` and `choice`, which the original engine does not know";
+    PortableRoutes = "S0909", Warning, "`route` entries (conditional edges after success), which the original engine does not know";
     PortableLease = "S0907", Warning, "dispatch leases (`timeout_ms`, `dispatch_timeout_ms`), which the original engine does not know";
+    PortableScope = "S0911", Warning, "`scope` and `changes()`, which the original engine does not know";
 }
 
 /// The whole catalogue as one Markdown document (`docs/diagnostics.md`).

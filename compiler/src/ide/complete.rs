@@ -90,8 +90,16 @@ pub fn completion(db: &Db, file: FileId, offset: u32) -> Vec<CompletionItem> {
         return after_dot(db, &ix, fi, dot, at, false);
     }
     let trimmed = before.trim_start().trim_start_matches("- ");
-    // value positions
-    if let Some((key, value)) = trimmed.split_once(':') {
+    // value positions; in a flow mapping (`{when: "…", goto: `, X9 route
+    // and `on_fail` entries) the key is the last one before the cursor
+    let pair = if trimmed.starts_with('{') {
+        trimmed
+            .rsplit_once(':')
+            .map(|(k, v)| (k.rsplit(['{', ',']).next().unwrap_or(k), v))
+    } else {
+        trimmed.split_once(':')
+    };
+    if let Some((key, value)) = pair {
         let key = key.trim();
         let value = value.trim_start().trim_start_matches('[');
         let in_list = value.ends_with(", ") || value.ends_with(',') || value.is_empty();
@@ -137,6 +145,7 @@ pub fn completion(db: &Db, file: FileId, offset: u32) -> Vec<CompletionItem> {
                     )
                 })
                 .collect(),
+            "goto" => flow.map(step_items).unwrap_or_default(),
             "agent" => decode::AGENTS
                 .iter()
                 .map(|(a, _)| item(a, CompletionKind::Value, None))

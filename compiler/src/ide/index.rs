@@ -176,8 +176,19 @@ impl<'db> Index<'db> {
             for a in &s.after {
                 self.push(a.span, step(a), false);
             }
-            if let Some(f) = &s.on_fail {
+            for f in s.on_fail_names() {
                 self.push(f.span, step(f), false);
+            }
+            // X9: `goto` targets of `on_fail` entries and of routes
+            for e in &s.on_fail {
+                if let crate::syntax::ast::OnFailAction::Goto { target, .. } = &e.action {
+                    self.push(target.span, step(target), false);
+                }
+            }
+            for r in &s.routes {
+                if let crate::syntax::ast::RouteEntryAction::Goto { target, .. } = &r.action {
+                    self.push(target.span, step(target), false);
+                }
             }
             if let Some(o) = &s.out {
                 self.push(o.span, Sym::Contract(o.text.clone()), false);

@@ -419,7 +419,7 @@ fn the_11_fixture_is_valid() {
 
 #[test]
 fn every_key_of_the_decoder_tables_has_a_hover_line() {
-    let tables: [(Option<&str>, &[&str]); 16] = [
+    let tables: [(Option<&str>, &[&str]); 19] = [
         (None, decode::ROOT_FIELDS),
         (None, decode::FLOW_FIELDS),
         (None, decode::STEP_FIELDS),
@@ -436,6 +436,9 @@ fn every_key_of_the_decoder_tables_has_a_hover_line() {
         (Some("budget"), decode::BUDGET_FIELDS),
         (Some("exec"), decode::EXEC_FIELDS),
         (Some("evaluate"), decode::EVALUATE_FIELDS),
+        (Some("route"), decode::ROUTE_FIELDS),
+        (Some("on_fail"), decode::ON_FAIL_FIELDS),
+        (Some("scope"), decode::SCOPE_FIELDS),
     ];
     let missing: Vec<&str> = tables
         .iter()
@@ -653,4 +656,41 @@ fn completion_offers_a_gates_choice_only_when_it_has_options() {
     let (db, file) = open(&plain);
     let got = completion(&db, file, at(&plain, "steps.pick.ch", 0, 13));
     assert_eq!(labels(&got), ["status", "output", "failure", "attempts"]);
+}
+
+/// X9: a `goto` target (route or `on_fail`) is a step reference: hover
+/// shows the step, completion after `goto: ` offers the steps, `failure`
+/// in an `on_fail` entry's `when` hovers with its type.
+#[test]
+fn x9_goto_targets_hover_complete_and_failure_binds() {
+    const X9: &str = "version: 1
+contracts:
+  Out: {ok: boolean}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${review.output}\", contract: Out}
+    steps:
+      - id: draft
+        do: \"Draft\"
+        out: Out
+      - id: review
+        do: \"Review ${draft.output.ok}\"
+        out: Out
+        route:
+          - {when: \"!result.ok\", goto: draft, max: 2, note: \"again\"}
+        on_fail:
+          - {when: \"'conflict' in failure.reason\", goto: draft, max: 1}
+          - continue
+";
+    let (db, file) = open(X9);
+    let h = hover(&db, file, at(X9, "goto: draft, max: 2", 0, 7)).unwrap();
+    assert!(h.markdown.contains("step `draft`"), "{}", h.markdown);
+    let h = hover(&db, file, at(X9, "goto: draft, max: 1", 0, 7)).unwrap();
+    assert!(h.markdown.contains("step `draft`"), "{}", h.markdown);
+    let h = hover(&db, file, at(X9, "failure.reason", 0, 2)).unwrap();
+    assert!(h.markdown.contains("failure:"), "{}", h.markdown);
+    let got = completion(&db, file, at(X9, "goto: draft, max: 2", 0, 6));
+    assert!(labels(&got).contains(&"draft"), "{:?}", labels(&got));
 }

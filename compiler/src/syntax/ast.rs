@@ -77,6 +77,21 @@ pub struct Budget {
     pub span: Span,
 }
 
+/// `scope: {files, create?, max_changed_bytes?}` (X11): the paths a
+/// dispatch may change (`files`), the ones it may create (`create`), and a
+/// cap on the bytes it may change. `files: []` is a write fence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    /// The `scope` key (where its diagnostics point when no entry does).
+    pub span: Span,
+    /// `files`: templates and globs of paths the dispatch may change or delete.
+    pub files: Vec<Str>,
+    /// `create`: templates and globs of paths the dispatch may create.
+    pub create: Vec<Str>,
+    /// `max_changed_bytes`: added plus removed bytes allowed.
+    pub max_changed_bytes: Option<Int>,
+}
+
 /// `cost: {tokens?, usd?, ms?, p?, judge_tokens?}` on a `do` step or a
 /// fanout stage (language 1.1, EXTENSIONS.md X6): figures that replace the
 /// agent profile's (and the judge's tokens) for this step in `stratumc cost`
@@ -353,6 +368,8 @@ pub struct Stage {
     pub timeout_ms: Option<Int>,
     /// `artifacts`: template paths and globs the stage must leave (X4).
     pub artifacts: Vec<Str>,
+    /// `scope`: what the stage's dispatch may change (X11).
+    pub scope: Option<Scope>,
 }
 
 /// `fanout: {...}`.
@@ -471,8 +488,100 @@ pub struct Step {
     pub timeout_ms: Option<Int>,
     /// `artifacts`: template paths and globs a `do` step must leave (X4).
     pub artifacts: Vec<Str>,
-    /// `on_fail`.
-    pub on_fail: Option<Name>,
+    /// `scope`: what a `do` step's dispatch may change (X11).
+    pub scope: Option<Scope>,
+    /// `on_fail`: v1's `STEP`, X2's `continue`, X9's `{goto, max, note?}`,
+    /// or a list of such entries (X9), in order; empty when absent.
+    pub on_fail: Vec<OnFailEntry>,
+    /// `on_fail` was written as a list (X9).
+    pub on_fail_list: bool,
+    /// `route` entries (X9), in order.
+    pub routes: Vec<RouteEntry>,
     /// `out` was given but is not a string (already reported).
     pub out_broken: bool,
+}
+
+/// One `route` entry (X9): `{when, goto, max, note?}` or `{when, fail}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when`.
+    pub when: Str,
+    /// What it does.
+    pub action: RouteEntryAction,
+    /// `rollback: STEP` (X11): restore the workspace first.
+    pub rollback: Option<Name>,
+}
+
+/// What a `route` entry does (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteEntryAction {
+    /// `goto: STEP, max: N, note?: template`.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+    /// `fail: template`.
+    Fail(Str),
+}
+
+/// One `on_fail` entry: the whole scalar or object value, or one element
+/// of a list (X9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnFailEntry {
+    /// The entry in the file.
+    pub span: Span,
+    /// `when` over `failure` (X9; only in `{…}` entries of a list).
+    pub when: Option<Str>,
+    /// What it does.
+    pub action: OnFailAction,
+    /// `rollback: STEP` (X11): restore the workspace first.
+    pub rollback: Option<Name>,
+}
+
+/// What an `on_fail` entry does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnFailAction {
+    /// `STEP` (v1: route the failure to a recovery step) or `continue` (X2;
+    /// a name, since v1 let a step be called so).
+    Step(Name),
+    /// `{goto: STEP, max: N, note?}` (X9): back to a strict ancestor.
+    Goto {
+        /// The target.
+        target: Name,
+        /// `max`.
+        max: Int,
+        /// `note`.
+        note: Option<Str>,
+    },
+}
+
+impl Step {
+    /// The step names of `on_fail` (`STEP` and `continue` entries), in order.
+    pub fn on_fail_names(&self) -> impl Iterator<Item = &Name> {
+        self.on_fail.iter().filter_map(|e| match &e.action {
+            OnFailAction::Step(n) => Some(n),
+            OnFailAction::Goto { .. } => None,
+        })
+    }
+
+    /// The one plain `on_fail: STEP` (or `continue`): a single entry
+    /// without `when` (the v1 and X2 forms, also written as a list of one).
+    pub fn plain_on_fail(&self) -> Option<&Name> {
+        match self.on_fail.as_slice() {
+            [
+                OnFailEntry {
+                    when: None,
+                    action: OnFailAction::Step(n),
+                    ..
+                },
+            ] => Some(n),
+            _ => None,
+        }
+    }
 }

@@ -2,7 +2,9 @@
 //!
 //! Owns: combining the stored event log (`Engine::audit`), the current
 //! outcome (`Engine::poll`, which records nothing), the checkpoint labels and
-//! the manifests of the run's artifacts (X4, `stratum_vm::view::manifests`).
+//! the manifests of the run's artifacts (X4, `stratum_vm::view::manifests`)
+//! and the patch records of its scoped dispatches (X11,
+//! `stratum_vm::view::patches`).
 //! Must never: change the run (no event, no token, no commit).
 
 use serde_json::Value;
@@ -17,7 +19,8 @@ pub const NAME: &str = "stratum_audit";
 
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Read a run's audit trail without changing it: {runId, planHash, status, events: [{at, type, stepId?, detail}], \
-ready, gates, ledger, output?, failure?, checkpoints, manifests: [{step, attempt, itemIndex?, files: [{path, size, sha256}], digest}]}. Use it to explain what happened (attempts, violations, gate decisions, \
+ready, gates, ledger, output?, failure?, checkpoints, manifests: [{step, attempt, itemIndex?, files: [{path, size, sha256}], digest}], \
+patches: [{step, attempt, itemIndex?, treeBefore, treeAfter, files: [{path, status, bytes, before, after}], diff, diffTruncated?}]}. Use it to explain what happened (attempts, violations, gate decisions, \
 routes, budget) or to recover the outstanding ready entries and gate tokens.";
 
 /// Request fields.
@@ -47,6 +50,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(m) => serde_json::to_value(m).unwrap_or(Value::Null),
         Err(e) => return engine_error(&e),
     };
+    let patches = match stratum_vm::view::patches(access.engine, run) {
+        Ok(p) => serde_json::to_value(p).unwrap_or(Value::Null),
+        Err(e) => return engine_error(&e),
+    };
     let mut v = envelope(&outcome, run, &access.plan_hash, access.agents);
     if crate::driver::has_work(&outcome, access.agents) {
         state.dispatches.want(run);
@@ -55,6 +62,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         m.insert("events".into(), Value::Array(events));
         m.insert("checkpoints".into(), checkpoints.into());
         m.insert("manifests".into(), manifests);
+        m.insert("patches".into(), patches);
     }
     Reply::Ok(v)
 }

@@ -93,6 +93,14 @@ pub trait Files {
     fn receipts(&mut self) -> Result<Value, HostError> {
         Err(HostError::Unsupported(NO_RECEIPTS.into()))
     }
+
+    /// `changes()` (X11): the files the dispatch being checked changed
+    /// since its snapshot, `[{path, status, bytes}]`.
+    fn changes(&mut self) -> Result<Value, HostError> {
+        Err(HostError::Unsupported(
+            "`changes()` is only known in the ensure of a scoped dispatch".into(),
+        ))
+    }
 }
 
 /// What `receipts()` answers outside an output's checks.
@@ -601,7 +609,15 @@ impl<'a> Machine<'a, '_> {
     }
 
     fn call_value(&mut self, name: &str, args: &[Cow<'a, Value>]) -> R<Value> {
-        let a0: &Value = &args[0];
+        if name == "changes" {
+            return self
+                .files
+                .changes()
+                .map_err(|e| EvalError::ValidationError(e.to_string()));
+        }
+        let Some(a0) = args.first().map(|a| &**a) else {
+            return Err(type_error(format!("`{name}` needs an argument")));
+        };
         let found = |v: &Value| type_name(v);
         match name {
             "len" => {

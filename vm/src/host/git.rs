@@ -64,7 +64,7 @@ pub const MAX_PATCH_BYTES: usize = 16 * 1024 * 1024;
 
 /// Runs `git -C dir ARGS` (with `input` on stdin) and returns its stdout; a
 /// failure says which command failed and the end of what git printed.
-fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
+pub(super) fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
     run_captured(
         Command::new("git").arg("-C").arg(dir).args(args),
         &format!("git {}", args.join(" ")),
@@ -72,7 +72,25 @@ fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, GitEr
     )
 }
 
-fn run_captured(cmd: &mut Command, what: &str, input: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
+/// [`git`] with `GIT_INDEX_FILE=index`: a temporary index, so the user's
+/// index is never read for writing nor changed (X11 snapshots).
+pub(super) fn git_with_index(dir: &Path, index: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    run_captured(
+        Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_INDEX_FILE", index),
+        &format!("git {}", args.join(" ")),
+        None,
+    )
+}
+
+pub(super) fn run_captured(
+    cmd: &mut Command,
+    what: &str,
+    input: Option<&[u8]>,
+) -> Result<Vec<u8>, GitError> {
     let mut child = cmd
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(if input.is_some() {
@@ -116,12 +134,12 @@ fn run_captured(cmd: &mut Command, what: &str, input: Option<&[u8]>) -> Result<V
     })
 }
 
-fn trimmed(bytes: Vec<u8>) -> String {
+pub(super) fn trimmed(bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim().to_owned()
 }
 
 /// A file name made of safe characters only (`fan/3` → `fan_3`).
-fn safe_name(s: &str) -> String {
+pub(super) fn safe_name(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {

@@ -23,7 +23,7 @@ use crate::config::ConfigError;
 use crate::eval::sha256_hex;
 use crate::interp::{
     CommandRequest, CommandRun, FileEvidence, FileHash, FileRead, FileRoot, Host, HostError,
-    InputDigest, JudgeAsk, JudgeRequest, Verdict,
+    InputDigest, JudgeAsk, JudgeRequest, Restore, TreeDiff, Verdict,
 };
 
 /// Why a standard host could not be made for a run.
@@ -168,6 +168,18 @@ impl StdHost {
         self.workspace.as_ref().map(Workspace::root).ok_or_else(|| {
             HostError::Unsupported("`isolation: worktree` needs a workspace root".to_owned())
         })
+    }
+
+    /// The directory git runs in for a snapshot at `root` (X11).
+    fn git_root(&self, root: FileRoot<'_>) -> Result<std::path::PathBuf, HostError> {
+        match root {
+            FileRoot::Workspace => self
+                .workspace
+                .as_ref()
+                .map(|w| w.root().to_path_buf())
+                .ok_or_else(|| HostError::Unsupported("`scope` needs a workspace root".to_owned())),
+            FileRoot::Worktree(dir) => Ok(std::path::PathBuf::from(dir)),
+        }
     }
 
     /// The jail a file predicate at `root` uses.
@@ -329,6 +341,47 @@ impl Host for StdHost {
 
     fn pause_ms(&mut self, ms: u64) {
         std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+
+    fn snapshots_ready(&self, root: FileRoot<'_>) -> Result<(), HostError> {
+        super::snapshot::is_repository(&self.git_root(root)?).map_err(HostError::from)
+    }
+
+    fn snapshot(
+        &mut self,
+        root: FileRoot<'_>,
+        run_id: &str,
+        name: &str,
+    ) -> Result<String, HostError> {
+        super::snapshot::snapshot(&self.git_root(root)?, run_id, name).map_err(HostError::from)
+    }
+
+    fn snapshot_diff(
+        &mut self,
+        root: FileRoot<'_>,
+        tree: &str,
+        run_id: &str,
+        name: &str,
+    ) -> Result<TreeDiff, HostError> {
+        super::snapshot::diff(&self.git_root(root)?, tree, run_id, name).map_err(HostError::from)
+    }
+
+    fn snapshot_restore(
+        &mut self,
+        root: FileRoot<'_>,
+        tree: &str,
+        paths: &[Restore],
+    ) -> Result<Vec<String>, HostError> {
+        super::snapshot::restore(&self.git_root(root)?, tree, paths).map_err(HostError::from)
+    }
+
+    fn snapshots_drop(&mut self, run_id: &str) -> Result<(), HostError> {
+        match self.workspace.as_ref() {
+            Some(w) if super::snapshot::is_repository(w.root()).is_ok() => {
+                super::snapshot::drop_refs(w.root(), run_id).map_err(HostError::from)
+            }
+            _ => Ok(()),
+        }
     }
 
     fn supports_worktrees(&self) -> bool {

@@ -188,7 +188,8 @@ pub enum EventKind {
         item_index: u32,
         bytes: usize,
     },
-    /// A revise reset the steps of a gate's reset closure.
+    /// A revise (reason `revise`) or a route's `goto` (reason `route`, X9)
+    /// reset the steps of a reset closure.
     StepReset {
         reason: String,
         reset: Vec<EpochChange>,
@@ -245,6 +246,30 @@ pub enum EventKind {
     /// A step (or a fanout item's last stage) succeeded with `artifacts`
     /// (X4): the manifest of the files it left.
     ArtifactsRecorded(Manifest),
+    /// A scoped dispatch (X11) was accepted: its patch record (the files it
+    /// changed with their sha256 before and after, the trees, the diff).
+    PatchRecorded(PatchRecord),
+    /// Changes of a scoped dispatch outside its scope (X11) were put back
+    /// to the dispatch's snapshot before the retry.
+    ScopeRestored {
+        attempt: u32,
+        #[serde(rename = "itemIndex", default, skip_serializing_if = "Option::is_none")]
+        item_index: Option<u32>,
+        /// The snapshot the paths were restored to.
+        tree: String,
+        paths: Vec<String>,
+    },
+    /// A `rollback: STEP` (X11) restored the workspace before a route or an
+    /// `on_fail` goto: the patch records undone (newest first, their
+    /// snapshot trees), the paths restored, and the paths left alone
+    /// because they changed since their patch was recorded.
+    RolledBack {
+        to: String,
+        trees: Vec<String>,
+        paths: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+    },
     /// The cost model's estimate of each step of the entry flow, recorded
     /// when the run was started from a spec (`stratumc run SPEC`, MCP
     /// `stratum_plan`); `stratumc report` compares the spend with it. A run
@@ -254,6 +279,53 @@ pub enum EventKind {
     /// A declared command ran for an `exec` check (X12): its receipt (the
     /// same one the violation carries when the check does not hold).
     CommandRan(super::host::CommandReceipt),
+    /// A step's `route` entry fired a `goto` (X9): `route` is the entry's
+    /// number (1-based), `count` how often it has fired in the run (this
+    /// time included, never given back), `max` its cap; the reset of the
+    /// target's closure follows as `step_reset` (reason `route`).
+    RoutedBack {
+        route: u32,
+        from: String,
+        to: String,
+        count: u32,
+        max: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// An `on_fail` entry (`route` is then its 1-based index in
+        /// `on_fail`) took the step's failure, rather than a `route` entry
+        /// after success.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        on_fail: bool,
+    },
+}
+
+/// The patch record of an accepted scoped dispatch (X11): what `stratumc
+/// report`, `query flow` and `stratum_audit` show, and what a rollback
+/// restores (each file checked against its `after` hash).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRecord {
+    /// The step id (`fan` for a fanout's items).
+    pub step: String,
+    /// The attempt whose changes these are.
+    pub attempt: u32,
+    /// The fanout item, for an item's stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_index: Option<u32>,
+    /// `worktree` when the changes were made in the item's worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The snapshot taken at dispatch (a git tree id).
+    pub tree_before: String,
+    /// The working tree at report (a git tree id).
+    pub tree_after: String,
+    /// The changed files, sorted by path.
+    pub files: Vec<super::host::FileChange>,
+    /// The unified diff, cut at a line end after 64 KiB.
+    pub diff: String,
+    /// Whether `diff` was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub diff_truncated: bool,
 }
 
 /// The manifest of an attempt's artifacts (X4): what `stratumc verify`
@@ -389,8 +461,12 @@ impl EventKind {
             EventKind::StepReused { .. } => "step_reused",
             EventKind::Retried { .. } => "retried",
             EventKind::ArtifactsRecorded(_) => "artifacts_recorded",
+            EventKind::PatchRecorded(_) => "patch_recorded",
+            EventKind::ScopeRestored { .. } => "scope_restored",
+            EventKind::RolledBack { .. } => "rolled_back",
             EventKind::Estimated { .. } => "estimated",
             EventKind::CommandRan(_) => "command_ran",
+            EventKind::RoutedBack { .. } => "routed_back",
         }
     }
 
@@ -411,7 +487,10 @@ impl EventKind {
             | EventKind::Estimated { .. } => "—",
             EventKind::StepReused { .. } => "step",
             EventKind::Ready { .. } | EventKind::Result(_) | EventKind::Skipped { .. } => "step",
-            EventKind::ArtifactsRecorded(_) => "step, or fanout (for an item)",
+            EventKind::ArtifactsRecorded(_)
+            | EventKind::PatchRecorded(_)
+            | EventKind::ScopeRestored { .. } => "step, or fanout (for an item)",
+            EventKind::RolledBack { .. } => "the routing or failing step",
             EventKind::DispatchOrphaned { .. } => "step, or fanout (for an item)",
             EventKind::Evidence { .. } => {
                 "the checked step or item (`when`, `set`, `until` and stage `when` expressions: their step or item)"
@@ -430,7 +509,8 @@ impl EventKind {
             | EventKind::WorktreeCreated { .. }
             | EventKind::WorktreeRemoved { .. }
             | EventKind::WorktreePatch { .. } => "fanout",
-            EventKind::StepReset { .. } => "the revise target",
+            EventKind::StepReset { .. } => "the revise or route target",
+            EventKind::RoutedBack { .. } => "the routing step",
             EventKind::CarryUpdated { .. } => "the deciding gate (revise), or none (initial)",
         }
     }
@@ -459,7 +539,43 @@ impl EventKind {
             timed_out: false,
             truncated: false,
         }));
+        all.extend(Self::scope_examples());
         all
+    }
+
+    fn scope_examples() -> Vec<EventKind> {
+        let sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        vec![
+            EventKind::PatchRecorded(PatchRecord {
+                step: "patch".into(),
+                attempt: 1,
+                item_index: None,
+                root: None,
+                tree_before: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+                tree_after: "d8329fc1cc938780ffdd9f94e0d364e0ea74f579".into(),
+                files: vec![super::host::FileChange {
+                    path: "src/lib.rs".into(),
+                    status: super::host::ChangeStatus::Modified,
+                    bytes: 42,
+                    before: Some(sha.into()),
+                    after: Some(sha.into()),
+                }],
+                diff: "diff --git a/src/lib.rs b/src/lib.rs\n…".into(),
+                diff_truncated: false,
+            }),
+            EventKind::ScopeRestored {
+                attempt: 1,
+                item_index: None,
+                tree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+                paths: vec!["Cargo.toml".into()],
+            },
+            EventKind::RolledBack {
+                to: "patch".into(),
+                trees: vec!["4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()],
+                paths: vec!["src/lib.rs".into()],
+                conflicts: vec![],
+            },
+        ]
     }
 
     fn estimate_example() -> EventKind {
@@ -704,6 +820,15 @@ impl EventKind {
             EventKind::CheckpointReverted {
                 label: "before-review".into(),
                 receipts_at_revert: 2,
+            },
+            EventKind::RoutedBack {
+                route: 1,
+                from: "review".into(),
+                to: "draft".into(),
+                count: 1,
+                max: 2,
+                note: Some("the review asks for another pass".into()),
+                on_fail: false,
             },
         ]
     }

@@ -68,6 +68,70 @@ pub struct FileHash {
     pub sha256: String,
 }
 
+/// How a file changed since a snapshot (X11 `changes()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeStatus {
+    /// Not in the snapshot.
+    Added,
+    /// In the snapshot with other contents (or mode).
+    Modified,
+    /// In the snapshot, gone now.
+    Deleted,
+}
+
+impl ChangeStatus {
+    /// `added`, `modified`, `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeStatus::Added => "added",
+            ChangeStatus::Modified => "modified",
+            ChangeStatus::Deleted => "deleted",
+        }
+    }
+}
+
+/// One file a dispatch changed (X11), as its patch record holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Relative to the dispatch's root (workspace or worktree).
+    pub path: String,
+    /// How it changed.
+    pub status: ChangeStatus,
+    /// Bytes of the lines added plus the lines removed (a binary file: its
+    /// old plus its new size).
+    pub bytes: u64,
+    /// sha256 of the contents in the snapshot (`None`: added).
+    pub before: Option<String>,
+    /// sha256 of the contents at report (`None`: deleted).
+    pub after: Option<String>,
+}
+
+/// What changed under a root since a snapshot (X11).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TreeDiff {
+    /// The tree id of the working tree now (the "after" snapshot).
+    pub tree: String,
+    /// The changed files, sorted by path.
+    pub files: Vec<FileChange>,
+    /// The unified diff (`git diff --binary` of the two trees), whole.
+    pub patch: String,
+}
+
+/// One path a restore puts back (X11): for a rollback, with the sha256 it
+/// must still have (`Some(None)`: it must be absent) to be overwritten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// Relative to the root.
+    pub path: String,
+    /// `None`: put back whatever is there (a scope violation).
+    pub expect: Option<Option<String>>,
+}
+
+/// What a host without snapshots answers.
+pub const NO_SNAPSHOTS: &str =
+    "this host takes no workspace snapshots (`scope` needs a git workspace)";
+
 /// What a host without artifact support answers.
 pub const NO_ARTIFACTS: &str = "this host hashes no artifacts";
 
@@ -332,6 +396,49 @@ pub trait Host {
     /// glob `pattern` matches (at most 10,000; more is an error).
     fn glob(&mut self, _root: FileRoot<'_>, _pattern: &str) -> Result<Vec<String>, HostError> {
         Err(HostError::Unsupported(NO_ARTIFACTS.into()))
+    }
+
+    // ----- X11 scopes: snapshots of the git working tree -----
+
+    /// Whether `root` is inside a git working tree (a run with scoped steps
+    /// refuses to start otherwise).
+    fn snapshots_ready(&self, _root: FileRoot<'_>) -> Result<(), HostError> {
+        Err(HostError::Unsupported(NO_SNAPSHOTS.into()))
+    }
+    /// Snapshots the working tree under `root` as a git tree, kept under
+    /// `refs/stratum/<run_id>/<name>`; the tree id.
+    fn snapshot(
+        &mut self,
+        _root: FileRoot<'_>,
+        _run_id: &str,
+        _name: &str,
+    ) -> Result<String, HostError> {
+        Err(HostError::Unsupported(NO_SNAPSHOTS.into()))
+    }
+    /// What changed under `root` since snapshot `tree` (the after tree is
+    /// kept under `refs/stratum/<run_id>/<name>`).
+    fn snapshot_diff(
+        &mut self,
+        _root: FileRoot<'_>,
+        _tree: &str,
+        _run_id: &str,
+        _name: &str,
+    ) -> Result<TreeDiff, HostError> {
+        Err(HostError::Unsupported(NO_SNAPSHOTS.into()))
+    }
+    /// Puts `paths` under `root` back to snapshot `tree`; the paths left
+    /// alone because they were not what was expected (conflicts).
+    fn snapshot_restore(
+        &mut self,
+        _root: FileRoot<'_>,
+        _tree: &str,
+        _paths: &[Restore],
+    ) -> Result<Vec<String>, HostError> {
+        Err(HostError::Unsupported(NO_SNAPSHOTS.into()))
+    }
+    /// Removes the run's `refs/stratum/<run_id>/` refs (the run ended).
+    fn snapshots_drop(&mut self, _run_id: &str) -> Result<(), HostError> {
+        Ok(())
     }
 
     // ----- `isolation: worktree` with engine dispatch (reference v1-runtime §4.12) -----

@@ -24,11 +24,12 @@ pub mod state;
 use serde_json::Value;
 
 pub use error::{CheckpointError, VmError};
-pub use event::{Event, EventKind, Manifest, ShownFile};
+pub use event::{Event, EventKind, Manifest, PatchRecord, ShownFile};
 pub use host::{
-    CommandReceipt, CommandRequest, CommandRun, FileEvidence, FileHash, FileRead, FileRoot, Host,
-    HostError, InputDigest, JudgeAsk, JudgeRequest, MAX_GLOB_MATCHES, MAX_HASH_BYTES,
-    MAX_TEXT_BYTES, NO_ARTIFACTS, NO_COMMANDS, NO_WORKTREES, RECEIPT_TAIL_BYTES, Verdict,
+    ChangeStatus, CommandReceipt, CommandRequest, CommandRun, FileChange, FileEvidence, FileHash,
+    FileRead, FileRoot, Host, HostError, InputDigest, JudgeAsk, JudgeRequest, MAX_GLOB_MATCHES,
+    MAX_HASH_BYTES, MAX_TEXT_BYTES, NO_ARTIFACTS, NO_COMMANDS, NO_SNAPSHOTS, NO_WORKTREES,
+    RECEIPT_TAIL_BYTES, Restore, TreeDiff, Verdict,
 };
 pub use index::PlanIndex;
 pub use machine::{

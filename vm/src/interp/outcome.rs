@@ -115,6 +115,11 @@ pub struct ReadyEntry {
     /// the agent asked to act on it. Left out when the step was not revised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_revise: Option<crate::interp::Revised>,
+    /// The route that re-entered this step (X9: `{from, note, output}`);
+    /// for a fanout target, its items' first dispatches carry it. Left out
+    /// when no route did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_route: Option<crate::interp::PreviousRoute>,
     /// For fanout items: the item, its index, the stage and the previous stage's output.
     #[serde(flatten)]
     pub item: Option<ItemEntry>,
@@ -125,6 +130,24 @@ pub struct ReadyEntry {
     /// dispatch is an orphan and its token is revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// What the dispatch may change (X11), rendered: a change outside is a
+    /// `scope_violation` and is put back. Left out for unscoped dispatches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ScopeView>,
+}
+
+/// A dispatch's `scope` as its agent reads it (X11).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeView {
+    /// Paths and globs it may change or delete (`[]` with no `create`: it
+    /// may change nothing).
+    pub files: Vec<String>,
+    /// Paths and globs it may create.
+    pub create: Vec<String>,
+    /// Most bytes it may change (added plus removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// The fanout part of a ready entry.

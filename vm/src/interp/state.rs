@@ -197,6 +197,9 @@ pub struct ItemState {
     /// The digest of the manifest of its final stage's artifacts (X4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,
+    /// The snapshot (a git tree id) of the live scoped dispatch (X11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -245,6 +248,13 @@ pub struct StepState {
     /// target run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revise_context: Option<Revised>,
+    /// An `on_fail` `continue` entry took this step's failure (X2 through
+    /// an X9 list; the plain `on_fail: continue` is in the plan).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
+    /// The route that re-entered this step (X9), until it is reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_route: Option<PreviousRoute>,
     /// The gate decision taken (`approve`, `revise`, `kill`).
     pub decision: Option<String>,
     /// The note of the gate's latest decision (X1: `${gate.note}`; absent in
@@ -276,6 +286,13 @@ pub struct StepState {
     /// started waiting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shown: Option<GateShown>,
+    /// The snapshot (a git tree id) of the live scoped dispatch (X11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// The length of the run's patch log when this step's latest entry was
+    /// first dispatched (X11: where a `rollback` to it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_mark: Option<u32>,
 }
 
 /// A step a retried run took over from the old run (X8): its output (or a
@@ -389,6 +406,23 @@ pub struct GateShown {
     pub files: Vec<super::event::ShownFile>,
 }
 
+/// The route that re-entered a step (X9): the routing step, the rendered
+/// `note`, and the output the routing step produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousRoute {
+    /// The routing step's id.
+    pub from: String,
+    /// The route's rendered `note`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The routing step's output when the route fired (`null` when an
+    /// `on_fail` `goto` took its failure).
+    pub output: Value,
+    /// The failure an `on_fail` `goto` took (X9); absent for a `route`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
 /// The revise that re-entered a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Revised {
@@ -497,6 +531,46 @@ pub struct Header {
     /// ordinary runs and runs stored before retries existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<Box<RetryOf>>,
+    /// How often each `route` entry has fired in the run (X9), keyed by
+    /// [`route_key`]: run-wide, so a reset, a sub-flow call or a checkpoint
+    /// revert never gives a firing back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes_fired: BTreeMap<String, u32>,
+    /// The accepted scoped dispatches in the workspace tree (X11), oldest
+    /// first: what a `rollback` restores. Rolled-back entries are removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patch_log: Vec<PatchRef>,
+}
+
+/// One accepted scoped dispatch in the workspace (X11): the snapshot it
+/// started from and each changed path with its sha256 at report (`None`:
+/// deleted), checked before a rollback overwrites it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRef {
+    /// The step id (`parent/child`).
+    pub step: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// The snapshot (git tree id) the dispatch started from.
+    pub tree_before: String,
+    /// The tree at report.
+    pub tree_after: String,
+    /// `(path, sha256 after)`.
+    pub files: Vec<(String, Option<String>)>,
+}
+
+/// The key of a `route` entry's counter in [`Header::routes_fired`]:
+/// `flow/step/route` by plan index (one counter per entry of the plan,
+/// whichever frame runs it).
+pub fn route_key(flow: u32, step: u32, route: u32) -> String {
+    format!("{flow}/{step}/{route}")
+}
+
+/// The key of an `on_fail` entry's counter in [`Header::routes_fired`]
+/// (X9): `flow/step/on_fail/entry` by plan index.
+pub fn on_fail_key(flow: u32, step: u32, entry: u32) -> String {
+    format!("{flow}/{step}/on_fail/{entry}")
 }
 
 /// A whole run in memory.

@@ -158,6 +158,38 @@ fn artifacts_listing(
     }
 }
 
+/// The lines of a `scope` (X11): `scope files N create N max_changed_bytes
+/// N` (or `scope fence`), then one `files`/`create` line per entry.
+fn scope_listing(
+    plan: &Plan,
+    flow: &FlowDef,
+    scope: Option<&super::ScopeDef>,
+    indent: &str,
+    out: &mut String,
+) {
+    let Some(sc) = scope else {
+        return;
+    };
+    let fence = sc.files.is_empty() && sc.create.is_empty();
+    let _ = writeln!(
+        out,
+        "{indent}scope{}{}",
+        if fence { " fence" } else { "" },
+        sc.max_changed_bytes
+            .map_or(String::new(), |m| format!(" max_changed_bytes {m}"))
+    );
+    for (key, entries) in [("files", &sc.files), ("create", &sc.create)] {
+        for a in entries {
+            let _ = writeln!(
+                out,
+                "{indent}  {key}{} {}",
+                if a.glob { " glob" } else { "" },
+                template_text(plan, flow, a.template)
+            );
+        }
+    }
+}
+
 fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
     let s = |id: StrId| plan.str(id);
     let _ = writeln!(
@@ -311,14 +343,22 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                         let _ = writeln!(out, "        ensure {}", pred_text(plan, flow, p));
                     }
                     artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
+                    scope_listing(plan, flow, stage.scope.as_ref(), "        ", out);
                 }
                 for p in pre_merge {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
                 }
             }
-            StepKindDef::Run { flow: callee, with } => {
+            StepKindDef::Run {
+                flow: callee,
+                with,
+                iterate,
+            } => {
                 let name = plan.flows.get(*callee as usize).map_or("?", |f| s(f.name));
                 let _ = writeln!(out, "    run {name}");
+                if let Some((max, until)) = iterate {
+                    let _ = writeln!(out, "      iterate max {max} until chunk {until}");
+                }
                 for (k, node) in with {
                     let _ = writeln!(
                         out,
@@ -362,6 +402,44 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
             let _ = writeln!(out, "    timeout_ms {t}");
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
+        scope_listing(plan, flow, st.scope.as_ref(), "    ", out);
+        for e in &st.on_fail_routes {
+            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"))
+                + &e.rollback.map_or(String::new(), |r| {
+                    format!(" rollback {}", step_name(plan, flow, r))
+                });
+            let _ = match e.action {
+                super::OnFailAction::Step(s) => {
+                    writeln!(out, "    on_fail{when} {}", step_name(plan, flow, s))
+                }
+                super::OnFailAction::Continue => writeln!(out, "    on_fail{when} continue"),
+                super::OnFailAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    on_fail{when} goto {} max {max}{}",
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+            };
+        }
+        for r in &st.routes {
+            if let Some(rb) = r.rollback {
+                let _ = writeln!(out, "    route rollback {}", step_name(plan, flow, rb));
+            }
+            let _ = match r.action {
+                super::RouteAction::Goto { target, max, note } => writeln!(
+                    out,
+                    "    route when chunk {} goto {} max {max}{}",
+                    r.when,
+                    step_name(plan, flow, target),
+                    note.map_or(String::new(), |n| format!(" note template {n}"))
+                ),
+                super::RouteAction::Fail { reason } => writeln!(
+                    out,
+                    "    route when chunk {} fail template {reason}",
+                    r.when
+                ),
+            };
+        }
         if let Some(b) = &st.budget {
             let _ = writeln!(out, "    budget {}", budget_text(b));
         }

@@ -21,11 +21,12 @@
 
 use serde_json::{Value, json};
 
-use super::ArtifactDef;
 use super::op::{self, Op};
+use super::{ArtifactDef, ScopeDef};
 use super::{
-    BaseType, BudgetDef, Chunk, ConstDef, FlowDef, Plan, PredDef, RefDef, RefTarget, Seg, StageDef,
-    StepDef, StepKindDef, TemplateDef, TemplateMode, TypeDef, WithNode,
+    BaseType, BudgetDef, Chunk, ConstDef, FlowDef, OnFailAction, OnFailDef, Plan, PredDef, RefDef,
+    RefTarget, RouteAction, RouteDef, Seg, StageDef, StepDef, StepKindDef, TemplateDef,
+    TemplateMode, TypeDef, WithNode,
 };
 use crate::eval::canonical_digest;
 
@@ -63,7 +64,7 @@ impl Resolver<'_> {
     }
 
     fn step(&self, sd: &StepDef) -> Value {
-        json!({
+        let mut v = json!({
             "id": self.s(sd.id),
             "kind": self.kind(&sd.kind),
             "when": sd.when.map(|c| self.chunk(c)),
@@ -73,7 +74,85 @@ impl Resolver<'_> {
             "onFail": self.target(sd.on_fail),
             "onFailContinue": sd.on_fail_continue,
             "artifacts": self.artifacts(&sd.artifacts),
-        })
+        });
+        self.scope(&mut v, sd.scope.as_ref());
+        // X9: only steps with routes carry the key (older steps keep their hash)
+        if !sd.routes.is_empty()
+            && let Value::Object(m) = &mut v
+        {
+            let routes = sd
+                .routes
+                .iter()
+                .map(|r| self.with_rollback(self.route(r), r.rollback))
+                .collect();
+            m.insert("routes".into(), Value::Array(routes));
+        }
+        if !sd.on_fail_routes.is_empty()
+            && let Value::Object(m) = &mut v
+        {
+            let entries = sd
+                .on_fail_routes
+                .iter()
+                .map(|e| self.with_rollback(self.on_fail(e), e.rollback))
+                .collect();
+            m.insert("onFailRoutes".into(), Value::Array(entries));
+        }
+        v
+    }
+
+    /// X11 `rollback: STEP` on a route or an `on_fail` entry, only when
+    /// there is one (entries without keep their hashes).
+    fn with_rollback(&self, mut v: Value, rollback: Option<u32>) -> Value {
+        if let (Some(r), Value::Object(m)) = (rollback, &mut v) {
+            m.insert("rollback".into(), self.target(Some(r)));
+        }
+        v
+    }
+
+    /// An X9 `on_fail` entry: its condition and what it does.
+    fn on_fail(&self, e: &OnFailDef) -> Value {
+        let when = e.when.map(|c| self.chunk(c));
+        match &e.action {
+            OnFailAction::Step(s) => json!({"when": when, "step": self.target(Some(*s))}),
+            OnFailAction::Continue => json!({"when": when, "continue": true}),
+            OnFailAction::Goto { target, max, note } => json!({
+                "when": when,
+                "goto": self.target(Some(*target)),
+                "max": max,
+                "note": note.map(|n| self.template(n)),
+            }),
+        }
+    }
+
+    /// A `route` entry (X9): its condition and what it does.
+    fn route(&self, r: &RouteDef) -> Value {
+        match &r.action {
+            RouteAction::Goto { target, max, note } => json!({
+                "when": self.chunk(r.when),
+                "goto": self.target(Some(*target)),
+                "max": max,
+                "note": note.map(|n| self.template(n)),
+            }),
+            RouteAction::Fail { reason } => json!({
+                "when": self.chunk(r.when),
+                "fail": self.template(*reason),
+            }),
+        }
+    }
+
+    /// `scope` (X11), only when there is one: the hashes of unscoped steps
+    /// stay what they were before scopes existed.
+    fn scope(&self, v: &mut Value, scope: Option<&ScopeDef>) {
+        if let (Some(sc), Some(obj)) = (scope, v.as_object_mut()) {
+            obj.insert(
+                "scope".into(),
+                json!({
+                    "files": self.artifacts(&sc.files),
+                    "create": self.artifacts(&sc.create),
+                    "maxChangedBytes": sc.max_changed_bytes,
+                }),
+            );
+        }
     }
 
     fn kind(&self, k: &StepKindDef) -> Value {
@@ -132,10 +211,24 @@ impl Resolver<'_> {
                 "preMerge": pre_merge.iter().map(|s| self.s(*s)).collect::<Vec<_>>(),
                 "consumer": consumer,
             }),
-            StepKindDef::Run { flow, with } => json!({
-                "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
-                "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
-            }),
+            StepKindDef::Run {
+                flow,
+                with,
+                iterate,
+            } => {
+                let mut v = json!({
+                    "run": self.plan.flows.get(*flow as usize).map(|f| self.s(f.name)),
+                    "with": with.iter().map(|(k, n)| json!([self.s(*k), self.with(*n, 0)])).collect::<Vec<_>>(),
+                });
+                // X9: only iterating calls carry the key (older steps keep their hash)
+                if let (Some((max, until)), Value::Object(m)) = (iterate, &mut v) {
+                    m.insert(
+                        "iterate".into(),
+                        json!({"max": max, "until": self.chunk(*until)}),
+                    );
+                }
+                v
+            }
             // X12: every field changes what the step does
             StepKindDef::Evaluate {
                 command,
@@ -150,7 +243,7 @@ impl Resolver<'_> {
     }
 
     fn stage(&self, s: &StageDef) -> Value {
-        json!({
+        let mut v = json!({
             "do": self.template(s.task),
             "agent": s.agent.as_str(),
             "out": s.out.map(|r| self.record(r, 0)),
@@ -158,7 +251,9 @@ impl Resolver<'_> {
             "attempts": s.attempts,
             "when": s.when.map(|c| self.chunk(c)),
             "artifacts": self.artifacts(&s.artifacts),
-        })
+        });
+        self.scope(&mut v, s.scope.as_ref());
+        v
     }
 
     /// `artifacts` entries (X4): what the checks require to exist.
@@ -412,6 +507,9 @@ mod tests {
             on_fail: None,
             on_fail_continue: false,
             artifacts: Vec::new(),
+            scope: None,
+            routes: Vec::new(),
+            on_fail_routes: Vec::new(),
             timeout_ms: Some(pos.line.into()),
             entries: pos.col,
             worst_dispatches: Bound::Finite(pos.col.into()),

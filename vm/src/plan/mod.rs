@@ -220,7 +220,7 @@ pub struct FlowDef {
     pub templates: Vec<TemplateDef>,
     /// `with` value nodes (children always have lower indices).
     pub with_nodes: Vec<WithNode>,
-    /// Reset closures of revising gates.
+    /// Reset closures of revising gates and of route `goto`s (X9).
     pub closures: Vec<ClosureDef>,
     /// Worst-case dispatches of one run of this flow.
     pub worst_dispatches: Bound,
@@ -320,6 +320,15 @@ pub struct StepDef {
     pub timeout_ms: Option<u64>,
     /// `artifacts` of a `do` step (X4; empty for other constructs).
     pub artifacts: Vec<ArtifactDef>,
+    /// `scope` of a `do` step (X11; `None` for other constructs).
+    pub scope: Option<ScopeDef>,
+    /// `route` entries (X9), tried in order after the step succeeded;
+    /// empty in plans of format 3 and older.
+    pub routes: Vec<RouteDef>,
+    /// X9 `on_fail` entries (a `goto`, a `when`, several entries), tried in
+    /// order once the step failed for good; empty for the plain forms
+    /// (`on_fail`, `on_fail_continue`) and in plans of format 3 and older.
+    pub on_fail_routes: Vec<OnFailDef>,
     /// Most times the step can be entered in one run of its flow.
     pub entries: u32,
     /// Worst-case dispatches of this step over the whole run of its flow.
@@ -385,6 +394,10 @@ pub enum StepKindDef {
         flow: u32,
         /// Input name → `with` node.
         with: Vec<(StrId, u32)>,
+        /// `iterate` (X9): (`max`, `until` chunk over the called flow's
+        /// output); the flow runs again in a fresh frame until it holds.
+        /// `None` in plans of format 3 and older.
+        iterate: Option<(u32, u32)>,
     },
     /// `evaluate` (v1 §4.9, language 1.1 X12): the host runs the declared
     /// command with `input` rendered on its stdin; its stdout is the
@@ -396,6 +409,70 @@ pub enum StepKindDef {
         timeout_ms: u64,
         /// The stdin template (full value: a string as is, else its JSON).
         input: Option<u32>,
+    },
+}
+
+/// One `route` entry of a step (X9): its condition over the step's
+/// output (`result`), `input` and `steps`, and what it does when true.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteDef {
+    /// The `when` chunk (evaluated with `result` = the step's output).
+    pub when: u32,
+    /// What firing does.
+    pub action: RouteAction,
+    /// `rollback: STEP` (X11): the step whose latest entry's snapshot the
+    /// workspace is restored to before the route fires.
+    pub rollback: Option<u32>,
+}
+
+/// What a route does when its `when` is true (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RouteAction {
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the routing step) runs again.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this route may fire in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
+    },
+    /// The step fails with the rendered reason.
+    Fail {
+        /// The `fail` template.
+        reason: u32,
+    },
+}
+
+/// One X9 `on_fail` entry: its condition over `failure` (a chunk of
+/// context [`Context::Failure`]; `None`: every failure) and what it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OnFailDef {
+    /// The `when` chunk.
+    pub when: Option<u32>,
+    /// What taking the failure does.
+    pub action: OnFailAction,
+    /// `rollback: STEP` (X11), as on a route.
+    pub rollback: Option<u32>,
+}
+
+/// What an `on_fail` entry does with the failure (X9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OnFailAction {
+    /// Route it to a recovery step (v1's `on_fail: STEP`).
+    Step(u32),
+    /// The flow goes on (X2's `continue`).
+    Continue,
+    /// Back to a strict ancestor: its reset closure (a [`ClosureDef`] whose
+    /// `gate` is the failing step) runs again, at most `max` times in the run.
+    Goto {
+        /// The target step.
+        target: u32,
+        /// How often this entry may take a failure in the whole run.
+        max: u32,
+        /// The `note` template.
+        note: Option<u32>,
     },
 }
 
@@ -430,6 +507,22 @@ pub struct StageDef {
     pub timeout_ms: Option<u64>,
     /// `artifacts` of the stage (X4), resolved in the item's worktree.
     pub artifacts: Vec<ArtifactDef>,
+    /// `scope` of the stage (X11), resolved in the item's worktree.
+    pub scope: Option<ScopeDef>,
+}
+
+/// A `scope` (X11): what one dispatch may change in its git working tree.
+/// Its entries render like `artifacts` entries (a path, a list of paths
+/// from a full reference, or a glob).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeDef {
+    /// Paths and globs the dispatch may change or delete (empty: a write
+    /// fence).
+    pub files: Vec<ArtifactDef>,
+    /// Paths and globs the dispatch may create.
+    pub create: Vec<ArtifactDef>,
+    /// Added plus removed bytes allowed, summed over the changed files.
+    pub max_changed_bytes: Option<u64>,
 }
 
 /// One `artifacts` entry (X4): a template rendering to a path (or, for a
@@ -606,10 +699,10 @@ pub struct CarryDef {
     pub on_revise: Vec<(u32, RefDef)>,
 }
 
-/// The steps a gate's revise resets.
+/// The steps a gate's revise (or a route's `goto`, X9) resets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClosureDef {
-    /// The gate.
+    /// The gate (or the routing step).
     pub gate: u32,
     /// Its revise target.
     pub target: u32,
@@ -650,6 +743,9 @@ pub enum Context {
     StageWhen,
     /// Fanout stage `ensure`: stage output plus `item` and `prev`.
     StageOutput,
+    /// An `on_fail` entry's `when` (X9): `failure` is the failure
+    /// `{reason, violations}`, read through the `result` register.
+    Failure,
 }
 
 /// A compiled expression.

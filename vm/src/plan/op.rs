@@ -176,6 +176,7 @@ pub const BUILTIN_DOCS: &[&str] = &[
     "filter(xs, p -> cond) -> list: the elements that satisfy cond, in order",
     "map(xs, p -> value) -> list: the value of the body for each element",
     "receipts() -> list of objects: this attempt's `exec` receipts so far ({command, argv, exit, ms, stdout_sha256, tail, timed_out, truncated}); ensure only",
+    "changes() -> list of {path, status, bytes}: the files this dispatch changed since its snapshot (status added, modified or deleted; only in the ensure of a step with `scope`)",
 ];
 
 /// The builtin functions, by index: name and arity ([`VARIADIC`]: one or
@@ -202,6 +203,7 @@ pub const BUILTINS: &[(&str, u8)] = &[
     ("filter", 2),
     ("map", 2),
     ("receipts", 0),
+    ("changes", 0),
 ];
 
 /// The index of a builtin by name.

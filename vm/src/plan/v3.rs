@@ -230,6 +230,9 @@ impl StepDef {
             on_fail_continue: self.on_fail_continue,
             timeout_ms: self.timeout_ms,
             artifacts: self.artifacts,
+            scope: None,
+            routes: Vec::new(),
+            on_fail_routes: Vec::new(),
             entries: self.entries,
             worst_dispatches: self.worst_dispatches,
         }
@@ -285,7 +288,11 @@ impl StepKindDef {
                 pre_merge,
                 consumer,
             },
-            StepKindDef::Run { flow, with } => K::Run { flow, with },
+            StepKindDef::Run { flow, with } => K::Run {
+                flow,
+                with,
+                iterate: None,
+            },
         }
     }
 }
@@ -301,6 +308,7 @@ impl StageDef {
             when: self.when,
             timeout_ms: self.timeout_ms,
             artifacts: self.artifacts,
+            scope: None,
         }
     }
 }

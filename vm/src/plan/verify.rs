@@ -193,6 +193,12 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
     }
     let chunk_ok = |v: &V<'_>, c: u32| v.idx(c, flow.chunks.len(), "chunk");
     let template_ok = |v: &V<'_>, t: u32| v.idx(t, flow.templates.len(), "template");
+    let scope_ok = |v: &V<'_>, sc: Option<&crate::plan::ScopeDef>| -> R {
+        for a in sc.iter().flat_map(|sc| sc.files.iter().chain(&sc.create)) {
+            template_ok(v, a.template)?;
+        }
+        Ok(())
+    };
     for (si, s) in flow.steps.iter().enumerate() {
         v.at = ("step", fi, si);
         v.s(s.id)?;
@@ -214,6 +220,43 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
         }
         for a in &s.artifacts {
             template_ok(v, a.template)?;
+        }
+        if s.scope.is_some() && !matches!(s.kind, StepKindDef::Do { .. }) {
+            return v.fail("only `do` steps and fanout stages have a `scope`");
+        }
+        scope_ok(v, s.scope.as_ref())?;
+        for e in &s.on_fail_routes {
+            if let Some(c) = e.when {
+                chunk_ok(v, c)?;
+            }
+            match e.action {
+                OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
+                OnFailAction::Continue => {}
+                OnFailAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "on_fail goto target")?;
+                    if target as usize >= si {
+                        return v.fail("an `on_fail` goto goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+            }
+        }
+        for r in &s.routes {
+            chunk_ok(v, r.when)?;
+            match r.action {
+                RouteAction::Goto { target, note, .. } => {
+                    v.idx(target, n, "route target")?;
+                    if target as usize >= si {
+                        return v.fail("a route goes back to an earlier step");
+                    }
+                    if let Some(t) = note {
+                        template_ok(v, t)?;
+                    }
+                }
+                RouteAction::Fail { reason } => template_ok(v, reason)?,
+            }
         }
         bound(v, &s.worst_dispatches)?;
         predicates(v, &s.ensure, flow)?;
@@ -268,6 +311,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     for a in &st.artifacts {
                         template_ok(v, a.template)?;
                     }
+                    scope_ok(v, st.scope.as_ref())?;
                     if let Some(o) = st.out {
                         v.record(o)?;
                     }
@@ -280,8 +324,15 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                     v.s(*p)?;
                 }
             }
-            StepKindDef::Run { flow: callee, with } => {
+            StepKindDef::Run {
+                flow: callee,
+                with,
+                iterate,
+            } => {
                 v.idx(*callee, plan.flows.len(), "called flow")?;
+                if let Some((_, until)) = iterate {
+                    chunk_ok(v, *until)?;
+                }
                 for (k, node) in with {
                     v.s(*k)?;
                     v.idx(*node, flow.with_nodes.len(), "with node")?;

@@ -68,6 +68,13 @@ impl Walk<'_, '_, '_> {
             self.dynamic = true;
             return self.receipts(whole);
         }
+        if callee == "changes" {
+            self.dynamic = true;
+            if !self.ck.changes_allowed {
+                let span = self.span(whole.span);
+                self.ck.changes_outside_scope(span, self.scope.field);
+            }
+        }
         self.builtin(callee, args, &arg_types)
     }
 
@@ -268,7 +275,10 @@ impl Walk<'_, '_, '_> {
     /// The result type of a known builtin called with the right number of
     /// arguments, reporting arguments of the wrong type.
     fn builtin(&mut self, callee: &str, args: &[Expr], arg_types: &[Type]) -> Type {
-        let a0 = &arg_types[0];
+        // `changes()` (X11) is the one builtin without arguments
+        let Some(a0) = arg_types.first() else {
+            return fallback(callee);
+        };
         match callee {
             "len" => {
                 if bad(a0, &|t| {
@@ -401,8 +411,14 @@ fn fallback(callee: &str) -> Type {
         "max" | "min" | "coalesce" | "unique" | "file" | "filter" | "map" => Type::Any,
         "keys" | "glob" => Type::List(Box::new(Type::String)),
         "receipts" => Type::List(Box::new(Type::Object)),
+        "changes" => changes_type(),
         _ => Type::Bool,
     }
+}
+
+/// `changes()` (X11): a list of `{path, status, bytes}` objects.
+fn changes_type() -> Type {
+    Type::List(Box::new(Type::Object))
 }
 
 /// `coalesce`: the arguments' type when all non-null ones agree, else any.

@@ -1,5 +1,6 @@
 //! What a name in an expression means: the bindings of each field
-//! (`result`, `input`, `item`, `prev`, `steps`), member access on closed
+//! (`result`, `input`, `item`, `prev`, `steps`, and `failure` in an
+//! `on_fail` entry's `when`, X9), member access on closed
 //! contracts, ordered reads of `result.<step>` and `steps.<id>` (X1).
 //!
 //! Owns: the binding table ([`available`]: which binding each field
@@ -26,6 +27,16 @@ impl Walk<'_, '_, '_> {
         let raw_span = e.span;
         self.dynamic = true;
         match name {
+            // X9: an `on_fail` entry's `when` reads the failure, not a result
+            "failure" if self.scope.failure => Type::Failure,
+            "result" if self.scope.failure => {
+                self.push(
+                    Diagnostic::new(Code::BindingUnavailable, self.span(raw_span), format!("`result` is not available in `{}`", self.scope.field))
+                        .with_note("a failed step has no result; an `on_fail` entry's `when` reads `failure` (`{reason, violations}`)")
+                        .with_help("write `failure.reason` or `failure.violations`"),
+                );
+                Type::Any
+            }
             "result" => self.scope.result.clone(),
             "input" => Type::Record(self.fc.input),
             "steps" if available(self.scope).contains(&"steps") => {
@@ -229,7 +240,11 @@ impl Walk<'_, '_, '_> {
 /// `iterate.until` and a fanout stage's `when` and `ensure` (route
 /// conditions, X9, join this table).
 pub(in crate::check) fn available(scope: &Scope) -> Vec<&'static str> {
-    let mut names = vec!["result", "input", "steps"];
+    let mut names = if scope.failure {
+        vec!["failure", "input", "steps"]
+    } else {
+        vec!["result", "input", "steps"]
+    };
     if scope.item.is_some() {
         names.extend(["item", "prev"]);
     }

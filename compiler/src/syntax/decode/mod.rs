@@ -12,6 +12,8 @@ use crate::diagnostics::{Code, Diagnostic, Sink, did_you_mean};
 use crate::source::Span;
 use crate::yaml::{Entry, Node, Str, Value};
 
+mod on_fail;
+mod route;
 mod step;
 
 pub const ROOT_FIELDS: &[&str] = &["version", "contracts", "flows"];
@@ -45,7 +47,13 @@ pub const STEP_FIELDS: &[&str] = &[
     "cost",
     "timeout_ms",
     "artifacts",
+    "scope",
+    "route",
 ];
+/// Fields of a `route` entry (X9; `rollback` is X11).
+pub const ROUTE_FIELDS: &[&str] = &["when", "goto", "max", "note", "fail", "rollback"];
+/// Fields of an `on_fail` mapping (X9; `rollback` is X11, with `goto` only).
+pub const ON_FAIL_FIELDS: &[&str] = &["when", "goto", "max", "note", "rollback"];
 pub const CONSTRUCTS: &[&str] = &["do", "set", "gate", "fanout", "run", "evaluate"];
 /// Step fields every construct takes.
 pub const SHARED_STEP_FIELDS: &[&str] = &["id", "after", "when"];
@@ -59,7 +67,10 @@ pub const STAGE_FIELDS: &[&str] = &[
     "cost",
     "timeout_ms",
     "artifacts",
+    "scope",
 ];
+/// Keys of `scope` (X11).
+pub const SCOPE_FIELDS: &[&str] = &["files", "create", "max_changed_bytes"];
 /// Keys of `cost` hints (X6).
 pub const COST_FIELDS: &[&str] = &["tokens", "usd", "ms", "p", "judge_tokens"];
 pub const FANOUT_FIELDS: &[&str] = &[
@@ -381,6 +392,76 @@ pub const KEY_DOCS: &[(&str, &str, &str)] = &[
     ("", "initial", "the carry variable's first value"),
     (
         "",
+        "route",
+        "conditional edges tried in order after the step succeeded: `{when, goto, max, note?, rollback?}` or `{when, fail}` (X9)",
+    ),
+    (
+        "",
+        "goto",
+        "a strict ancestor to go back to: its reset closure runs again (X9)",
+    ),
+    (
+        "",
+        "fail",
+        "a template: the step fails with this reason when the entry fires (X9)",
+    ),
+    (
+        "",
+        "rollback",
+        "a scoped `do` step: the workspace is restored to its latest entry's snapshot first (X11)",
+    ),
+    (
+        "route",
+        "when",
+        "the condition over `result` (the step's output), `input` and `steps`",
+    ),
+    (
+        "route",
+        "max",
+        "how often this route may fire in the whole run (required)",
+    ),
+    (
+        "route",
+        "note",
+        "a template the re-entered step reads as `previousRoute.note`",
+    ),
+    (
+        "on_fail",
+        "when",
+        "the condition over `failure` (`{reason, violations}`)",
+    ),
+    (
+        "on_fail",
+        "max",
+        "how often this entry may take a failure in the whole run (required)",
+    ),
+    (
+        "on_fail",
+        "note",
+        "a template the re-entered step reads as `previousRoute.note`",
+    ),
+    (
+        "",
+        "scope",
+        "what the dispatch may change in its git working tree; `files: []` is a write fence (X11)",
+    ),
+    (
+        "",
+        "files",
+        "paths or globs (templates) the dispatch may change",
+    ),
+    (
+        "",
+        "create",
+        "paths or globs (templates) the dispatch may create",
+    ),
+    (
+        "",
+        "max_changed_bytes",
+        "the most bytes of added plus removed lines over every changed file",
+    ),
+    (
+        "",
         "options",
         "what a decision's `choice` may be: a list of strings, or one reference to a list (X10)",
     ),
@@ -454,12 +535,14 @@ pub fn allowed_for(construct: &str) -> &'static [&'static str] {
             "cost",
             "timeout_ms",
             "artifacts",
+            "scope",
+            "route",
         ],
-        "set" => &["out", "ensure"],
+        "set" => &["out", "ensure", "on_fail", "route"],
         "gate" => &[],
-        "fanout" => &["attempts", "budget", "on_fail"],
-        "run" => &["budget", "on_fail", "with"],
-        // v1 §4.9 takes `out`; X12 adds `on_fail` (an evaluate failure is terminal)
+        "fanout" => &["attempts", "budget", "on_fail", "route"],
+        "run" => &["budget", "on_fail", "with", "route", "iterate"],
+        // v1 §4.9 takes `out`; X9/X12 add `on_fail` (an evaluate failure is terminal)
         _ => &["out", "on_fail"],
     }
 }
@@ -1026,6 +1109,33 @@ impl Decoder<'_> {
             }
         }
         Some(hint)
+    }
+
+    /// `scope: {files, create?, max_changed_bytes?}` (X11): `files` is
+    /// required (`[]` is a write fence); the entries are strings.
+    fn scope(&mut self, e: &Entry) -> Option<Scope> {
+        let obj = self.obj(&e.value, "`scope`", Some(e.key.span))?;
+        self.strict(&obj, SCOPE_FIELDS, "`scope`");
+        let files = self.required(&obj, "files", "`scope`");
+        if files.is_none() {
+            self.last().help = Some(
+                "list the paths the step may change, e.g. `files: [\"src/**/*.rs\"]`; `files: []` lets it change nothing".into(),
+            );
+        }
+        let files = files.map(|f| self.string_list(&f.value, "`scope.files`"))?;
+        let create = obj
+            .get("create")
+            .map(|c| self.string_list(&c.value, "`scope.create`"))
+            .unwrap_or_default();
+        let max_changed_bytes = obj
+            .get("max_changed_bytes")
+            .and_then(|m| self.positive_int(&m.value, "`scope.max_changed_bytes`"));
+        Some(Scope {
+            span: e.key.span,
+            files,
+            create,
+            max_changed_bytes,
+        })
     }
 
     fn carry(&mut self, e: &Entry) -> Option<Carry> {

@@ -58,7 +58,10 @@ impl Decoder<'_> {
             cost: None,
             timeout_ms: None,
             artifacts: Vec::new(),
-            on_fail: None,
+            scope: None,
+            on_fail: Vec::new(),
+            on_fail_list: false,
+            routes: Vec::new(),
             out_broken: false,
         };
         self.step_fields(&obj, kw, &mut step);
@@ -184,8 +187,14 @@ impl Decoder<'_> {
         if let Some(a) = obj.get("artifacts").filter(|_| allowed("artifacts")) {
             step.artifacts = self.string_list(&a.value, "`artifacts`");
         }
+        if let Some(sc) = obj.get("scope").filter(|_| allowed("scope")) {
+            step.scope = self.scope(sc);
+        }
         if let Some(f) = obj.get("on_fail").filter(|_| allowed("on_fail")) {
-            step.on_fail = self.step_id(&f.value, "`on_fail`");
+            (step.on_fail, step.on_fail_list) = self.on_fail(&f.value);
+        }
+        if let Some(r) = obj.get("route").filter(|_| allowed("route")) {
+            step.routes = self.routes(&r.value);
         }
     }
 
@@ -530,6 +539,7 @@ impl Decoder<'_> {
                 .get("artifacts")
                 .map(|a| self.string_list(&a.value, "`artifacts`"))
                 .unwrap_or_default(),
+            scope: obj.get("scope").and_then(|sc| self.scope(sc)),
         })
     }
 }

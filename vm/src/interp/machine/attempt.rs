@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::Transition;
+use super::routes::Routed;
 use super::values::{ResultSel, walk};
 use crate::eval::contract::check_record;
 use crate::eval::value::type_name;
@@ -44,7 +45,9 @@ impl Transition<'_> {
     /// A report arrived for a live dispatch (its token was checked).
     pub(super) fn attempt_done(&mut self, slot: Slot, report: &Report, usage: Spend) {
         let attempt = self.take_dispatch(slot);
-        match self.check_report(slot, attempt, report, usage) {
+        let tree = self.take_snapshot_tree(slot);
+        let shared = tree.is_some() && self.slot_root_is_workspace(slot);
+        match self.check_report(slot, attempt, report, usage, tree) {
             Checked::RunEnded => return,
             Checked::Failed(failure, output, retry) => {
                 self.attempt_failed(slot, failure, output, retry)
@@ -54,12 +57,30 @@ impl Transition<'_> {
                 Some(k) => self.item_passed(slot.at, k, attempt, output),
             },
         }
+        self.changes_seen = None;
+        self.diff_seen = None;
         if let Some(k) = slot.item {
             if self.item(slot.at, k).status.is_terminal() {
                 self.drop_worktree(slot.at, k);
             }
             self.pump(slot.at);
         }
+        if shared {
+            self.wake_scoped();
+        }
+    }
+
+    /// The snapshot of the dispatch that reported (X11), cleared from its row.
+    fn take_snapshot_tree(&mut self, slot: Slot) -> Option<String> {
+        match slot.item {
+            None => self.st_mut(slot.at).snapshot.take(),
+            Some(k) => self.item_mut(slot.at, k).snapshot.take(),
+        }
+    }
+
+    fn slot_root_is_workspace(&self, slot: Slot) -> bool {
+        slot.item
+            .is_none_or(|k| self.item(slot.at, k).worktree.is_none())
     }
 
     /// The dispatch leaves the ready set (decided below); its attempt number.
@@ -80,7 +101,14 @@ impl Transition<'_> {
     }
 
     /// Usage, the reported failure, the output checks and the judge's usage, in that order.
-    fn check_report(&mut self, slot: Slot, attempt: u32, report: &Report, usage: Spend) -> Checked {
+    fn check_report(
+        &mut self,
+        slot: Slot,
+        attempt: u32,
+        report: &Report,
+        usage: Spend,
+        tree: Option<String>,
+    ) -> Checked {
         if usage != Spend::default() {
             self.record_usage(slot, attempt, usage);
             let task_breach = self.settle_breach(slot.at, &usage, "");
@@ -91,6 +119,10 @@ impl Transition<'_> {
             if self.ended() {
                 return Checked::RunEnded;
             }
+        }
+        // X11: what the dispatch changed, against its scope (put back when outside)
+        if let Err(failure) = self.check_scope(slot, attempt, tree) {
+            return Checked::Failed(failure, report.output.clone(), Retry::Allowed);
         }
         if let Some(reason) = &report.failure {
             let failure = Failure::new(attempt, reason.clone());
@@ -274,6 +306,7 @@ impl Transition<'_> {
         if let Some(files) = artifacts {
             self.record_manifest(at, None, attempt, files);
         }
+        self.record_patch(Slot::step(at), attempt);
     }
 
     /// `iterate … until`: true when the step is done iterating (or has no
@@ -393,10 +426,27 @@ impl Transition<'_> {
         if let Some(files) = artifacts {
             self.record_manifest(at, Some(k), attempt, files);
         }
+        self.record_patch(Slot::item(at, k), attempt);
     }
 
     pub(super) fn succeed(&mut self, at: StepAt, output: Value) {
         let attempt = self.st(at).attempts.max(1);
+        // X9: the routes read the output, templates through the row as the
+        // step's success; the status is put back before it is decided
+        let was = self.st(at).status;
+        let st = self.st_mut(at);
+        st.output = Some(output.clone());
+        st.status = StepStatus::Succeeded;
+        let routed = self.route_after(at, &output);
+        self.st_mut(at).status = was;
+        let back = match routed {
+            Routed::Through => None,
+            Routed::Back(back) => Some(back),
+            Routed::Fail(failure) => {
+                self.st_mut(at).output = None;
+                return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
+            }
+        };
         let st = self.st_mut(at);
         st.output = Some(output.clone());
         st.token = None;
@@ -404,6 +454,7 @@ impl Transition<'_> {
         st.attempts = attempt;
         self.set_status(at, StepStatus::Succeeded);
         let id = self.sid(at);
+        let routed_output = back.as_ref().map(|_| output.clone());
         self.event(
             EventKind::Result(AttemptResult::Output { attempt, output }),
             Some(id),
@@ -411,6 +462,9 @@ impl Transition<'_> {
         self.enqueue_succ(at);
         if at.frame == FrameIx::ENTRY {
             self.materialize_carry();
+        }
+        if let (Some(back), Some(output)) = (back, routed_output) {
+            self.route_back(at, back, output);
         }
     }
 
@@ -430,26 +484,12 @@ impl Transition<'_> {
         self.set_status(at, StepStatus::Failed);
         self.st_mut(at).failure = Some(failure.clone());
         self.drop_child(at);
-        if let Some(target) = self.def(at).on_fail {
-            let target = at.sibling(target);
-            self.st_mut(at).handled = true;
-            self.st_mut(target).routed = Some(failure.clone());
-            let kind = EventKind::Routed {
-                target: self.own_id(target).to_string(),
-                failure,
-            };
-            self.event(kind, Some(self.sid(at)));
-            self.queue.push_back(target);
-            self.enqueue_succ(at);
-            return;
-        }
-        if self.def(at).on_fail_continue {
-            // X2: the failure is handled and the flow goes on; dependents run
-            self.st_mut(at).handled = true;
-            self.event(EventKind::StepContinued { failure }, Some(self.sid(at)));
-            self.enqueue_succ(at);
-            return;
-        }
+        let failure = match self.route_failure(at, failure) {
+            Ok(()) => return,
+            Err(failure) => failure,
+        };
+        // unhandled: the row keeps the failure as reworded (a spent `goto`)
+        self.st_mut(at).failure = Some(failure.clone());
         match self.frame(at.frame).parent {
             Some(parent) => {
                 let id = self.own_id(at);

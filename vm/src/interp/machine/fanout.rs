@@ -92,6 +92,10 @@ impl<'a> Transition<'a> {
             let Some(k) = items.iter().position(|it| it.status == StepStatus::Pending) else {
                 break;
             };
+            // X11: scoped items that share the working tree go one at a time
+            if self.scoped_item_waits(at, k as u32) {
+                break;
+            }
             self.issue_item(at, k as u32, stages);
         }
         let st = self.st(at);
@@ -146,6 +150,10 @@ impl<'a> Transition<'a> {
                     self.item_failed_at_issue(at, k, "task budget exhausted".into());
                 }
                 return;
+            }
+            let next = self.item(at, k).attempts + 1;
+            if let Err(reason) = self.take_snapshot(Slot::item(at, k), next) {
+                return self.item_failed_at_issue(at, k, reason);
             }
             let token = self.mint("d");
             let it = self.item_mut(at, k);

@@ -230,7 +230,7 @@ impl Transition<'_> {
         self.frame_mut(at.frame).rounds = total;
         self.write_revise_carry(writes, d.id, total);
         if let Some(t) = d.target {
-            let members = self.reset(at, t);
+            let members = self.reset(at, t, "revise");
             let revised = Revised {
                 gate: d.id.to_string(),
                 round: total,
@@ -263,9 +263,10 @@ impl Transition<'_> {
         }
     }
 
-    /// Resets the reset closure of gate `gate` revising to `target`
-    /// (precomputed in the plan); returns the steps reset.
-    fn reset(&mut self, gate: StepAt, target: u32) -> Vec<u32> {
+    /// Resets the reset closure of gate `gate` revising to `target`, or of a
+    /// step's route going back to it (X9; `reason` `route` or `on_fail`):
+    /// precomputed in the plan; returns the steps reset.
+    pub(super) fn reset(&mut self, gate: StepAt, target: u32, reason: &str) -> Vec<u32> {
         let flow = self.flow(gate.frame);
         let members: Vec<u32> = match flow
             .closures
@@ -309,7 +310,7 @@ impl Transition<'_> {
             self.queue.push_back(at);
         }
         let kind = EventKind::StepReset {
-            reason: "revise".into(),
+            reason: reason.into(),
             reset,
             subflows_dropped: dropped,
         };

@@ -28,9 +28,12 @@ mod fanout;
 mod gates;
 mod leases;
 mod ledger;
+mod on_fail;
 mod ops;
 mod reuse;
+mod routes;
 mod schedule;
+mod scopes;
 mod subflow;
 mod values;
 mod views;
@@ -71,6 +74,11 @@ struct Transition<'a> {
     /// in order: what `receipts()` in its ensures answers. `None` outside an
     /// output's checks.
     receipts: Option<Vec<super::host::CommandReceipt>>,
+    /// `changes()` of the scoped dispatch being checked (X11).
+    changes_seen: Option<Value>,
+    /// The snapshot and the diff of the scoped dispatch being checked (X11),
+    /// taken by the success that records its patch.
+    diff_seen: Option<(String, super::host::TreeDiff)>,
 }
 
 impl<'a> Transition<'a> {
@@ -84,6 +92,8 @@ impl<'a> Transition<'a> {
             file_root: None,
             artifacts_seen: None,
             receipts: None,
+            changes_seen: None,
+            diff_seen: None,
         }
     }
 
@@ -229,6 +239,7 @@ impl<'a> Transition<'a> {
         self.event(EventKind::run_end(status, &failure), None);
         self.burn_tokens();
         self.drop_all_worktrees();
+        self.drop_snapshots();
     }
 
     /// The run completed with `output`.
@@ -237,6 +248,7 @@ impl<'a> Transition<'a> {
         self.run.header.status = RunStatus::Completed;
         self.event(EventKind::Completed { output }, None);
         self.burn_tokens();
+        self.drop_snapshots();
     }
 
     /// Drops every live token (terminal runs hand nothing out).

@@ -80,6 +80,15 @@ pub(super) fn check_startable(
             }
         }
     }
+    // X11: scoped steps snapshot the working tree through git (a run-time
+    // check: `check` never looks at the workspace)
+    if super::scopes::has_scopes(plan)
+        && let Err(e) = host.snapshots_ready(crate::interp::host::FileRoot::Workspace)
+    {
+        return Err(VmError::Limit(format!(
+            "this flow has steps with `scope`, which snapshot the workspace through git, but the workspace is not a git repository ({e}); run it in a git working tree (`git init` and commit once), or remove `scope`"
+        )));
+    }
     if fd.steps.len() > MAX_STEPS {
         return Err(VmError::Limit(format!(
             "flow has {} steps; a run supports at most {MAX_STEPS}",
@@ -117,6 +126,8 @@ pub(super) fn new_run(
         receipt_seq: 0,
         config: None,
         retry: None,
+        routes_fired: Default::default(),
+        patch_log: Vec::new(),
     };
     Run {
         header,
@@ -254,6 +265,7 @@ impl Transition<'_> {
         let items = h.ready.iter().filter(|s| s.item.is_some()).count();
         self.burn_tokens();
         self.drop_all_worktrees();
+        self.drop_snapshots();
         self.run.header.status = RunStatus::Cancelled;
         let kind = EventKind::FlowCancelled {
             by: "operator".into(),
@@ -277,6 +289,8 @@ impl Transition<'_> {
         // receipts are append-only: their ids and sequence survive a revert
         restored.receipts = live.receipts.clone();
         restored.receipt_seq = live.receipt_seq;
+        // X9: route counters are run-wide; a revert never gives firings back
+        restored.routes_fired = live.routes_fired.clone();
         // the configuration frozen at start is the run's for life
         restored.config = live.config.clone();
         for (fi, frame) in restored.frames.iter_mut().enumerate() {

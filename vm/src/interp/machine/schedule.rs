@@ -68,7 +68,7 @@ impl Transition<'_> {
             match (self.frame(f).parent, result) {
                 (None, Ok(out)) => self.complete(out),
                 (None, Err(reason)) => self.end_run(RunStatus::Failed, Failure::new(0, reason)),
-                (Some(parent), Ok(out)) => self.succeed(parent, out),
+                (Some(parent), Ok(out)) => self.subflow_done(parent, out),
                 (Some(parent), Err(reason)) => {
                     self.fail_forced(parent, format!("sub-flow failed: {reason}"))
                 }
@@ -109,6 +109,10 @@ impl Transition<'_> {
         if !self.routed_in(at) || !self.dependencies_met(at) {
             return;
         }
+        // X11: one scoped dispatch at a time in the shared working tree
+        if self.scoped_step_waits(at) {
+            return;
+        }
         let def = self.def(at);
         if let Some(c) = def.when {
             let by = self.sid(at);
@@ -128,7 +132,7 @@ impl Transition<'_> {
             StepKindDef::Set { fields } => self.run_set(at, fields),
             StepKindDef::Gate { .. } => self.open_gate(at),
             StepKindDef::Fanout { over, .. } => self.start_fanout(at, *over),
-            StepKindDef::Run { flow, with } => self.start_subflow(at, *flow, with),
+            StepKindDef::Run { flow, with, .. } => self.start_subflow(at, *flow, with),
             StepKindDef::Evaluate {
                 command,
                 timeout_ms,
@@ -142,7 +146,11 @@ impl Transition<'_> {
     fn routed_in(&mut self, at: StepAt) -> bool {
         let routers = &self.fidx(at.frame).routers[at.ix()];
         let st = self.st(at);
-        if routers.is_empty() || st.routed.is_some() || st.revised.is_some() {
+        if routers.is_empty()
+            || st.routed.is_some()
+            || st.revised.is_some()
+            || st.previous_route.is_some()
+        {
             return true;
         }
         if routers
@@ -217,6 +225,12 @@ impl Transition<'_> {
             }
             return;
         }
+        if let Err(reason) = self.take_snapshot(Slot::step(at), attempt) {
+            self.st_mut(at).attempts = attempt;
+            let failure = Failure::new(attempt, reason);
+            return self.attempt_failed(Slot::step(at), failure, None, Retry::Never);
+        }
+        self.mark_entry(at, attempt);
         let token = self.mint("d");
         let st = self.st_mut(at);
         st.attempts = attempt;

@@ -1,15 +1,21 @@
 //! Sub-flows: a `run` step opens a frame for the called flow with its
 //! `with` input; the frame's end completes or fails the step (settled by
-//! the scheduler).
+//! the scheduler), or, with `iterate` (X9), opens a fresh frame until
+//! `until` over the flow's output holds, at most `max` runs.
 //!
-//! Owns: opening frames (input contract, frame limit) and closing a step's
-//! frame when the step fails or is reset.
+//! Owns: opening frames (input contract, frame limit), a run step's
+//! iterations, and closing a step's frame when the step fails or is reset.
 //! Must never: reuse a closed frame (a re-run opens a fresh one).
 
+use serde_json::{Value, json};
+
 use super::Transition;
+use super::values::ResultSel;
 use crate::eval::contract::check_record;
+use crate::eval::value::type_name;
+use crate::interp::event::{AttemptResult, EventKind, Iteration};
 use crate::interp::state::*;
-use crate::plan::StrId;
+use crate::plan::{StepKindDef, StrId};
 
 impl Transition<'_> {
     pub(super) fn start_subflow(&mut self, at: StepAt, callee: u32, with: &[(StrId, u32)]) {
@@ -46,6 +52,64 @@ impl Transition<'_> {
         }
         self.st_mut(at).child = Some(child);
         self.set_status(at, StepStatus::Running);
+    }
+
+    /// The flow called by `run` step `at` finished with `output`: the step
+    /// succeeds, unless its `iterate` (X9) does not hold yet — then the flow
+    /// runs again in a fresh frame (the run's `iterations` counts the
+    /// passes), and fails the step once `max` passes did not satisfy it.
+    pub(super) fn subflow_done(&mut self, at: StepAt, output: Value) {
+        let StepKindDef::Run {
+            flow,
+            with,
+            iterate: Some((max, until)),
+        } = &self.def(at).kind
+        else {
+            return self.succeed(at, output);
+        };
+        let by = self.sid(at);
+        let r = self.run_chunk(&by, at.frame, *until, ResultSel::Value(&output), None, None);
+        if matches!(r, Ok(Value::Bool(true))) {
+            return self.succeed(at, output);
+        }
+        let source = self
+            .plan
+            .str(self.flow(at.frame).chunks[*until as usize].source)
+            .to_string();
+        let why = match r {
+            Ok(Value::Bool(false)) => "predicate evaluated to false".to_string(),
+            Ok(other) => format!(
+                "type_error: predicate must evaluate to boolean, received {}",
+                type_name(&other)
+            ),
+            Err(e) => e,
+        };
+        let iteration = self.st(at).iterations + 1;
+        self.st_mut(at).iterations = iteration;
+        let reason = format!("iterate until {source:?} failed: {why}");
+        if iteration >= *max {
+            return self.fail_forced(at, reason);
+        }
+        let failure = Failure {
+            attempt: 1,
+            reason,
+            violations: vec![
+                json!({"kind": "iterate", "expr": source, "reason": why, "iteration": iteration, "max": max}),
+            ],
+        };
+        self.st_mut(at).last_output = Some(output);
+        let result = AttemptResult::Failure {
+            attempt: 1,
+            failure,
+            iterate: Some(Iteration {
+                iteration,
+                max: *max,
+            }),
+        };
+        self.event(EventKind::Result(result), Some(by));
+        // the finished frame stays closed (history); the next pass is fresh
+        self.st_mut(at).child = None;
+        self.start_subflow(at, *flow, with);
     }
 
     /// Closes a running step's sub-flow (when the step fails or is reset).

@@ -148,6 +148,7 @@ impl Transition<'_> {
             root: self.file_root.as_deref(),
             evidence: Vec::new(),
             receipts: self.receipts.as_deref(),
+            changes: self.changes_seen.as_ref(),
         };
         let r = eval_with_steps(self.plan, chunk, &b, Some(&states), &mut files);
         let evidence = std::mem::take(&mut files.evidence);
@@ -256,10 +257,11 @@ pub(super) struct StateView {
 /// Whether step `s` failed and `on_fail: continue` let the flow go on (X2).
 pub(super) fn continued(flow: &FlowDef, s: u32, st: &StepState) -> bool {
     st.status == StepStatus::Failed
-        && flow
-            .steps
-            .get(s as usize)
-            .is_some_and(|d| d.on_fail_continue)
+        && (st.continued
+            || flow
+                .steps
+                .get(s as usize)
+                .is_some_and(|d| d.on_fail_continue))
 }
 
 /// The state of step `s` of `flow` from its row: the status is what the row
@@ -341,9 +343,19 @@ struct HostFiles<'h> {
     evidence: Vec<FileEvidence>,
     /// This attempt's `exec` receipts (X12); `None` outside an output's checks.
     receipts: Option<&'h [CommandReceipt]>,
+    /// `changes()` of the scoped dispatch being checked (X11).
+    changes: Option<&'h Value>,
 }
 
 impl Files for HostFiles<'_> {
+    fn changes(&mut self) -> Result<Value, HostError> {
+        self.changes.cloned().ok_or_else(|| {
+            HostError::Unsupported(
+                "`changes()` is only known in the ensure of a scoped dispatch".into(),
+            )
+        })
+    }
+
     fn file_exists(&mut self, path: &str) -> Result<bool, HostError> {
         let root = self.root.map_or(FileRoot::Workspace, FileRoot::Worktree);
         let ev = self.host.file_exists(root, path)?;

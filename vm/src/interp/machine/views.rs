@@ -177,6 +177,23 @@ impl Transition<'_> {
         None
     }
 
+    /// The `previousRoute` step `at`'s dispatch carries (X9): its own, or,
+    /// for a first dispatch of a root step of a called flow (no
+    /// dependencies, first attempt, never reset), the one of the `run` step
+    /// that called it, up through nested calls.
+    fn carried_route(&self, at: StepAt) -> Option<crate::interp::PreviousRoute> {
+        let st = self.st(at);
+        if let Some(r) = &st.previous_route {
+            return Some(r.clone());
+        }
+        let parent = self.frame(at.frame).parent?;
+        // the first pass of the call only (an `iterate` pass is not re-entered)
+        let first = st.attempts <= 1 && st.epoch == 0 && self.st(parent).iterations == 0;
+        (first && self.fidx(at.frame).deps[at.ix()].is_empty())
+            .then(|| self.carried_route(parent))
+            .flatten()
+    }
+
     fn ready_entry(&self, slot: Slot) -> Option<ReadyEntry> {
         let at = slot.at;
         let st = self.st(at);
@@ -203,9 +220,14 @@ impl Transition<'_> {
                 ensure: self.ensure_views(at.frame, &def.ensure, None, None),
                 previous_failure: st.failure.clone().or_else(|| st.routed.clone()),
                 previous_revise: self.revise_heard(at),
+                previous_route: self.carried_route(at),
                 item: None,
                 cwd: None,
                 timeout_ms: def.timeout_ms,
+                scope: def
+                    .scope
+                    .as_ref()
+                    .map(|sc| self.scope_view(at.frame, sc, None, None)),
             });
         };
         let StepKindDef::Fanout {
@@ -236,6 +258,10 @@ impl Transition<'_> {
             previous_revise: (it.stage == 0 && it.attempts <= 1)
                 .then(|| st.revised.clone().or_else(|| st.revise_context.clone()))
                 .flatten(),
+            // X9: a fanout a route re-entered: its items' first dispatches
+            previous_route: self
+                .carried_route(at)
+                .filter(|_| it.stage == 0 && it.attempts <= 1),
             item: Some(ItemEntry {
                 item: it.value.clone(),
                 item_index: k,
@@ -249,6 +275,10 @@ impl Transition<'_> {
             // the item's agent works in its worktree
             cwd: it.worktree.clone(),
             timeout_ms: stage.timeout_ms,
+            scope: stage
+                .scope
+                .as_ref()
+                .map(|sc| self.scope_view(at.frame, sc, Some(&it.value), it.output.as_ref())),
         })
     }
 
