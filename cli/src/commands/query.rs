@@ -65,6 +65,17 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// The audit trail of one run: every event in order (time, step, type, fields); `--type` keeps one kind.
+    Events {
+        /// The run id (`run-…`).
+        run: String,
+        /// Only events of this type (`command_ran`, `scope_restored`, `routed_back`, …; docs/events.md).
+        #[arg(long = "type")]
+        kind: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
     /// Gates waiting for a decision, over every running run, with their tokens and rounds.
     Gates {
         /// Output format.
@@ -115,6 +126,7 @@ pub fn run(args: &QueryArgs) -> Exit {
     };
     match cmd {
         Cmd::Flows { status, format } => flows(&mut engine, status.as_deref(), *format),
+        Cmd::Events { run, kind, format } => events(&mut engine, run, kind.as_deref(), *format),
         Cmd::Flow {
             run,
             format,
@@ -252,6 +264,42 @@ fn manifests(engine: &mut Engine, run: &str, format: Format) -> Exit {
         }
     };
     super::emit(&text);
+    Exit::Ok
+}
+
+/// `query events RUN [--type KIND]`: the audit trail as stored, in order.
+fn events(engine: &mut Engine, run: &str, kind: Option<&str>, format: Format) -> Exit {
+    if let Err(code) = load(engine, run) {
+        return code;
+    }
+    let list: Vec<Value> = match engine.audit(run) {
+        Ok(all) => all
+            .into_iter()
+            .filter(|e| kind.is_none_or(|k| e["type"] == k))
+            .collect(),
+        Err(e) => {
+            eprintln!("error: run `{run}`: {e}");
+            return Exit::Usage;
+        }
+    };
+    let text = match format {
+        Format::Json => format!("{}\n", json!({"version": 1, "runId": run, "events": list})),
+        Format::Human => list
+            .iter()
+            .map(|e| {
+                let field = |k: &str| e.get(k).cloned();
+                let (at, step, ty) = (field("at"), field("stepId"), field("type"));
+                let detail = field("detail").unwrap_or(Value::Null);
+                let show = |v: Option<Value>| match v {
+                    Some(Value::String(s)) => s,
+                    Some(Value::Null) | None => "-".to_owned(),
+                    Some(other) => other.to_string(),
+                };
+                format!("{}  {}  {}  {}\n", show(at), show(step), show(ty), detail)
+            })
+            .collect(),
+    };
+    print!("{text}");
     Exit::Ok
 }
 

@@ -154,7 +154,8 @@ impl<'a> Checker<'a> {
     }
 
     /// `rollback: STEP` on a route or an `on_fail` entry of step `i`: a
-    /// `do` step with `scope` that is `i` itself or always finishes before it.
+    /// `do` step with `scope`, or a fanout with scoped stages in the
+    /// workspace tree, that is `i` itself or always finishes before it.
     pub(super) fn rollback_target(
         &mut self,
         fc: &mut FlowCtx<'a>,
@@ -163,7 +164,16 @@ impl<'a> Checker<'a> {
     ) -> Option<StepId> {
         let t = self.target(fc, name, "`rollback`")?;
         let step = &fc.flow.steps[t];
-        let scoped = matches!(step.kind, ast::StepKind::Do(_)) && step.scope.is_some();
+        // a scoped `do` step, or a fanout in the workspace tree whose stages
+        // are scoped (its items' patches are in the log; worktree items' are not)
+        let scoped = match &step.kind {
+            ast::StepKind::Do(_) => step.scope.is_some(),
+            ast::StepKind::Fanout(f) => {
+                !matches!(f.isolation, Some((ast::Isolation::Worktree, _)))
+                    && f.stages.iter().any(|s| s.scope.is_some())
+            }
+            _ => false,
+        };
         let before = t == i || fc.graph.reaches(t, i, false);
         if scoped && before {
             return Some(t);
@@ -175,7 +185,7 @@ impl<'a> Checker<'a> {
             )
         } else {
             format!(
-                "`{}` is not a `do` step with `scope`, so it has no snapshot to roll back to",
+                "`{}` is neither a `do` step with `scope` nor a fanout with scoped stages in the workspace tree, so it has no snapshot to roll back to",
                 name.text
             )
         };
@@ -183,7 +193,7 @@ impl<'a> Checker<'a> {
             Diagnostic::new(Code::RollbackTarget, name.span, format!("this `rollback` cannot be done: {why}"))
                 .with_span_label("the rollback target")
                 .with_note("a rollback restores the files changed by the accepted dispatches from the target's latest entry on to that entry's snapshot; only scoped steps take snapshots")
-                .with_help("name the routing step itself or a scoped `do` step it comes after, e.g. the step that applied the patch"),
+                .with_help("name the routing step itself or a scoped `do` step (or fanout of scoped stages) it comes after, e.g. the step that applied the patch"),
         );
         None
     }

@@ -200,6 +200,12 @@ pub struct ItemState {
     /// The snapshot (a git tree id) of the live scoped dispatch (X11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// The snapshot of this entry's first scoped dispatch (X11): what the
+    /// patch record of the accepted attempt is diffed against, so in-scope
+    /// work a failed attempt left for its retry is in the record (and in
+    /// what a rollback undoes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_snapshot: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -289,6 +295,12 @@ pub struct StepState {
     /// The snapshot (a git tree id) of the live scoped dispatch (X11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// The snapshot of this entry's first scoped dispatch (X11): what the
+    /// patch record of the accepted attempt is diffed against, so in-scope
+    /// work a failed attempt left for its retry is in the record (and in
+    /// what a rollback undoes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_snapshot: Option<String>,
     /// The length of the run's patch log when this step's latest entry was
     /// first dispatched (X11: where a `rollback` to it starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]

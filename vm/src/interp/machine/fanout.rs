@@ -22,6 +22,7 @@ impl<'a> Transition<'a> {
     pub(super) fn start_fanout(&mut self, at: StepAt, over: u32) {
         let attempt = self.st(at).attempts + 1;
         self.st_mut(at).attempts = attempt;
+        self.mark_entry(at, attempt);
         let list = match self.render(at.frame, over, None, None) {
             Ok(Value::Array(items)) => items,
             Ok(other) => {

@@ -127,9 +127,22 @@ impl Transition<'_> {
             .host
             .snapshot(at, &run_id, &name)
             .map_err(|e| format!("scope: cannot snapshot the working tree: {e}"))?;
+        let first = attempt == 1;
         match slot.item {
-            None => self.st_mut(slot.at).snapshot = Some(tree),
-            Some(k) => self.item_mut(slot.at, k).snapshot = Some(tree),
+            None => {
+                let st = self.st_mut(slot.at);
+                if first || st.entry_snapshot.is_none() {
+                    st.entry_snapshot = Some(tree.clone());
+                }
+                st.snapshot = Some(tree);
+            }
+            Some(k) => {
+                let it = self.item_mut(slot.at, k);
+                if first || it.entry_snapshot.is_none() {
+                    it.entry_snapshot = Some(tree.clone());
+                }
+                it.snapshot = Some(tree);
+            }
         }
         Ok(())
     }
@@ -295,10 +308,18 @@ impl Transition<'_> {
         })
     }
 
-    /// A scoped step's dispatch is issued: the first of its entry marks
-    /// where a rollback to it starts.
+    /// A scoped step's dispatch is issued (or a fanout of scoped stages in
+    /// the workspace tree starts): the first of its entry marks where a
+    /// rollback to it starts.
     pub(super) fn mark_entry(&mut self, at: StepAt, attempt: u32) {
-        if attempt == 1 && self.def(at).scope.is_some() {
+        let def = self.def(at);
+        let scoped = match &def.kind {
+            StepKindDef::Fanout {
+                stages, worktree, ..
+            } => !worktree && stages.iter().any(|s| s.scope.is_some()),
+            _ => def.scope.is_some(),
+        };
+        if attempt == 1 && scoped {
             let n = self.run.header.patch_log.len() as u32;
             self.st_mut(at).patch_mark = Some(n);
         }
@@ -413,9 +434,27 @@ impl Transition<'_> {
 
     /// The accepted dispatch's patch record (its diff was taken at report).
     pub(super) fn record_patch(&mut self, slot: Slot, attempt: u32) {
-        let Some((before, diff)) = self.diff_seen.take() else {
+        let Some((mut before, mut diff)) = self.diff_seen.take() else {
             return;
         };
+        // a retry's snapshot holds the in-scope work of the failed attempts
+        // before it: the record covers the whole entry, from its first one
+        let base = match slot.item {
+            None => self.st(slot.at).entry_snapshot.clone(),
+            Some(k) => self.st(slot.at).items[k as usize].entry_snapshot.clone(),
+        };
+        if let Some(base) = base.filter(|b| *b != before) {
+            let root = self.slot_root(slot);
+            let at = root
+                .as_deref()
+                .map_or(FileRoot::Workspace, FileRoot::Worktree);
+            let run_id = self.run.header.id.clone();
+            let name = self.snapshot_name(slot, attempt, "entry");
+            if let Ok(whole) = self.host.snapshot_diff(at, &base, &run_id, &name) {
+                before = base;
+                diff = whole;
+            }
+        }
         if self.slot_root(slot).is_none() {
             let files = diff
                 .files
