@@ -2,8 +2,10 @@
 //! (issue 16 §1), against stand-in `claude` and `codex` executables placed
 //! first on `PATH` that behave like the real CLIs: they check their
 //! arguments (print mode, JSON output, the settings, the prompt's contract
-//! schema), print the documented JSON with usage, exit non-zero or hang on
-//! demand. And `stratumc models`. One opt-in live test runs the real
+//! schema), print the documented JSON with usage, exit non-zero, answer in
+//! prose (then the retry's prompt must say why) or hang on demand (killed
+//! at the timeout, or by `stratumc flow cancel` from another process). And
+//! `stratumc models`. One opt-in live test runs the real
 //! Claude Code CLI (`STRATUM_LIVE_CLAUDE=1`, never in CI).
 
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ flows:
         agent: AGENT
         do: "produce x"
         out: V
-        attempts: 1
+        attempts: 2
 "#;
 
 /// The stand-in Claude Code CLI: `claude -p PROMPT --output-format json
@@ -42,6 +44,7 @@ const CLAUDE: &str = r###"#!/usr/bin/env python3
 import json, os, sys, time
 a = sys.argv[1:]
 json.dump(a, open(os.environ["STANDIN_ARGV"], "w"))
+open(os.environ["STANDIN_ARGV"] + ".cwd", "w").write(os.getcwd())
 if a[:1] != ["-p"] or a[2:4] != ["--output-format", "json"]:
     print("usage: claude -p PROMPT --output-format json", file=sys.stderr); sys.exit(64)
 if not sys.stdin.isatty() and sys.stdin.read(1) != "":
@@ -50,6 +53,9 @@ prompt = a[1]
 if "## Output contract (JSON Schema)" not in prompt or '"x"' not in prompt or "produce x" not in prompt:
     print("the prompt lacks the task or the contract: " + prompt, file=sys.stderr); sys.exit(66)
 mode = os.environ.get("STANDIN_MODE", "ok")
+if mode == "retry":
+    # the first attempt answers in prose; the retry must be told why it failed
+    mode = "ok" if "## The previous attempt failed" in prompt and "not one JSON object" in prompt else "prose"
 if mode == "hang":
     open(os.environ["STANDIN_PID"], "w").write(str(os.getpid()))
     time.sleep(60)
@@ -200,6 +206,12 @@ fn claude_code_runs_a_flow_headless_with_its_settings_and_its_bill() {
             "Read,Edit,Bash(git diff:*)"
         ]
     );
+    // it ran in the workspace
+    let cwd = std::fs::read_to_string(lab.path("argv.json.cwd")).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(cwd).unwrap(),
+        std::fs::canonicalize(&lab.0).unwrap()
+    );
     // the CLI's own bill is the step's spend, recorded as the connector's receipt
     let (spend, debit) = lab.spend(&r.run_id());
     assert_eq!(spend["tokens"], json!(150.0), "{spend}");
@@ -255,6 +267,82 @@ fn a_failing_cli_is_a_failed_attempt_with_its_reason() {
 }
 
 #[test]
+fn a_retry_is_told_why_the_previous_attempt_failed() {
+    let lab = Lab::new("retry", "claude", CLAUDE_TOML);
+    let r = lab.run("retry");
+    assert_eq!(r.completed(), json!({"x": 7}), "{}", r.context());
+    assert!(
+        r.stderr.contains("s (attempt 2): reported"),
+        "{}",
+        r.context()
+    );
+}
+
+#[test]
+fn a_cancelled_run_kills_the_cli() {
+    use std::io::BufRead;
+    let lab = Lab::new("cancel", "claude", CLAUDE_TOML);
+    let mut child = lab
+        .cmd(&["run", "one.stratum.yaml", "--format", "json"], true)
+        .env("STANDIN_MODE", "hang")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let run = first.trim().strip_prefix("run: ").unwrap().to_string();
+    let pid_file = lab.path("pid");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < end,
+            "the stand-in never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let c = Ran::of(&mut lab.cmd(&["flow", "cancel", &run], true));
+    assert_eq!(c.code, 0, "{}", c.context());
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            panic!("stratumc run did not stop after the cancel");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    assert!(dead(pid), "the CLI {pid} survived the cancel");
+}
+
+/// Whether `pid` is gone (or a zombie), waiting up to 5 s.
+fn dead(pid: i32) -> bool {
+    (0..100).any(|_| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let dead = stat.is_empty()
+            || stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+        if !dead {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        dead
+    })
+}
+
+#[test]
 fn a_hanging_cli_is_killed_at_its_timeout() {
     let toml = CLAUDE_TOML.replace("timeout_ms = 20000", "timeout_ms = 500");
     let lab = Lab::new("hang", "claude", &toml);
@@ -272,17 +360,7 @@ fn a_hanging_cli_is_killed_at_its_timeout() {
         .trim()
         .parse()
         .unwrap();
-    let gone = (0..100).any(|_| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let dead = stat.is_empty()
-            || stat
-                .rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-        if !dead {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        dead
-    });
+    let gone = dead(pid);
     assert!(gone, "the hanging CLI {pid} survived its timeout");
 }
 
