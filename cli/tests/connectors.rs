@@ -462,3 +462,129 @@ fn live_claude_code_when_opted_in() {
     assert!(out["x"].is_i64(), "{}", r.context());
     let _ = std::fs::remove_dir_all(Path::new(&dir));
 }
+
+/// `stratumc mcp` runs `dispatch: engine` entries through the agent's
+/// connector too, and its audit holds each run's exact argv and usage.
+#[test]
+fn the_mcp_server_runs_engine_entries_through_the_connector() {
+    use std::io::{BufRead, BufReader, Write};
+    const FANOUT: &str = "version: 1
+contracts:
+  V: {x: integer}
+flows:
+  entry: main
+  main:
+    input: {items: \"string[]\"}
+    output: {from: \"${sum.output}\", contract: V}
+    steps:
+      - id: fan
+        fanout:
+          over: \"${input.items}\"
+          concurrency: 2
+          isolation: none
+          require: all
+          merge: sequential
+          dispatch: engine
+          steps:
+            - do: \"produce x for ${item}\"
+              out: V
+      - id: sum
+        after: [fan]
+        do: \"summarise\"
+        out: V
+";
+    let lab = Lab::new("mcp", "claude", CLAUDE_TOML);
+    let mut child = lab
+        .cmd(&["mcp"], true)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut call = |id: u64, msg: Value| -> Value {
+        let mut line = msg.to_string().into_bytes();
+        line.push(b'\n');
+        stdin.write_all(&line).unwrap();
+        stdin.flush().unwrap();
+        if id == 0 {
+            return Value::Null;
+        }
+        let a: Value = serde_json::from_str(
+            &lines
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .expect("the server answers"),
+        )
+        .unwrap();
+        assert_eq!(a["id"], id, "{a}");
+        a["result"]["structuredContent"].clone()
+    };
+    call(
+        1,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "connectors", "version": "1"}}}),
+    );
+    call(
+        0,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let tool = |id: u64, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": args}})
+    };
+    let env = call(
+        2,
+        tool(
+            2,
+            "stratum_plan",
+            json!({"spec": FANOUT, "input": {"items": ["a", "b"]},
+                   "workspaceRoot": lab.0.display().to_string()}),
+        ),
+    );
+    let run = env["runId"].clone();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut id = 3;
+    let debits = loop {
+        let audit = call(id, tool(id, "stratum_audit", json!({"runId": run})));
+        id += 1;
+        let events = audit["events"].as_array().cloned().unwrap_or_default();
+        let debits: Vec<Value> = events
+            .into_iter()
+            .filter(|e| e["type"] == "usage_debit")
+            .collect();
+        if debits.len() == 2 {
+            break debits;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no connector receipts: {audit}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    for d in &debits {
+        let detail = &d["detail"];
+        assert_eq!(detail["source"], "claude-code", "{d}");
+        assert_eq!(detail["usdSource"], "reported", "{d}");
+        let argv = &detail["telemetry"]["argv"];
+        assert_eq!(argv[0], "claude", "{d}");
+        assert_eq!(argv[1], "-p", "{d}");
+        assert!(argv[2].as_str().unwrap().contains("produce x for"), "{d}");
+        assert_eq!(
+            detail["telemetry"]["reported"]["total_cost_usd"], 0.125,
+            "{d}"
+        );
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}
