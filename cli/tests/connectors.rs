@@ -423,6 +423,14 @@ fn models_lists_agents_connectors_judges_and_what_is_on_path() {
     assert_eq!(claude["found"], json!(true), "{doc}");
     assert!(claude["path"].as_str().unwrap().ends_with("bin/claude"));
     assert_eq!(claude["profile"]["usd"], json!(0.2), "{doc}");
+    assert_eq!(claude["profile"]["configured"], json!(["usd"]), "{doc}");
+    // a figure left out is the cost model's built-in one
+    assert_eq!(
+        doc["agents"]["codex"]["profile"]["p_success"],
+        json!(0.8),
+        "{doc}"
+    );
+    assert_eq!(doc["judges"][0]["profile"]["usd"], json!(0.01), "{doc}");
     assert_eq!(doc["agents"]["codex"]["command"], "my-codex", "{doc}");
     assert_eq!(doc["judges"][0]["model"], "j", "{doc}");
     // without the stand-ins on PATH the CLI is reported missing, with what to install

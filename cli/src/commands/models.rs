@@ -3,13 +3,15 @@
 //! every judge runner, and their cost profiles (issue 16 §1).
 //!
 //! Owns: reading the configuration a run started here would get (the
-//! operator's merged with the workspace's) and printing it.
+//! operator's merged with the workspace's) and printing it, with the cost
+//! model's profiles (built-in figures under the configured ones).
 //! Must never: start a CLI or a judge (finding one on `PATH` is all it
 //! checks), or decide which runner a dispatch gets (that is `run`'s).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
+use stratum_compiler::cost::{CostConfig, Profile};
 use stratum_vm::config::{self, Config, Figures};
 use stratum_vm::connector::Choice;
 use stratum_vm::plan::Agent;
@@ -41,15 +43,27 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
         })
 }
 
-fn profile(f: &Figures) -> Value {
-    json!({"p_success": f.p_success, "tokens": f.tokens, "usd": f.usd, "ms": f.ms})
+/// The cost model's profile (the built-in figures under `stratum.toml`'s)
+/// and which of its figures `stratum.toml` sets.
+fn profile(p: Profile, f: &Figures) -> Value {
+    let set: Vec<&str> = [
+        ("p_success", f.p_success),
+        ("tokens", f.tokens),
+        ("usd", f.usd),
+        ("ms", f.ms),
+    ]
+    .iter()
+    .filter(|(_, v)| v.is_some())
+    .map(|(k, _)| *k)
+    .collect();
+    json!({"p_success": p.p_success, "tokens": p.tokens, "usd": p.usd, "ms": p.ms, "configured": set})
 }
 
-fn agent_doc(config: &Config, agent: Agent) -> Value {
+fn agent_doc(config: &Config, cost: &CostConfig, agent: Agent) -> Value {
     let table = config.agents.get(&agent).cloned().unwrap_or_default();
     let mut doc = json!({
         "timeoutMs": config.agent_timeout(agent).as_millis() as u64,
-        "profile": profile(&table.figures()),
+        "profile": profile(cost.agent(agent), &table.figures()),
     });
     if let Some((kind, s)) = table.connector_settings() {
         let found = on_path(kind.program());
@@ -78,7 +92,7 @@ fn agent_doc(config: &Config, agent: Agent) -> Value {
     doc
 }
 
-fn judges_doc(config: &Config) -> Value {
+fn judges_doc(config: &Config, cost: &CostConfig) -> Value {
     let runners = config.judge_runners();
     let rows: Vec<Value> = runners
         .iter()
@@ -87,7 +101,8 @@ fn judges_doc(config: &Config) -> Value {
                 .judge_section(name.as_deref())
                 .map(|s| s.figures())
                 .unwrap_or_default();
-            json!({"name": name, "url": r.url, "model": r.model, "timeoutMs": r.timeout_ms, "profile": profile(&figures)})
+            let p = cost.judge_named(name.as_deref());
+            json!({"name": name, "url": r.url, "model": r.model, "timeoutMs": r.timeout_ms, "profile": profile(p, &figures)})
         })
         .collect();
     Value::Array(rows)
@@ -152,11 +167,12 @@ pub fn run(args: &ModelsArgs) -> Exit {
         Err(e) => return super::usage(e),
     };
     let c = &resolved.config;
+    let cost = CostConfig::from_config(c);
     let agents: serde_json::Map<String, Value> = Agent::ALL
         .iter()
-        .map(|a| (a.as_str().to_string(), agent_doc(c, *a)))
+        .map(|a| (a.as_str().to_string(), agent_doc(c, &cost, *a)))
         .collect();
-    let doc = json!({"version": 1, "agents": agents, "judges": judges_doc(c)});
+    let doc = json!({"version": 1, "agents": agents, "judges": judges_doc(c, &cost)});
     match args.format {
         Format::Json => super::emit(&format!("{doc}\n")),
         Format::Human => super::emit(&human(&doc)),
