@@ -36,7 +36,7 @@ flows:
 "#;
 
 /// The stand-in Claude Code CLI: `claude -p PROMPT --output-format json
-/// [--model M] [--permission-mode P] [--max-turns N] [--allowedTools T]`.
+/// [--model M] [--permission-mode P] [--max-turns N] [--allowedTools T...]`.
 /// `STANDIN_MODE`: `ok` (default), `fail` (exit 1 with an error result),
 /// `hang` (writes its pid to `STANDIN_PID`, sleeps). Its argv goes to
 /// `STANDIN_ARGV` as JSON.
@@ -203,7 +203,9 @@ fn claude_code_runs_a_flow_headless_with_its_settings_and_its_bill() {
             "--max-turns",
             "4",
             "--allowedTools",
-            "Read,Edit,Bash(git diff:*)"
+            "Read",
+            "Edit",
+            "Bash(git diff:*)"
         ]
     );
     // it ran in the workspace

@@ -75,6 +75,8 @@ choice!(
         Plan = "plan",
         /// Every tool allowed without asking.
         BypassPermissions = "bypassPermissions",
+        /// Never ask: a tool not allowed is refused.
+        DontAsk = "dontAsk",
     }
 );
 
@@ -183,8 +185,11 @@ pub fn argv(kind: ConnectorKind, s: &Settings, prompt: String) -> Vec<String> {
             if let Some(n) = s.max_turns {
                 a.extend(["--max-turns".into(), n.to_string()]);
             }
+            // last: the flag takes every argument after it, one tool each
+            // (a pattern such as `Bash(git diff:*)` holds a space)
             if !s.allowed_tools.is_empty() {
-                a.extend(["--allowedTools".into(), s.allowed_tools.join(",")]);
+                a.push("--allowedTools".into());
+                a.extend(s.allowed_tools.iter().cloned());
             }
         }
         ConnectorKind::Codex => {
@@ -562,7 +567,8 @@ mod tests {
                 "--max-turns",
                 "7",
                 "--allowedTools",
-                "Read,Edit"
+                "Read",
+                "Edit"
             ]
         );
     }
