@@ -145,6 +145,23 @@ impl Lab {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// The summaries of step `s`'s `usage_debit` events (the connector's
+    /// receipts) in `stratumc report RUN --format json`.
+    fn debits(&self, run: &str) -> Vec<String> {
+        let r = Ran::of(&mut self.cmd(&["report", run, "--format", "json"], true));
+        assert_eq!(r.code, 0, "{}", r.context());
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        let timeline = doc["report"]["timeline"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        timeline
+            .iter()
+            .filter(|e| e["kind"] == "usage_debit" && e["step"] == "s")
+            .map(|e| e["summary"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The step's spend in `stratumc report RUN --format json`, and the
     /// summary of the run's one `usage_debit` (the connector's receipt).
     fn spend(&self, run: &str) -> (Value, String) {
@@ -327,6 +344,10 @@ fn a_cancelled_run_kills_the_cli() {
     };
     assert_eq!(status.code(), Some(1));
     assert!(dead(pid), "the CLI {pid} survived the cancel");
+    // the stopped attempt's argv is refused like its report: the run is over
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(rest.contains("s: usage refused: run"), "{rest}");
 }
 
 /// Whether `pid` is gone (or a zombie), waiting up to 5 s.
@@ -377,6 +398,13 @@ fn a_missing_cli_says_what_to_install() {
                 .contains("npm install -g @anthropic-ai/claude-code"),
         "{}",
         r.context()
+    );
+    // each attempt's argv is in the audit although the CLI never started
+    let debits = lab.debits(&r.run_id());
+    assert_eq!(debits.len(), 2, "{debits:?}");
+    assert!(
+        debits[0].contains("\"source\":\"claude-code\""),
+        "{debits:?}"
     );
 }
 

@@ -501,7 +501,29 @@ fn answer(job: &Job, end: End, out: Capture, err: Capture) -> Answer {
         (End::Exited(Some(status)), _, Some(call)) => {
             Answer::Connected(Box::new(connected(call, status, out, err)))
         }
-        (end, _, _) => Answer::Report(report(job, end, out, err)),
+        // timed out, stopped: the failure as for a command, the argv still audited
+        (end, _, Some(call)) => unread(call, report(job, end, out, err)),
+        (end, _, None) => Answer::Report(report(job, end, out, err)),
+    }
+}
+
+/// A connector run that ended without a reading (it timed out, was
+/// stopped, or could not start): `report`, with its argv for the audit.
+fn unread(call: &Call, report: Report) -> Answer {
+    Answer::Connected(Box::new(Connected {
+        report,
+        kind: call.kind,
+        argv: call.argv.clone(),
+        usage: None,
+    }))
+}
+
+/// The answer of a job that could not be started.
+fn never_started(job: &Job, e: &std::io::Error) -> Answer {
+    let report = not_started(job, e);
+    match &job.connector {
+        Some(call) => unread(call, report),
+        None => Answer::Report(report),
     }
 }
 
@@ -586,7 +608,7 @@ pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Answer {
             let (tx, rx) = channel();
             finish(child, job, tx, rx)
         }
-        Err(e) => Answer::Report(not_started(job, &e)),
+        Err(e) => never_started(job, &e),
     }
 }
 
@@ -703,7 +725,7 @@ pub fn run_batch_watched(
                     });
                 }
                 Err(e) => {
-                    results[k] = Some(Answer::Report(not_started(&job, &e)));
+                    results[k] = Some(never_started(&job, &e));
                 }
             }
         }

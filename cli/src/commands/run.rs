@@ -427,7 +427,7 @@ fn run_ready(
                     // usage receipt settled into the step (then the report)
                     let receipt = c.receipt(&e.id, &e.dispatch_token);
                     if let Err(err) = engine.usage_report(run_id, &receipt, host) {
-                        eprintln!("  {id}: the connector's usage was not recorded: {err}");
+                        eprintln!("  {id}: usage refused: {err}");
                     }
                     Some((e, c.report))
                 }
