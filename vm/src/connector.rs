@@ -420,12 +420,12 @@ fn read_claude(text: &str, success: bool) -> Reading {
         .get("is_error")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // `error_max_turns` and the like may come with `is_error: false`
+    let subtype = doc.get("subtype").and_then(Value::as_str);
+    let failed = is_error || !success || subtype.is_some_and(|s| s != "success");
     let mut reading = match result {
-        _ if is_error || !success => {
-            let subtype = doc
-                .get("subtype")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
+        _ if failed => {
+            let subtype = subtype.unwrap_or("error");
             bad(
                 kind,
                 format_args!("reported an error ({subtype}): {}", result.unwrap_or("")),
@@ -626,6 +626,12 @@ mod tests {
         let err = json!({"is_error": true, "subtype": "error_max_turns", "result": ""}).to_string();
         let f = read(&c, err.as_bytes(), false).report.failure.unwrap();
         assert!(f.contains("error_max_turns"), "{f}");
+        // a turn limit reported as no error, with no result, on exit 0, is still a failure
+        let quiet = json!({"type": "result", "subtype": "error_max_turns", "is_error": false,
+            "usage": {"input_tokens": 9}, "total_cost_usd": 0.5});
+        let r = read(&c, quiet.to_string().as_bytes(), true);
+        assert!(r.report.failure.unwrap().contains("error_max_turns"));
+        assert_eq!(r.usage.unwrap().usd, Some(0.5), "its bill still counts");
     }
 
     #[test]
