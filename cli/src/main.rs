@@ -58,7 +58,7 @@ enum Command {
     Inspect(commands::build::InspectArgs),
     /// Estimate dispatches, tokens, dollars and time of a flow before a run (exit 0: ok, also over budget; 1: spec errors; 2: usage or I/O error).
     Cost(commands::cost::CostArgs),
-    /// Run a spec or plan with an agent command (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec; 130/143: stopped by SIGINT/SIGTERM, resumable).
+    /// Run a spec or plan with an agent command or the configured connectors (exit 0: completed; 1: failed, killed, budget exhausted, cancelled or paused; 2: usage error or invalid spec; 130/143: stopped by SIGINT/SIGTERM, resumable).
     Run(commands::run::RunArgs),
     /// Serve the MCP tools over stdio for coding agents (Claude Code, Codex, any MCP host).
     Mcp(McpArgs),
@@ -90,6 +90,8 @@ enum Command {
     Schema,
     /// Explain a diagnostic code, e.g. `stratumc explain S0305`.
     Explain(commands::explain::ExplainArgs),
+    /// List the agents (their connector or command, whether the connector's CLI is on PATH), the judges and their cost profiles (exit 0: listed; 2: unreadable configuration).
+    Models(commands::models::ModelsArgs),
 }
 
 /// Arguments of `stratumc mcp`.
@@ -147,6 +149,7 @@ fn main() -> ExitCode {
         Command::CompileSpeckit(args) => commands::speckit::run(args),
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),
+        Command::Models(args) => commands::models::run(args),
         Command::Lsp => commands::lsp::run(),
         Command::Mcp(args) => {
             // one thread: every tool call runs under the server's state lock anyway,

@@ -1,5 +1,7 @@
 //! Engine-dispatched entries (LANGUAGE.md E8): the server runs them itself
-//! with the agent command that `stratum.toml` configures for their agent, and
+//! with the agent command or connector CLI (issue 16) that `stratum.toml`
+//! configures for their agent (a connector run's argv and usage go into the
+//! audit as a usage receipt before its report), and
 //! hands the rest to the client marked `"dispatch": "engine-fallback"`.
 //!
 //! The commands run off the request path: a tool call whose outcome has
@@ -26,8 +28,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::Value;
-use stratum_vm::agent::{self, Interrupted, Job, Watch};
-use stratum_vm::interp::{Dispatch, Outcome, ReadyEntry, Report, RunStatus};
+use stratum_vm::agent::{self, Answer, Interrupted, Job, Watch};
+use stratum_vm::interp::{Dispatch, Outcome, ReadyEntry, Receipt, Report, RunStatus};
 
 use crate::state::{Agents, State};
 
@@ -86,7 +88,8 @@ impl Dispatches {
 
 /// Whether the server runs `e` itself (an engine entry whose agent has a command).
 pub fn runs_itself(e: &ReadyEntry, agents: &Agents) -> bool {
-    e.dispatch == Dispatch::Engine && agents.commands.contains_key(&e.agent)
+    e.dispatch == Dispatch::Engine
+        && (agents.commands.contains_key(&e.agent) || agents.connectors.contains_key(&e.agent))
 }
 
 /// Whether the outcome has entries for a worker.
@@ -130,8 +133,14 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
             Ok(results) => {
                 let reports = entries.into_iter().zip(results);
                 // an orphan (killed at its lease) reports nothing: the next touch orphans it
-                let reports = reports
-                    .filter_map(|((_, id, token), (_, a))| a.report().map(|r| (id, token, r)));
+                let reports = reports.filter_map(|((_, id, token), (_, a))| match a {
+                    // a connector's argv and usage go into the audit first (a usage receipt)
+                    Answer::Connected(c) => {
+                        let receipt = c.receipt(&id, &token);
+                        Some((id, token, c.report, Some(receipt)))
+                    }
+                    a => a.report().map(|r| (id, token, r, None)),
+                });
                 report_all(&mut state, run_id, reports.collect());
             }
             Err(Interrupted { killed, finished }) => {
@@ -139,7 +148,7 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
                     .into_iter()
                     .filter_map(|(json, r)| {
                         let (_, id, token) = entries.iter().find(|(e, _, _)| *e == json)?;
-                        Some((id.clone(), token.clone(), r))
+                        Some((id.clone(), token.clone(), r, None))
                     })
                     .collect();
                 report_all(&mut state, run_id, reports);
@@ -181,7 +190,6 @@ fn batch_of(outcome: &Outcome, agents: &Agents) -> Option<Batch> {
         .iter()
         .filter(|e| runs_itself(e, agents))
         .filter_map(|e| {
-            let cmd = agents.commands.get(&e.agent)?;
             let timeout = agents
                 .timeouts
                 .get(&e.agent)
@@ -189,7 +197,15 @@ fn batch_of(outcome: &Outcome, agents: &Agents) -> Option<Batch> {
                 .unwrap_or(agent::DEFAULT_TIMEOUT);
             let json = entry_json(e);
             let entry = (json.clone(), e.id.clone(), e.dispatch_token.clone());
-            Some((Job::new(cmd.clone(), json, timeout), entry))
+            // a connector's CLI (issue 16), else the agent's command
+            let job = match agents.connectors.get(&e.agent) {
+                Some((kind, settings)) => {
+                    let call = stratum_vm::connector::Call::new(*kind, settings, e);
+                    Job::connected(call, json, timeout)
+                }
+                None => Job::new(agents.commands.get(&e.agent)?.clone(), json, timeout),
+            };
+            Some((job, entry))
         })
         .unzip();
     Some(Batch {
@@ -215,11 +231,19 @@ fn watch(shared: &Mutex<State>, run_id: &str, stop: &AtomicBool) -> Watch {
     if cancelled { Watch::Cancel } else { Watch::Go }
 }
 
-fn report_all(state: &mut State, run_id: &str, reports: Vec<(String, String, Report)>) {
+/// One result for the engine: the step, its token, the report, and a
+/// connector run's usage receipt.
+type Reported = (String, String, Report, Option<Receipt>);
+
+fn report_all(state: &mut State, run_id: &str, reports: Vec<Reported>) {
     let Ok(access) = state.run(run_id) else {
         return;
     };
-    for (id, token, report) in reports {
+    for (id, token, report, receipt) in reports {
+        if let Some(receipt) = receipt {
+            // a refusal (the run moved on) changes nothing; the report decides
+            let _ = access.engine.usage_report(run_id, &receipt, access.host);
+        }
         // a refusal (the run moved on meanwhile: cancelled, reverted) changes nothing
         let _ = access
             .engine

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stratum_vm::config::{self, Config, Frozen};
+use stratum_vm::connector::{ConnectorKind, Settings};
 use stratum_vm::engine::Engine;
 use stratum_vm::host::StdHost;
 use stratum_vm::plan::Agent;
@@ -49,6 +50,9 @@ struct RunCtx {
 pub struct Agents {
     /// Agent → command line (`[agents.NAME] command`).
     pub commands: BTreeMap<Agent, String>,
+    /// Agent → its connector and settings (`[agents.NAME] connector`, issue
+    /// 16); an agent has a command or a connector, never both.
+    pub connectors: BTreeMap<Agent, (ConnectorKind, Settings)>,
     /// Agent → how long one command may run (`[agents.NAME] timeout_ms`).
     pub timeouts: BTreeMap<Agent, std::time::Duration>,
     /// The workspace root (the commands' working directory).
@@ -106,8 +110,14 @@ fn agents_of(root: Option<&Path>, config: &Config) -> Result<Agents, String> {
         .iter()
         .map(|a| (*a, config.agent_timeout(*a)))
         .collect();
+    let connectors = config
+        .agents
+        .iter()
+        .filter_map(|(a, t)| Some((*a, t.connector_settings()?)))
+        .collect();
     Ok(Agents {
         commands: config.commands(),
+        connectors,
         timeouts,
         root,
     })

@@ -27,6 +27,10 @@
 //! attempt as before (the operator's limit, not the spec's). Groups are signalled through `rustix`,
 //! and a command's pid is reaped only after its group's last kill, so a
 //! group id is never reused under us.
+//! A connector's CLI (issue 16, [`crate::connector`]) runs under the same
+//! supervision: its argv without a shell, stdin closed, the environment
+//! inherited (its login), its stdout read by the connector, its argv and
+//! usage handed back for the audit ([`Connected`]).
 //! The same supervision runs a declared command of language 1.1 X12
 //! ([`run_program`]: an `exec` check or an `evaluate` step, through the
 //! host): no shell, argv as given, only the environment given, the
@@ -45,6 +49,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 use serde_json::Value;
 
+use crate::connector::{Call, Choice, ConnectorKind, Usage};
 use crate::interp::Report;
 
 /// How long an agent command may run when its caller sets no timeout
@@ -81,6 +86,10 @@ pub struct Job {
     /// The entry's dispatch lease (`timeoutMs`) when it is what bounds the
     /// command (not longer than `timeout`): a kill at it is an orphan.
     pub lease: Option<Duration>,
+    /// A connector's CLI runs instead of `command` (issue 16): its argv
+    /// without a shell, stdin closed, its output read by
+    /// [`crate::connector::read`].
+    pub connector: Option<Call>,
 }
 
 impl Job {
@@ -97,8 +106,76 @@ impl Job {
             entry,
             timeout: lease.unwrap_or(timeout),
             lease,
+            connector: None,
         }
     }
+
+    /// A job for `entry` run by a connector's CLI (`call`), bounded like
+    /// [`Job::new`]; its `command` is the argv, for messages.
+    pub fn connected(call: Call, entry: Value, timeout: Duration) -> Job {
+        let mut job = Job::new(call.argv.join(" "), entry, timeout);
+        job.connector = Some(call);
+        job
+    }
+}
+
+/// The largest argv element kept whole in the audit (the prompt beyond it
+/// is cut, with its size noted: the prompt is rebuilt from the ready entry).
+const AUDIT_ARG: usize = 16 * 1024;
+
+impl Connected {
+    /// The usage receipt that puts this run in the audit: the exact argv
+    /// (a prompt past [`AUDIT_ARG`] cut, its size noted) and the CLI's usage,
+    /// settled into the step's ledgers. Its id is the dispatch token's, so a
+    /// replay is a duplicate, never spent twice.
+    pub fn receipt(&self, step_id: &str, dispatch_token: &str) -> crate::interp::Receipt {
+        let argv: Vec<Value> = self
+            .argv
+            .iter()
+            .map(|a| match a.char_indices().nth(AUDIT_ARG) {
+                Some((cut, _)) => {
+                    Value::String(format!("{}… [{} bytes in all]", &a[..cut], a.len()))
+                }
+                None => Value::String(a.clone()),
+            })
+            .collect();
+        let mut usage = serde_json::Map::new();
+        let mut telemetry = serde_json::json!({"connector": self.kind.as_str(), "argv": argv});
+        let mut usd_source = None;
+        if let Some(u) = &self.usage {
+            usage.insert("tokens".into(), u.tokens.into());
+            if let Some(usd) = u.usd {
+                usage.insert("usd".into(), usd.into());
+                usd_source = u.usd_source.map(str::to_owned);
+            }
+            if let Some(ms) = u.ms {
+                usage.insert("ms".into(), ms.into());
+            }
+            telemetry["reported"] = u.raw.clone();
+        }
+        crate::interp::Receipt {
+            dispatch_id: format!("{}:{dispatch_token}", self.kind.as_str()),
+            step_id: Some(step_id.to_owned()),
+            source: self.kind.as_str().to_owned(),
+            usage: Value::Object(usage),
+            usd_source,
+            extra: [("telemetry".to_owned(), telemetry)].into_iter().collect(),
+        }
+    }
+}
+
+/// What a connector run leaves for the run's audit: the exact argv and the
+/// usage its CLI reported (recorded as a usage receipt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connected {
+    /// The report for the dispatch.
+    pub report: Report,
+    /// The CLI.
+    pub kind: ConnectorKind,
+    /// The exact argv.
+    pub argv: Vec<String>,
+    /// The usage the CLI reported, when it did.
+    pub usage: Option<Usage>,
 }
 
 /// What running one job gives its driver.
@@ -106,6 +183,8 @@ impl Job {
 pub enum Answer {
     /// The result to report (every failure of the command is one).
     Report(Report),
+    /// A connector's result, with what its run leaves for the audit.
+    Connected(Box<Connected>),
     /// The command was killed when the dispatch's lease ran out: nothing is
     /// reported, the engine orphans the dispatch (X7).
     Orphaned,
@@ -116,6 +195,7 @@ impl Answer {
     pub fn report(self) -> Option<Report> {
         match self {
             Answer::Report(r) => Some(r),
+            Answer::Connected(c) => Some(c.report),
             Answer::Orphaned => None,
         }
     }
@@ -169,19 +249,50 @@ impl Group {
 
 /// Starts `command` for one ready entry, in a process group of its own (so
 /// that stopping it also stops what it started).
-fn spawn(command: &str, entry: &Value, run_id: &str, cwd: &Path) -> std::io::Result<Child> {
-    let step = entry["id"].as_str().unwrap_or("");
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
+fn spawn(job: &Job, run_id: &str, cwd: &Path) -> std::io::Result<Child> {
+    let step = job.entry["id"].as_str().unwrap_or("");
+    let mut cmd = match &job.connector {
+        // a connector's CLI: its argv as given, no shell, stdin closed
+        Some(call) => {
+            let Some((program, args)) = call.argv.split_first() else {
+                return Err(std::io::Error::other("a connector call needs a program"));
+            };
+            let mut cmd = Command::new(program);
+            cmd.args(args).stdin(Stdio::null());
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c").arg(&job.command).stdin(Stdio::piped());
+            cmd
+        }
+    };
+    cmd.current_dir(cwd)
         .env("STRATUM_RUN_ID", run_id)
         .env("STRATUM_STEP_ID", step)
-        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.spawn()
+}
+
+/// Why a job could not be started, for its failure report: a connector's
+/// CLI that is not on `PATH` says what to install.
+fn not_started(job: &Job, e: &std::io::Error) -> Report {
+    match &job.connector {
+        Some(call) if e.kind() == std::io::ErrorKind::NotFound => failure(format!(
+            "cannot start the `{}` connector: `{}` is not found on PATH; {}",
+            call.kind.as_str(),
+            call.kind.program(),
+            call.kind.install()
+        )),
+        Some(call) => failure(format!(
+            "cannot start the `{}` connector (`{}`): {e}",
+            call.kind.as_str(),
+            call.kind.program()
+        )),
+        None => failure(format!("cannot start the agent command: {e}")),
+    }
 }
 
 /// Which part of a pipe's bytes past its limit is kept.
@@ -385,9 +496,66 @@ fn supervise_bounded(
 
 /// What a command that ended as `end` with these outputs answers.
 fn answer(job: &Job, end: End, out: Capture, err: Capture) -> Answer {
-    match (end, job.lease) {
-        (End::TimedOut, Some(_)) => Answer::Orphaned,
-        (end, _) => Answer::Report(report(job, end, out, err)),
+    match (end, job.lease, &job.connector) {
+        (End::TimedOut, Some(_), _) => Answer::Orphaned,
+        (End::Exited(Some(status)), _, Some(call)) => {
+            Answer::Connected(Box::new(connected(call, status, out, err)))
+        }
+        // timed out, stopped: the failure as for a command, the argv still audited
+        (end, _, Some(call)) => unread(call, report(job, end, out, err)),
+        (end, _, None) => Answer::Report(report(job, end, out, err)),
+    }
+}
+
+/// A connector run that ended without a reading (it timed out, was
+/// stopped, or could not start): `report`, with its argv for the audit.
+fn unread(call: &Call, report: Report) -> Answer {
+    Answer::Connected(Box::new(Connected {
+        report,
+        kind: call.kind,
+        argv: call.argv.clone(),
+        usage: None,
+    }))
+}
+
+/// The answer of a job that could not be started.
+fn never_started(job: &Job, e: &std::io::Error) -> Answer {
+    let report = not_started(job, e);
+    match &job.connector {
+        Some(call) => unread(call, report),
+        None => Answer::Report(report),
+    }
+}
+
+/// What a connector's CLI that exited with `status` answers: its result
+/// read from stdout (a failure when it failed, with its stderr's tail), and
+/// its usage whenever it reported any.
+fn connected(call: &Call, status: ExitStatus, out: Capture, err: Capture) -> Connected {
+    let mut reading = if out.over {
+        crate::connector::Reading {
+            report: failure(format!(
+                "the `{}` CLI printed more than {} MiB on stdout",
+                call.kind.program(),
+                MAX_STDOUT / (1024 * 1024)
+            )),
+            usage: None,
+        }
+    } else {
+        crate::connector::read(call, &out.bytes, status.success())
+    };
+    if !status.success()
+        && let Some(f) = reading.report.failure.as_mut()
+    {
+        let err = String::from_utf8_lossy(&err.bytes);
+        let lines: Vec<&str> = err.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+        *f = format!("{f} (exited with {status}): {tail}");
+    }
+    Connected {
+        report: reading.report,
+        kind: call.kind,
+        argv: call.argv.clone(),
+        usage: reading.usage,
     }
 }
 
@@ -435,12 +603,12 @@ fn finish(child: Child, job: &Job, tx: Sender<Event>, rx: Receiver<Event>) -> An
 
 /// Runs one job and reads its result.
 pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Answer {
-    match spawn(&job.command, &job.entry, run_id, cwd) {
+    match spawn(job, run_id, cwd) {
         Ok(child) => {
             let (tx, rx) = channel();
             finish(child, job, tx, rx)
         }
-        Err(e) => Answer::Report(failure(format!("cannot start the agent command: {e}"))),
+        Err(e) => never_started(job, &e),
     }
 }
 
@@ -547,7 +715,7 @@ pub fn run_batch_watched(
         for (k, job) in jobs.into_iter().enumerate() {
             let dir = job.entry["cwd"].as_str().map_or(cwd, Path::new);
             entries.push(job.entry.clone());
-            match spawn(&job.command, &job.entry, run_id, dir) {
+            match spawn(&job, run_id, dir) {
                 Ok(child) => {
                     let (etx, erx) = channel();
                     running[k] = Some(etx.clone());
@@ -557,8 +725,7 @@ pub fn run_batch_watched(
                     });
                 }
                 Err(e) => {
-                    let r = failure(format!("cannot start the agent command: {e}"));
-                    results[k] = Some(Answer::Report(r));
+                    results[k] = Some(never_started(&job, &e));
                 }
             }
         }

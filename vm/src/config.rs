@@ -33,6 +33,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use crate::connector::{Choice, ConnectorKind, Effort, PermissionMode, Sandbox};
 use crate::plan::{Agent, Stakes};
 use crate::suggest::suggest;
 
@@ -158,6 +159,28 @@ pub struct AgentConfig {
     /// How long one run of `command` may take, in ms (≥ 1).
     #[serde(default, deserialize_with = "positive")]
     pub timeout_ms: Option<u64>,
+    /// The CLI that runs a dispatch of this agent instead of `command`
+    /// (issue 16: `claude-code` or `codex`, see [`crate::connector`]).
+    #[serde(default, deserialize_with = "choice")]
+    pub connector: Option<ConnectorKind>,
+    /// Connector: the model (`--model`).
+    #[serde(default, deserialize_with = "non_empty")]
+    pub model: Option<String>,
+    /// Connector `claude-code`: the tools allowed without asking (`--allowedTools`).
+    #[serde(default, deserialize_with = "tool_list")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Connector `claude-code`: `--permission-mode`.
+    #[serde(default, deserialize_with = "choice")]
+    pub permission_mode: Option<PermissionMode>,
+    /// Connector `claude-code`: `--max-turns` (≥ 1).
+    #[serde(default, deserialize_with = "positive")]
+    pub max_turns: Option<u64>,
+    /// Connector `codex`: `--sandbox` (default `read-only`).
+    #[serde(default, deserialize_with = "choice")]
+    pub sandbox: Option<Sandbox>,
+    /// Connector `codex`: the model's reasoning effort.
+    #[serde(default, deserialize_with = "choice")]
+    pub reasoning_effort: Option<Effort>,
     /// Cost model: probability that one attempt passes.
     #[serde(default, deserialize_with = "probability")]
     pub p_success: Option<f64>,
@@ -172,7 +195,70 @@ pub struct AgentConfig {
     pub ms: Option<f64>,
 }
 
+/// The keys only one connector takes: (key, connector, present?).
+fn connector_keys(a: &AgentConfig) -> [(&'static str, ConnectorKind, bool); 5] {
+    use ConnectorKind::{ClaudeCode, Codex};
+    [
+        ("allowed_tools", ClaudeCode, a.allowed_tools.is_some()),
+        ("permission_mode", ClaudeCode, a.permission_mode.is_some()),
+        ("max_turns", ClaudeCode, a.max_turns.is_some()),
+        ("sandbox", Codex, a.sandbox.is_some()),
+        ("reasoning_effort", Codex, a.reasoning_effort.is_some()),
+    ]
+}
+
 impl AgentConfig {
+    /// Why the table's keys do not fit together (`connector` with
+    /// `command`, a connector's key without that connector), if they do not:
+    /// (the key, the problem).
+    fn misfit(&self) -> Option<(&'static str, String)> {
+        if self.connector.is_some() && self.command.is_some() {
+            return Some((
+                "command",
+                "a table has `command` (a shell command) or `connector` (a CLI), not both".into(),
+            ));
+        }
+        if self.model.is_some() && self.connector.is_none() {
+            return Some((
+                "model",
+                "`model` is a connector setting; add `connector = \"claude-code\"` or `\"codex\"` (a `command` chooses its model itself)".into(),
+            ));
+        }
+        connector_keys(self)
+            .into_iter()
+            .find(|(_, kind, present)| *present && self.connector != Some(*kind))
+            .map(|(key, kind, _)| {
+                (
+                    key,
+                    format!(
+                        "`{key}` is a setting of `connector = \"{}\"`{}",
+                        kind.as_str(),
+                        self.connector
+                            .map(|c| format!(", not of `{}`", c.as_str()))
+                            .unwrap_or_default()
+                    ),
+                )
+            })
+    }
+
+    /// The connector and its settings, when the table names one.
+    pub fn connector_settings(&self) -> Option<(ConnectorKind, crate::connector::Settings)> {
+        let kind = self.connector?;
+        Some((
+            kind,
+            crate::connector::Settings {
+                model: self.model.clone(),
+                allowed_tools: self.allowed_tools.clone().unwrap_or_default(),
+                permission_mode: self.permission_mode,
+                max_turns: self.max_turns,
+                sandbox: self.sandbox,
+                reasoning_effort: self.reasoning_effort,
+                profile_usd: self.usd,
+                profile_tokens: self.tokens,
+            },
+        ))
+    }
+
     /// The cost figures of the table.
     pub fn figures(&self) -> Figures {
         Figures {
@@ -290,6 +376,16 @@ impl Config {
         })?;
         let value = Spanned::new(doc.span(), DeValue::Table(doc.into_inner()));
         let config = Config::deserialize(ValueDe(&value)).map_err(|e| e.located(text))?;
+        for (agent, a) in &config.agents {
+            if let Some((key, problem)) = a.misfit() {
+                return Err(ConfigError::Key {
+                    file: FILE_NAME.to_owned(),
+                    path: format!("agents.{}.{key}", agent.as_str()),
+                    line: None,
+                    problem: Problem::Other(problem),
+                });
+            }
+        }
         let named = config
             .judges
             .iter()
@@ -704,6 +800,8 @@ fn merge_agents(out: &mut Config, operator: &Config, workspace: &Config, bad: &m
         }
     }
     for (agent, w) in &workspace.agents {
+        let theirs = operator.agents.get(agent).cloned().unwrap_or_default();
+        connector_widenings(agent.as_str(), w, &theirs, bad);
         let o = out.agents.entry(*agent).or_default();
         if let Some(t) = w.timeout_ms {
             let limit = operator.agent_timeout(*agent).as_millis() as u64;
@@ -725,6 +823,38 @@ fn merge_agents(out: &mut Config, operator: &Config, workspace: &Config, bad: &m
             if !named.contains_key(agent) {
                 o.command = None;
             }
+        }
+    }
+}
+
+/// A workspace's connector keys may only repeat the operator's (a
+/// connector runs a CLI with the operator's credentials, like `command`).
+fn connector_widenings(agent: &str, w: &AgentConfig, o: &AgentConfig, bad: &mut Vec<Widening>) {
+    let (mut wk, mut ok) = (Vec::new(), Vec::new());
+    for (c, keys) in [(w, &mut wk), (o, &mut ok)] {
+        put(keys, "connector", &c.connector, |c| quote(c.as_str()));
+        put(keys, "model", &c.model, |s| quote(s));
+        put(keys, "allowed_tools", &c.allowed_tools, |t| {
+            format!("{t:?}")
+        });
+        put(keys, "permission_mode", &c.permission_mode, |c| {
+            quote(c.as_str())
+        });
+        put(keys, "max_turns", &c.max_turns, u64::to_string);
+        put(keys, "sandbox", &c.sandbox, |c| quote(c.as_str()));
+        put(keys, "reasoning_effort", &c.reasoning_effort, |c| {
+            quote(c.as_str())
+        });
+    }
+    for (key, value) in wk {
+        let op = ok.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+        if op.as_ref() != Some(&value) {
+            bad.push(Widening {
+                path: format!("agents.{agent}.{key}"),
+                workspace: value,
+                rule: if op.is_some() { SAME } else { NO_ADD },
+                operator: op,
+            });
         }
     }
 }
@@ -962,6 +1092,20 @@ impl Config {
             let mut k = Vec::new();
             put(&mut k, "command", &a.command, |s| quote(s));
             put(&mut k, "timeout_ms", &a.timeout_ms, u64::to_string);
+            put(&mut k, "connector", &a.connector, |c| quote(c.as_str()));
+            put(&mut k, "model", &a.model, |s| quote(s));
+            put(&mut k, "allowed_tools", &a.allowed_tools, |t| {
+                let items: Vec<String> = t.iter().map(|s| quote(s)).collect();
+                format!("[{}]", items.join(", "))
+            });
+            put(&mut k, "permission_mode", &a.permission_mode, |c| {
+                quote(c.as_str())
+            });
+            put(&mut k, "max_turns", &a.max_turns, u64::to_string);
+            put(&mut k, "sandbox", &a.sandbox, |c| quote(c.as_str()));
+            put(&mut k, "reasoning_effort", &a.reasoning_effort, |c| {
+                quote(c.as_str())
+            });
             put(&mut k, "p_success", &a.p_success, float);
             put(&mut k, "tokens", &a.tokens, float);
             put(&mut k, "usd", &a.usd, float);
@@ -1263,6 +1407,30 @@ fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
 
 fn judge_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     integer(d, 1..=MAX_JUDGE_TIMEOUT_MS)
+}
+
+/// One of a [`Choice`]'s names.
+fn choice<'de, D: Deserializer<'de>, T: Choice>(d: D) -> Result<Option<T>, D::Error> {
+    let s = String::deserialize(d)?;
+    T::from_name(&s).map(Some).ok_or_else(|| {
+        let names = quoted(T::NAMES);
+        de::Error::invalid_value(
+            de::Unexpected::Str(&s),
+            &format!("a {} ({names}){}", T::WHAT, mean(&s, T::NAMES)).as_str(),
+        )
+    })
+}
+
+/// A list of non-empty tool names (`["Read", "Bash(git diff:*)"]`).
+fn tool_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    if let Some(bad) = v.iter().find(|t| t.trim().is_empty() || t.contains(',')) {
+        return Err(de::Error::invalid_value(
+            de::Unexpected::Str(bad),
+            &"a list of tool names, each non-empty and without a comma",
+        ));
+    }
+    Ok(Some(v))
 }
 
 fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -1914,6 +2082,70 @@ mod tests {
         assert_eq!(m.agent_timeout(Agent::Codex).as_millis(), 1000);
         assert_eq!(m.judge_runner().unwrap().timeout_ms, 500);
         assert_eq!(m.judge_runner().unwrap().url, "http://judge.op/v1");
+    }
+
+    #[test]
+    fn connector_keys_are_read_frozen_checked_and_only_repeated_by_a_workspace() {
+        let text = "[agents.claude]\nconnector = \"claude-code\"\nmodel = \"opus\"\n\
+                    allowed_tools = [\"Read\", \"Bash(git diff:*)\"]\npermission_mode = \"plan\"\nmax_turns = 3\n\
+                    [agents.codex]\nconnector = \"codex\"\nsandbox = \"workspace-write\"\nreasoning_effort = \"high\"\n";
+        let c = cfg(text);
+        let (kind, s) = c.agents[&Agent::Claude].connector_settings().unwrap();
+        assert_eq!(kind, ConnectorKind::ClaudeCode);
+        assert_eq!(s.allowed_tools, ["Read", "Bash(git diff:*)"]);
+        assert_eq!(s.permission_mode, Some(PermissionMode::Plan));
+        assert_eq!(
+            c.agents[&Agent::Codex].sandbox,
+            Some(Sandbox::WorkspaceWrite)
+        );
+        // frozen into a run and read back unchanged
+        assert_eq!(cfg(&c.to_toml()), c, "{}", c.to_toml());
+        for (bad, want) in [
+            ("[agents.claude]\nconnector = \"claude\"\n", "claude-code"),
+            (
+                "[agents.claude]\nconnector = \"codex\"\ncommand = \"x\"\n",
+                "not both",
+            ),
+            ("[agents.claude]\nmodel = \"m\"\n", "connector setting"),
+            (
+                "[agents.codex]\nconnector = \"codex\"\nmax_turns = 2\n",
+                "`max_turns` is a setting of `connector = \"claude-code\"`, not of `codex`",
+            ),
+            (
+                "[agents.claude]\nconnector = \"claude-code\"\nsandbox = \"read-only\"\n",
+                "setting of `connector = \"codex\"`",
+            ),
+            (
+                "[agents.claude]\nconnector = \"claude-code\"\npermission_mode = \"yolo\"\n",
+                "bypassPermissions",
+            ),
+            (
+                "[agents.claude]\nconnector = \"claude-code\"\nallowed_tools = [\"A,B\"]\n",
+                "without a comma",
+            ),
+        ] {
+            let e = err(bad);
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        // a workspace may repeat the operator's connector keys, not change or add one
+        assert!(
+            merge(
+                &c,
+                &cfg("[agents.claude]\nconnector = \"claude-code\"\nmodel = \"opus\"\n")
+            )
+            .is_ok()
+        );
+        let w = cfg(
+            "[agents.claude]\nconnector = \"claude-code\"\nmodel = \"haiku\"\npermission_mode = \"bypassPermissions\"\n",
+        );
+        let bad = merge(&c, &w).unwrap_err();
+        let paths: Vec<&str> = bad.iter().map(|b| b.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["agents.claude.model", "agents.claude.permission_mode"]
+        );
+        let bad = merge(&cfg(""), &cfg("[agents.codex]\nconnector = \"codex\"\n")).unwrap_err();
+        assert_eq!(bad[0].path, "agents.codex.connector");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod connector;
 pub mod engine;
 pub mod eval;
 pub mod history;

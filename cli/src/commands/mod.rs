@@ -13,6 +13,7 @@ pub mod graph;
 pub mod init;
 pub mod lsp;
 pub mod migrate;
+pub mod models;
 pub mod query;
 pub mod report;
 pub mod run;

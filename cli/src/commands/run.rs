@@ -1,9 +1,11 @@
-//! `stratumc run SPEC|PLAN --inputs JSON|@file --agent CMD` and
-//! `stratumc run [SPEC|PLAN] --resume RUN --agent CMD`: the headless driver
+//! `stratumc run SPEC|PLAN --inputs JSON|@file [--agent CMD]` and
+//! `stratumc run [SPEC|PLAN] --resume RUN [--agent CMD]`: the headless driver
 //! (a resume given a spec or plan holds the run to that plan's hash, E6).
 //!
 //! Owns: handing every ready dispatch to a fresh `sh -c CMD` process (the
-//! ready entry as JSON on stdin, the result JSON on stdout), asking or
+//! ready entry as JSON on stdin, the result JSON on stdout), or, without
+//! `--agent`, to its agent's configured connector CLI or command (issue 16;
+//! a connector's argv and usage go into the audit as a usage receipt), asking or
 //! deciding gates, progress on stderr, the final JSON, exit codes.
 //! A new run from a spec gets the cost model's per-step estimate recorded
 //! in its audit (`estimated`); one from a prebuilt plan file gets none (a
@@ -50,9 +52,9 @@ pub struct RunArgs {
     /// The flow to run (default: the entry flow).
     #[arg(long)]
     pub flow: Option<String>,
-    /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout).
+    /// Command run through `sh -c` for every dispatch (ready entry on stdin, result JSON on stdout). Without it, each dispatch goes to its agent's `[agents.NAME]` table: its `connector` (`claude-code`, `codex`) or its `command`.
     #[arg(long)]
-    pub agent: String,
+    pub agent: Option<String>,
     /// Milliseconds one agent command may run before its process group is killed and the dispatch fails (default: 30 minutes).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub agent_timeout: Option<u64>,
@@ -258,7 +260,7 @@ fn interrupted(
     }
     let format = stop.format;
     eprintln!(
-        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported for them; continue with `stratumc run --resume {run_id} --agent CMD`"
+        "run {run_id} interrupted by {name}: {killed} agent command(s) killed with their process groups, nothing reported for them; continue with `stratumc run --resume {run_id}` (with the same `--agent CMD`, if one was given)"
     );
     let _ = finish(format, run_id, outcome);
     exit_for(sig)
@@ -461,18 +463,26 @@ struct Round {
 fn run_ready(
     engine: &mut Engine,
     host: &mut StdHost,
-    args: &RunArgs,
+    (args, config): (&RunArgs, &config::Config),
     run_id: &str,
     workspace_dir: &Path,
     ready: &[ReadyEntry],
 ) -> Round {
-    let timeout = args
-        .agent_timeout
-        .map_or(agent::DEFAULT_TIMEOUT, Duration::from_millis);
-    let jobs = ready
-        .iter()
-        .map(|entry| Job::new(args.agent.as_str(), entry_json(entry), timeout))
-        .collect();
+    // an entry whose agent has no runner fails at once, saying how to configure one
+    let mut unrun = Vec::new();
+    let mut jobs = Vec::new();
+    for entry in ready {
+        match job_for(args, config, entry) {
+            Ok(job) => jobs.push(job),
+            Err(why) => unrun.push((
+                entry,
+                Report {
+                    failure: Some(why),
+                    ..Report::default()
+                },
+            )),
+        }
+    }
     let watched = agent::run_batch_watched(
         jobs,
         run_id,
@@ -506,6 +516,15 @@ fn run_ready(
             let e = ready.iter().find(|e| e.id == id)?;
             match answer {
                 Answer::Report(report) => Some((e, report)),
+                Answer::Connected(c) => {
+                    // the argv and the CLI's usage go into the audit first, as a
+                    // usage receipt settled into the step (then the report)
+                    let receipt = c.receipt(&e.id, &e.dispatch_token);
+                    if let Err(err) = engine.usage_report(run_id, &receipt, host) {
+                        eprintln!("  {id}: usage refused: {err}");
+                    }
+                    Some((e, c.report))
+                }
                 Answer::Orphaned => {
                     eprintln!(
                         "  {id} (attempt {}): no report within its lease of {} ms; killed (an orphan: dispatched again)",
@@ -516,11 +535,36 @@ fn run_ready(
                 }
             }
         })
+        .chain(unrun)
         .collect();
     Round {
         outcome: report_all(engine, host, run_id, reports),
         interrupted,
     }
+}
+
+/// The job for one ready entry: `--agent CMD` when given, else the entry's
+/// agent's `[agents.NAME]` connector or command. An agent with neither is
+/// a job that fails at once, saying how to configure it.
+fn job_for(args: &RunArgs, config: &config::Config, entry: &ReadyEntry) -> Result<Job, String> {
+    let timeout = args
+        .agent_timeout
+        .map_or_else(|| config.agent_timeout(entry.agent), Duration::from_millis);
+    if let Some(cmd) = &args.agent {
+        return Ok(Job::new(cmd.as_str(), entry_json(entry), timeout));
+    }
+    let table = config.agents.get(&entry.agent);
+    if let Some((kind, settings)) = table.and_then(|t| t.connector_settings()) {
+        let call = stratum_vm::connector::Call::new(kind, &settings, entry);
+        return Ok(Job::connected(call, entry_json(entry), timeout));
+    }
+    if let Some(cmd) = table.and_then(|t| t.command.as_deref()) {
+        return Ok(Job::new(cmd, entry_json(entry), timeout));
+    }
+    let name = entry.agent.as_str();
+    Err(format!(
+        "no runner for agent `{name}`: pass `--agent CMD`, or set `[agents.{name}] connector = \"claude-code\"` (or `\"codex\"`, or a `command`) in stratum.toml"
+    ))
 }
 
 /// Reports each result to the engine; the latest outcome after them.
@@ -563,7 +607,7 @@ fn run_host(
     engine: &mut Engine,
     args: &RunArgs,
     workspace_dir: &Path,
-) -> Result<(StdHost, Option<config::Frozen>), Exit> {
+) -> Result<(StdHost, config::Config, Option<config::Frozen>), Exit> {
     let operator = args.config.as_deref();
     let (config, frozen) = match args.resume.as_deref() {
         Some(id) => {
@@ -595,7 +639,7 @@ fn run_host(
         eprintln!("error: {e}");
         Exit::Usage
     })?;
-    Ok((host, frozen))
+    Ok((host, config, frozen))
 }
 
 /// Runs the command.
@@ -622,7 +666,7 @@ pub fn run(args: &RunArgs) -> Exit {
         (None, Some(r)) => r,
         (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
     };
-    let (mut host, frozen) = match run_host(&mut engine, args, &workspace_dir) {
+    let (mut host, config, frozen) = match run_host(&mut engine, args, &workspace_dir) {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -713,7 +757,14 @@ pub fn run(args: &RunArgs) -> Exit {
         }
         if !outcome.ready.is_empty() {
             let ready = &outcome.ready;
-            let round = run_ready(&mut engine, &mut host, args, &run_id, &workspace_dir, ready);
+            let round = run_ready(
+                &mut engine,
+                &mut host,
+                (args, &config),
+                &run_id,
+                &workspace_dir,
+                ready,
+            );
             if let Some(o) = round.outcome {
                 outcome = o;
             }
