@@ -333,3 +333,99 @@ flows:
     assert_eq!(back["output"], Value::Null);
     assert!(back["failure"]["reason"].is_string(), "{back}");
 }
+
+/// X11 through the MCP server on a real git repository: the ready entry
+/// carries the rendered scope; a report whose dispatch edited a file
+/// outside it is refused with a `scope_violation` naming the path (put
+/// back), the retry's entry says why, and the accepted patch is in
+/// `stratum_audit`'s `patches` with its hashes.
+#[test]
+fn scope_violations_reach_the_ready_entry_and_patches_the_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(root)
+            .args(["-c", "user.email=t@example.org", "-c", "user.name=t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(root.join("README.md"), "readme\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    let spec = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${patch.output}\", contract: R}
+    steps:
+      - id: patch
+        do: \"fix src/lib.rs\"
+        out: R
+        attempts: 2
+        scope: {files: [\"src/**\"]}
+        ensure:
+          - expr: \"len(changes()) == 1\"
+";
+    let s = server();
+    let env = ok(call(
+        &s,
+        "plan",
+        json!({"spec": spec, "workspaceRoot": root.display().to_string()}),
+    ));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let entry = &env["ready"][0];
+    assert_eq!(entry["scope"]["files"], json!(["src/**"]), "{env}");
+    // the agent edits in scope and, wrongly, README.md
+    std::fs::write(root.join("src/lib.rs"), "fn a() { fixed }\n").unwrap();
+    std::fs::write(root.join("README.md"), "changed\n").unwrap();
+    let token = entry["dispatchToken"].as_str().unwrap().to_string();
+    let env = ok(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "patch", "dispatchToken": token, "result": {"value": "x"}}),
+    ));
+    let entry = &env["ready"][0];
+    let violation = &entry["previousFailure"]["violations"][0];
+    assert_eq!(violation["kind"], "scope_violation", "{env}");
+    assert_eq!(violation["path"], "README.md", "{env}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("README.md")).unwrap(),
+        "readme\n",
+        "the stray edit was put back"
+    );
+    // the retry changes the file again (`changes()` is this dispatch's)
+    std::fs::write(root.join("src/lib.rs"), "fn a() { fixed again }\n").unwrap();
+    let token = entry["dispatchToken"].as_str().unwrap().to_string();
+    let env = ok(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "patch", "dispatchToken": token, "result": {"value": "y"}}),
+    ));
+    assert_eq!(env["status"], "completed", "{env}");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    let patches = audit["patches"].as_array().unwrap();
+    assert_eq!(patches.len(), 1, "{audit}");
+    assert_eq!(patches[0]["files"][0]["path"], "src/lib.rs");
+    assert!(
+        patches[0]["files"][0]["after"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64)
+    );
+    assert!(
+        audit["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "scope_restored"),
+        "{audit}"
+    );
+}
