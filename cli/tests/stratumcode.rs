@@ -364,6 +364,27 @@ fn a_failing_implementation_rolls_the_tree_back_to_its_snapshot() {
 }
 
 #[test]
+fn a_second_failing_implementation_rolls_back_and_fails_for_good() {
+    let repo = Repo::new(json!({"implement": {"fail_is2": true}}));
+    let rule = format!("investigation/clarify=revise:{CHOICE}");
+    let (code, v) = repo.run(inputs(false), &["--gate", &rule]);
+    assert_ne!(code, Some(0), "{v}");
+    let run = run_id(&v);
+    // the goto back to planning is taken once; the second failure takes
+    // `{rollback: implement}` alone: the tree goes back, the run fails
+    assert_eq!(repo.events(&run, "routed_back").len(), 1);
+    let rolled = repo.events(&run, "rolled_back");
+    assert_eq!(rolled.len(), 2, "{rolled:?}");
+    assert!(v.to_string().contains("fanout require all not met"), "{v}");
+    assert_eq!(
+        repo.status(),
+        "",
+        "git status is clean after the last rollback"
+    );
+    repo.untouched();
+}
+
+#[test]
 fn a_rollback_leaves_a_file_changed_by_someone_else_and_reports_the_conflict() {
     let repo = Repo::new(json!({"implement": {"partial_fix_first": true}}));
     let rule = format!("investigation/clarify=revise:{CHOICE}");

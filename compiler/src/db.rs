@@ -671,6 +671,7 @@ impl Shift for ast::OnFailAction {
                 max.shift(d);
                 note.shift(d);
             }
+            ast::OnFailAction::Fail => {}
         }
     }
 }

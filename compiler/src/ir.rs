@@ -497,6 +497,9 @@ pub enum OnFailActionIr {
         /// `note`.
         note: Option<TemplateIr>,
     },
+    /// `{rollback}` alone: restore the tree (the entry's `rollback`), then
+    /// the step fails for good.
+    Fail,
 }
 
 /// `iterate: {max, until}`.

@@ -601,6 +601,7 @@ impl Lowerer<'_> {
                         max: u32::try_from(*max).unwrap_or(u32::MAX),
                         note: note.as_ref().map(|n| self.template(t, n, true)),
                     },
+                    ir::OnFailActionIr::Fail => OnFailAction::Fail,
                 },
             })
             .collect()

@@ -311,24 +311,31 @@ fn value_of(key: &str) -> Json {
     }
 }
 
-/// X9: `on_fail` is a step id (or `continue`), a `goto` entry, or a list
-/// of those whose mappings may carry `when`.
+/// X9: `on_fail` is a step id (or `continue`), a `goto` entry, a
+/// `{rollback}` entry (X11: restore, then fail), or a list of those whose
+/// mappings may carry `when`.
 fn on_fail() -> Json {
-    let goto = |keys: &[&str]| {
-        strict(keys, &["goto", "max"], |k| match k {
+    let entry = |keys: &[&str], required: &[&str]| {
+        strict(keys, required, |k| match k {
             "goto" | "rollback" => step_id(),
             "max" => pos_int(),
             _ => string(),
         })
     };
+    let when = "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the failure when it holds.";
     let listed = entry_when(
-        goto(&["when", "goto", "max", "note", "rollback"]),
-        "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the failure when it holds.",
+        entry(
+            &["when", "goto", "max", "note", "rollback"],
+            &["goto", "max"],
+        ),
+        when,
     );
+    let listed_rollback = entry_when(entry(&["when", "rollback"], &["rollback"]), when);
     json!({"oneOf": [
         step_id(),
-        goto(&["goto", "max", "note", "rollback"]),
-        {"type": "array", "minItems": 1, "items": {"oneOf": [step_id(), listed]}},
+        entry(&["goto", "max", "note", "rollback"], &["goto", "max"]),
+        entry(&["rollback"], &["rollback"]),
+        {"type": "array", "minItems": 1, "items": {"oneOf": [step_id(), listed, listed_rollback]}},
     ]})
 }
 

@@ -126,7 +126,7 @@ impl FlowCtx<'_> {
             });
             let fails = s.on_fail.iter().filter_map(|e| match &e.action {
                 ast::OnFailAction::Goto { target, .. } => Some(target),
-                ast::OnFailAction::Step(_) => None,
+                ast::OnFailAction::Step(_) | ast::OnFailAction::Fail => None,
             });
             for target in routes.chain(fails) {
                 let Some(&t) = self.index.get(target.text.as_str()) else {

@@ -140,6 +140,7 @@ impl<'a> Checker<'a> {
                     note,
                 }
             }
+            OnFailAction::Fail => ir::OnFailActionIr::Fail,
         };
         let rollback = match &e.rollback {
             Some(r) => Some(self.rollback_target(fc, i, r)?),

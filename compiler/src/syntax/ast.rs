@@ -559,6 +559,9 @@ pub enum OnFailAction {
         /// `note`.
         note: Option<Str>,
     },
+    /// `{when?, rollback: STEP}` without `goto` (X9/X11): restore the tree
+    /// to STEP's snapshot, then the step fails for good.
+    Fail,
 }
 
 impl Step {
@@ -566,7 +569,7 @@ impl Step {
     pub fn on_fail_names(&self) -> impl Iterator<Item = &Name> {
         self.on_fail.iter().filter_map(|e| match &e.action {
             OnFailAction::Step(n) => Some(n),
-            OnFailAction::Goto { .. } => None,
+            OnFailAction::Goto { .. } | OnFailAction::Fail => None,
         })
     }
 

@@ -419,6 +419,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     step_name(plan, flow, target),
                     note.map_or(String::new(), |n| format!(" note template {n}"))
                 ),
+                super::OnFailAction::Fail => writeln!(out, "    on_fail{when} fail"),
             };
         }
         for r in &st.routes {

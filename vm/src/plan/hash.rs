@@ -121,6 +121,11 @@ impl Resolver<'_> {
                 "max": max,
                 "note": note.map(|n| self.template(n)),
             }),
+            OnFailAction::Fail => json!({
+                "when": when,
+                "fail": true,
+                "rollback": self.target(e.rollback),
+            }),
         }
     }
 

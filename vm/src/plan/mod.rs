@@ -474,6 +474,9 @@ pub enum OnFailAction {
         /// The `note` template.
         note: Option<u32>,
     },
+    /// `{rollback: STEP}` alone (X9/X11): the tree is restored (the
+    /// entry's `rollback`), then the step fails for good.
+    Fail,
 }
 
 /// `require`.

@@ -232,6 +232,10 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
             match e.action {
                 OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
                 OnFailAction::Continue => {}
+                OnFailAction::Fail if e.rollback.is_none() => {
+                    return v.fail("an `on_fail` entry that only fails names its rollback target");
+                }
+                OnFailAction::Fail => {}
                 OnFailAction::Goto { target, note, .. } => {
                     v.idx(target, n, "on_fail goto target")?;
                     if target as usize >= si {

@@ -3,7 +3,7 @@
 //! each `{…}` entry with an optional `when` over `failure`, tried in order.
 //!
 //! Owns: the shape of `on_fail` and of each entry (`max` with `goto`,
-//! `rollback: STEP` (X11) only beside `goto`), and the rule that nothing
+//! `rollback: STEP` (X11) beside `goto`, or alone: restore then fail), and the rule that nothing
 //! follows an entry that always handles the failure.
 //! Must never: resolve names (whether `continue` names a step, whether the
 //! `goto` target is an ancestor) or type `when` (that is `check`).
@@ -77,19 +77,6 @@ impl Decoder<'_> {
         self.strict(&obj, ON_FAIL_FIELDS, "an `on_fail` entry");
         let rollback = obj.get("rollback");
         let rollback_step = rollback.and_then(|r| self.step_id(&r.value, "`on_fail.rollback`"));
-        if let (Some(r), None) = (rollback, obj.get("goto")) {
-            // X11: `{rollback}` alone (restore, then fail) is not built yet
-            let d = self.err(
-                Code::NotSupportedYet,
-                r.key.span,
-                "`rollback` without `goto` in `on_fail` is not supported by stratumc yet",
-            );
-            d.notes.push(
-                "stratumc rolls back before an `on_fail` goto or a route goto (language 1.1 X11)"
-                    .into(),
-            );
-            d.help = Some("add `goto: <step>` with `max: N`, or remove `rollback`".into());
-        }
         let when = obj
             .get("when")
             .and_then(|w| self.string(&w.value, "`on_fail.when`"));
@@ -97,11 +84,25 @@ impl Decoder<'_> {
             if rollback.is_none() {
                 self.sink.push(
                     Diagnostic::new(Code::OnFailShape, obj.owner, "an `on_fail` entry without `goto`")
-                        .with_note("an `on_fail` mapping goes back to an earlier step: `{goto: STEP, max: N, note?}`")
+                        .with_note("an `on_fail` mapping goes back to an earlier step (`{goto: STEP, max: N, note?}`) or restores the tree and fails (`{rollback: STEP}`)")
                         .with_help("add `goto: <step>` with `max: N`, or write the recovery step's id (or `continue`) as a plain string"),
                 );
+                return None;
             }
-            return None;
+            if let Some(m) = obj.get("max").or(obj.get("note")) {
+                self.sink.push(
+                    Diagnostic::new(Code::OnFailShape, m.key.span, "`max` and `note` belong to a `goto`")
+                        .with_note("`{rollback: STEP}` alone restores the tree and fails the step; nothing is re-entered")
+                        .with_help("add `goto: <step>` to go back after the rollback, or remove this key"),
+                );
+            }
+            // X9/X11: `{rollback}` alone restores the tree, then fails
+            return Some(OnFailEntry {
+                span: node.span,
+                when,
+                action: OnFailAction::Fail,
+                rollback: Some(rollback_step?),
+            });
         };
         let target = self.step_id(&g.value, "`on_fail.goto`");
         let max = match obj.get("max") {
@@ -131,8 +132,9 @@ impl Decoder<'_> {
     }
 }
 
-/// Whether entry `e` takes every failure that reaches it: a `STEP` or
-/// `continue` entry (a `goto` may be spent, and then the next is tried).
+/// Whether entry `e` takes every failure that reaches it: a `STEP`,
+/// `continue` or `{rollback}` entry (a `goto` may be spent, and then the
+/// next is tried).
 fn always_handles(e: &OnFailEntry) -> bool {
-    e.when.is_none() && matches!(e.action, OnFailAction::Step(_))
+    e.when.is_none() && matches!(e.action, OnFailAction::Step(_) | OnFailAction::Fail)
 }

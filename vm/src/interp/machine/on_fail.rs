@@ -1,7 +1,8 @@
 //! `on_fail`: what a step that failed for good does with its failure — v1's
 //! recovery step, X2's `continue`, and X9's entries (a `goto` back to a
-//! strict ancestor, at most `max` times in the run; a list of entries, each
-//! with an optional `when` over `failure`, tried in order).
+//! strict ancestor, at most `max` times in the run; `{rollback}` alone,
+//! which restores the tree and fails; a list of entries, each with an
+//! optional `when` over `failure`, tried in order).
 //!
 //! Owns: the on_fail routing rule, in one place — which entry takes the
 //! failure (the plain forms first; then the X9 entries in order; a `when`
@@ -119,6 +120,14 @@ impl Transition<'_> {
                 OnFailAction::Step(t) => return Ok((Taken::Step(t), failure)),
                 OnFailAction::Continue => return Ok((Taken::Continue, failure)),
                 OnFailAction::Goto { target, max, note } => (target, max, note),
+                // X9/X11 `{rollback}` alone: the tree goes back, then the
+                // step fails for good with its own failure (or the conflict)
+                OnFailAction::Fail => {
+                    if let Some(to) = e.rollback {
+                        self.rollback(at, to, failure.attempt)?;
+                    }
+                    return Err(failure);
+                }
             };
             let key = on_fail_key(self.frame(at.frame).flow, at.step, k as u32);
             let fired = self.run.header.routes_fired.get(&key).copied().unwrap_or(0);
