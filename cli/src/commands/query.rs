@@ -160,17 +160,25 @@ pub fn run(args: &QueryArgs) -> Exit {
     }
 }
 
+/// Reads one list of an existing run (`fetch` on the engine); unknown runs
+/// and unreadable stores exit 2 with the message said once.
+fn run_list<T>(
+    engine: &mut Engine,
+    run: &str,
+    fetch: impl FnOnce(&Engine) -> Result<T, EngineError>,
+) -> Result<T, Exit> {
+    load(engine, run)?;
+    fetch(engine).map_err(|e| {
+        eprintln!("error: run `{run}`: {e}");
+        Exit::Usage
+    })
+}
+
 /// `query flow RUN --patches`: the patch records the run recorded (X11).
 fn patches(engine: &mut Engine, run: &str, format: Format) -> Exit {
-    if let Err(code) = load(engine, run) {
-        return code;
-    }
-    let list = match view::patches(engine, run) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: run `{run}`: {e}");
-            return Exit::Usage;
-        }
+    let list = match run_list(engine, run, |e| view::patches(e, run)) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     let text = match format {
         Format::Json => {
@@ -222,15 +230,9 @@ fn patches(engine: &mut Engine, run: &str, format: Format) -> Exit {
 
 /// `query flow RUN --artifacts`: the manifests the run recorded.
 fn manifests(engine: &mut Engine, run: &str, format: Format) -> Exit {
-    if let Err(code) = load(engine, run) {
-        return code;
-    }
-    let list = match view::manifests(engine, run) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: run `{run}`: {e}");
-            return Exit::Usage;
-        }
+    let list = match run_list(engine, run, |e| view::manifests(e, run)) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     let text = match format {
         Format::Json => {
@@ -269,18 +271,12 @@ fn manifests(engine: &mut Engine, run: &str, format: Format) -> Exit {
 
 /// `query events RUN [--type KIND]`: the audit trail as stored, in order.
 fn events(engine: &mut Engine, run: &str, kind: Option<&str>, format: Format) -> Exit {
-    if let Err(code) = load(engine, run) {
-        return code;
-    }
-    let list: Vec<Value> = match engine.audit(run) {
+    let list: Vec<Value> = match run_list(engine, run, |e| e.audit(run)) {
         Ok(all) => all
             .into_iter()
             .filter(|e| kind.is_none_or(|k| e["type"] == k))
             .collect(),
-        Err(e) => {
-            eprintln!("error: run `{run}`: {e}");
-            return Exit::Usage;
-        }
+        Err(code) => return code,
     };
     let text = match format {
         Format::Json => format!("{}\n", json!({"version": 1, "runId": run, "events": list})),
@@ -305,15 +301,9 @@ fn events(engine: &mut Engine, run: &str, kind: Option<&str>, format: Format) ->
 
 /// `query flow RUN --receipts`: the declared commands the run ran (X12).
 fn receipts(engine: &mut Engine, run: &str, format: Format) -> Exit {
-    if let Err(code) = load(engine, run) {
-        return code;
-    }
-    let list = match view::receipts(engine, run) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: run `{run}`: {e}");
-            return Exit::Usage;
-        }
+    let list = match run_list(engine, run, |e| view::receipts(e, run)) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     let text = match format {
         Format::Json => {

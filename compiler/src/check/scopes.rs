@@ -11,14 +11,13 @@
 //! Must never: check anything that needs the workspace (is it a git
 //! repository): that is the run's start, not `check`.
 
-use super::template::{Leaf, StageScope};
+use super::steps::PathList;
+use super::template::StageScope;
 use super::{Checker, FlowCtx};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::ir::{self, Piece, StepId};
+use crate::ir::{self, StepId};
 use crate::source::Span;
 use crate::syntax::ast;
-use crate::types::Type;
-use crate::yaml::Str;
 
 impl<'a> Checker<'a> {
     /// A step's or a stage's `scope` (X11): `Some(None)` without one,
@@ -33,8 +32,8 @@ impl<'a> Checker<'a> {
         let Some(sc) = scope else {
             return Some(None);
         };
-        let files = self.scope_entries(fc, i, &sc.files, stage, "files");
-        let create = self.scope_entries(fc, i, &sc.create, stage, "create");
+        let files = self.path_entries(fc, i, &sc.files, stage, PathList::Scope("files"));
+        let create = self.path_entries(fc, i, &sc.create, stage, PathList::Scope("create"));
         if let Some(m) = sc.max_changed_bytes
             && sc.files.is_empty()
             && sc.create.is_empty()
@@ -46,97 +45,6 @@ impl<'a> Checker<'a> {
             create: create?,
             max_changed_bytes: sc.max_changed_bytes.map(|m| m.value),
         }))
-    }
-
-    /// `files` or `create` entries: each a template that renders to a path
-    /// (a full reference may be a list of paths), or a glob when its
-    /// literal text has `*`, `?` or `[`.
-    fn scope_entries(
-        &mut self,
-        fc: &mut FlowCtx<'a>,
-        i: StepId,
-        entries: &[Str],
-        stage: &StageScope,
-        key: &str,
-    ) -> Option<Vec<ir::ArtifactIr>> {
-        let leaf = if stage.item.is_some() {
-            Leaf::StageArtifact
-        } else {
-            Leaf::Artifact
-        };
-        let mut out = Vec::new();
-        let mut ok = true;
-        for e in entries {
-            let Some(template) = self.template(fc, Some(i), e, leaf, stage) else {
-                ok = false;
-                continue;
-            };
-            let literal: String = template
-                .pieces
-                .iter()
-                .filter_map(|p| match p {
-                    Piece::Text(t) => Some(t.as_str()),
-                    Piece::Ref(_) => None,
-                })
-                .collect();
-            let glob = stratum_vm::host::glob::is_glob(&literal);
-            if !self.scope_entry_fits(e, &template, glob, key) {
-                ok = false;
-                continue;
-            }
-            out.push(ir::ArtifactIr { template, glob });
-        }
-        ok.then_some(out)
-    }
-
-    /// S0340 and S0341 for one entry; true when it is fine.
-    fn scope_entry_fits(&mut self, e: &Str, t: &ir::TemplateIr, glob: bool, key: &str) -> bool {
-        if t.full_value
-            && let Some(Piece::Ref(r)) = t.pieces.first()
-        {
-            let fits = match &r.ty {
-                Type::List(inner) => inner.is_stringy() || **inner == Type::Any,
-                ty => ty.is_stringy() || *ty == Type::Any,
-            };
-            if !fits {
-                let shown = self.types.display(&r.ty);
-                self.sink.push(
-                    Diagnostic::new(Code::ScopeNotPath, r.span, format!("a `scope.{key}` entry must render to a path or a list of paths, but this reference is {shown}"))
-                        .with_span_label(format!("this is {shown}"))
-                        .with_note("a full reference may be a string or a string list (`string[]`), e.g. the files a planning step named")
-                        .with_help("reference a string or string-list field, e.g. `${patch_plan.output.files}`"),
-                );
-                return false;
-            }
-            return true;
-        }
-        let text: String = t
-            .pieces
-            .iter()
-            .map(|p| match p {
-                Piece::Text(t) => t.as_str(),
-                Piece::Ref(_) => "x",
-            })
-            .collect();
-        let leaves = text.starts_with('/') || text.split(['/', '\\']).any(|c| c == "..");
-        let problem = if leaves {
-            Some("it leaves the workspace (absolute, or with `..`)".to_string())
-        } else if glob {
-            stratum_vm::host::glob::compile(&text)
-                .err()
-                .map(|e| e.to_string())
-        } else {
-            None
-        };
-        let Some(problem) = problem else {
-            return true;
-        };
-        self.sink.push(
-            Diagnostic::new(Code::InvalidScopePath, e.span, format!("the `scope.{key}` entry `{}` is not usable: {problem}", e.text))
-                .with_note("scope entries are paths or globs relative to the git working tree (or the item's worktree); `*` and `?` stay in one directory, `**` crosses directories")
-                .with_help("write a relative path such as `src/lib.rs` or a glob such as `src/**/*.rs`"),
-        );
-        false
     }
 
     /// S0343: a byte cap on a dispatch that may change nothing.

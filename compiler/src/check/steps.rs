@@ -573,16 +573,30 @@ impl<'a> Checker<'a> {
         })
     }
 
-    /// `artifacts` entries (X4) of a `do` step or a fanout stage (`stage`
-    /// binds `${item}`/`${prev}`): each a template that renders to a path —
-    /// a full reference may be a list of paths —, or a glob when its literal
-    /// text has `*`, `?` or `[`. Literal text must stay in the workspace.
+    /// `artifacts` entries (X4): paths or globs, see [`Self::path_entries`].
     fn artifacts(
         &mut self,
         fc: &mut FlowCtx<'a>,
         i: StepId,
         entries: &[Str],
         stage: &StageScope,
+    ) -> Option<Vec<ir::ArtifactIr>> {
+        self.path_entries(fc, i, entries, stage, PathList::Artifacts)
+    }
+
+    /// The one rule of path entries (`artifacts`, X4; `scope.files` and
+    /// `scope.create`, X11): each a template of the step that renders to a
+    /// path (a full reference may be a string list), or a glob when its
+    /// literal text has `*`, `?` or `[`; literal text never leaves the
+    /// workspace and a glob must parse. Each list reports with its own
+    /// codes and words ([`PathList`]).
+    pub(super) fn path_entries(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        entries: &[Str],
+        stage: &StageScope,
+        list: PathList<'_>,
     ) -> Option<Vec<ir::ArtifactIr>> {
         let leaf = if stage.item.is_some() {
             Leaf::StageArtifact
@@ -605,7 +619,7 @@ impl<'a> Checker<'a> {
                 })
                 .collect();
             let glob = stratum_vm::host::glob::is_glob(&literal);
-            if !self.artifact_fits(e, &template, glob) {
+            if !self.path_entry_fits(e, &template, glob, list) {
                 ok = false;
                 continue;
             }
@@ -614,10 +628,16 @@ impl<'a> Checker<'a> {
         ok.then_some(out)
     }
 
-    /// S0320 (a full reference that is not a path or a list of paths) and
-    /// S0321 (literal text that leaves the workspace, a glob that does not
-    /// parse); true when the entry is fine.
-    fn artifact_fits(&mut self, e: &Str, t: &ir::TemplateIr, glob: bool) -> bool {
+    /// A full reference that is not a path or a list of paths (S0320,
+    /// S0340), or literal text that leaves the workspace or a glob that
+    /// does not parse (S0321, S0341); true when the entry is fine.
+    fn path_entry_fits(
+        &mut self,
+        e: &Str,
+        t: &ir::TemplateIr,
+        glob: bool,
+        list: PathList<'_>,
+    ) -> bool {
         if t.full_value
             && let Some(Piece::Ref(r)) = t.pieces.first()
         {
@@ -627,12 +647,17 @@ impl<'a> Checker<'a> {
             };
             if !fits {
                 let shown = self.types.display(&r.ty);
-                self.sink.push(
-                    Diagnostic::new(Code::ArtifactNotPath, r.span, format!("an `artifacts` entry must render to a path or a list of paths, but this reference is {shown}"))
+                let d = match list {
+                    PathList::Artifacts => Diagnostic::new(Code::ArtifactNotPath, r.span, format!("an `artifacts` entry must render to a path or a list of paths, but this reference is {shown}"))
                         .with_span_label(format!("this is {shown}"))
                         .with_note("a full reference may be a string or a string list (`string[]`); anything else has no path to check")
                         .with_help("reference a string field holding the path, e.g. `${write.output.path}`"),
-                );
+                    PathList::Scope(key) => Diagnostic::new(Code::ScopeNotPath, r.span, format!("a `scope.{key}` entry must render to a path or a list of paths, but this reference is {shown}"))
+                        .with_span_label(format!("this is {shown}"))
+                        .with_note("a full reference may be a string or a string list (`string[]`), e.g. the files a planning step named")
+                        .with_help("reference a string or string-list field, e.g. `${patch_plan.output.files}`"),
+                };
+                self.sink.push(d);
                 return false;
             }
             return true;
@@ -658,11 +683,15 @@ impl<'a> Checker<'a> {
         let Some(problem) = problem else {
             return true;
         };
-        self.sink.push(
-            Diagnostic::new(Code::InvalidArtifactPath, e.span, format!("the `artifacts` entry `{}` is not usable: {problem}", e.text))
+        let d = match list {
+            PathList::Artifacts => Diagnostic::new(Code::InvalidArtifactPath, e.span, format!("the `artifacts` entry `{}` is not usable: {problem}", e.text))
                 .with_note("artifacts are paths or globs relative to the workspace (or the item's worktree); `*` and `?` stay in one directory, `**` crosses directories")
                 .with_help("write a relative path such as `out/report.md` or a glob such as `out/**/*.md`"),
-        );
+            PathList::Scope(key) => Diagnostic::new(Code::InvalidScopePath, e.span, format!("the `scope.{key}` entry `{}` is not usable: {problem}", e.text))
+                .with_note("scope entries are paths or globs relative to the git working tree (or the item's worktree); `*` and `?` stay in one directory, `**` crosses directories")
+                .with_help("write a relative path such as `src/lib.rs` or a glob such as `src/**/*.rs`"),
+        };
+        self.sink.push(d);
         false
     }
 
@@ -839,4 +868,14 @@ impl<'a> Checker<'a> {
             ),
         })
     }
+}
+
+/// Which list of path entries [`Checker::path_entries`] checks: the same
+/// rule, each list with its own codes and words.
+#[derive(Clone, Copy)]
+pub(super) enum PathList<'k> {
+    /// A step's or stage's `artifacts` (X4).
+    Artifacts,
+    /// `scope.files` or `scope.create` (X11), by key.
+    Scope(&'k str),
 }
