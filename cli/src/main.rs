@@ -68,7 +68,7 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Classify a v0.x (Python-era) spec: which constructs carry over to v1 and how (report only; exit 0: reported, 2: usage or I/O error).
     Migrate(commands::migrate::MigrateArgs),
-    /// Inspect the run store ($STRATUM_HOME): `flows`, `flow RUN`, `gates` (exit 0: listed; 2: unknown run, bad filter or store error).
+    /// Inspect the run store ($STRATUM_HOME): `flows`, `flow RUN`, `events RUN`, `gates` (exit 0: listed; 2: unknown run, bad filter or store error).
     Query(commands::query::QueryArgs),
     /// Decide a waiting gate as a human: approve, reject (= kill) or revise (exit 0: recorded; 1: the gate is not waiting, the run is over, or the token is stale; 2: unknown run, step or not a gate).
     Gate(commands::gate::GateArgs),
