@@ -16,7 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// stratumc: compiler toolchain for Stratum v1 workflow specs.
 #[derive(Parser, Debug)]
@@ -26,7 +26,7 @@ struct Cli {
     command: Command,
 }
 
-/// Output format of `check` and `cost`.
+/// Output format of `cost`, `migrate`, `verify` and other commands with a human and a JSON form (`check` has its own, with SARIF and GitHub annotations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Rustc-style text.
@@ -92,6 +92,10 @@ enum Command {
     Explain(commands::explain::ExplainArgs),
     /// List the agents (their connector or command, whether the connector's CLI is on PATH), the judges and their cost profiles (exit 0: listed; 2: unreadable configuration).
     Models(commands::models::ModelsArgs),
+    /// Print a shell completion script: `stratumc completions bash|zsh|fish|elvish|powershell`.
+    Completions(commands::completions::CompletionsArgs),
+    /// Print the manual page `stratumc.1` (roff), or write every command's page with `--out-dir DIR`.
+    Man(commands::completions::ManArgs),
 }
 
 /// Arguments of `stratumc mcp`.
@@ -150,6 +154,8 @@ fn main() -> ExitCode {
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),
         Command::Models(args) => commands::models::run(args),
+        Command::Completions(args) => commands::completions::completions(args, Cli::command()),
+        Command::Man(args) => commands::completions::man(args, Cli::command()),
         Command::Lsp => commands::lsp::run(),
         Command::Mcp(args) => {
             // one thread: every tool call runs under the server's state lock anyway,

@@ -7,11 +7,24 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use stratum_compiler::analysis::analyze_bytes_with;
-use stratum_compiler::diagnostics::render;
+use stratum_compiler::analysis::{Analysis, analyze_bytes_with};
+use stratum_compiler::diagnostics::{ci, render};
 use stratum_compiler::env::CheckEnv;
 
-use crate::{Color, Exit, Format};
+use crate::{Color, Exit};
+
+/// Output format of `stratumc check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// Rustc-style text.
+    Human,
+    /// One JSON document on stdout (version 1).
+    Json,
+    /// A SARIF 2.1.0 log on stdout, for code scanning (e.g. GitHub's upload-sarif).
+    Sarif,
+    /// GitHub Actions workflow commands (`::error file=…::…`), shown as annotations.
+    Github,
+}
 
 /// Spec files below `dir`, sorted, recursively. A `*.stratum.yaml` that is
 /// not a regular file (a FIFO, a socket, a device; a symlink is followed) is
@@ -65,8 +78,8 @@ pub struct CheckArgs {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    pub format: CheckFormat,
     /// Colour of human output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
@@ -134,8 +147,9 @@ pub fn run(args: &CheckArgs) -> Exit {
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
     let mut any_errors = false;
-    let (mut total_errors, mut total_warnings, mut checked) = (0usize, 0usize, 0usize);
-    let mut json_files = Vec::new();
+    let (mut total_errors, mut total_warnings) = (0usize, 0usize);
+    // (shown path, analysis) of every file read, in order.
+    let mut checked: Vec<(String, std::mem::ManuallyDrop<Analysis>)> = Vec::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for path in &files {
@@ -159,35 +173,58 @@ pub fn run(args: &CheckArgs) -> Exit {
             false => analyze_bytes_with(&bytes, &env),
         };
         let analysis = std::mem::ManuallyDrop::new(analysis);
-        checked += 1;
         total_errors += analysis.error_count();
         total_warnings += analysis.warning_count();
         any_errors |= analysis.error_count() > 0;
         match format {
-            Format::Json => json_files.push(render::json_file(
-                &shown,
-                &analysis.text,
-                &analysis.lines,
-                &analysis.diagnostics,
-            )),
-            Format::Human => {
+            // streamed: a long run shows its first files at once
+            CheckFormat::Human => {
                 let text = render::human(&shown, &analysis.text, &analysis.diagnostics, use_color);
                 let _ = out.write_all(text.as_bytes());
             }
+            CheckFormat::Github => {
+                let _ = out.write_all(ci::github(&as_checked(&shown, &analysis)).as_bytes());
+            }
+            CheckFormat::Json | CheckFormat::Sarif => {}
         }
+        checked.push((shown, analysis));
     }
     for s in &skipped {
         eprintln!("warning: {s}");
     }
-    for p in &problems {
-        eprintln!("error: {p}");
+    match format {
+        CheckFormat::Github => {
+            for p in &problems {
+                let _ = out.write_all(ci::github_problem(p).as_bytes());
+            }
+        }
+        _ => {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+        }
     }
     match format {
-        Format::Json => {
+        CheckFormat::Json => {
+            let json_files: Vec<_> = checked
+                .iter()
+                .map(|(shown, a)| render::json_file(shown, &a.text, &a.lines, &a.diagnostics))
+                .collect();
             let doc = serde_json::json!({ "version": render::JSON_VERSION, "files": json_files });
             let _ = writeln!(out, "{doc}");
         }
-        Format::Human => {
+        CheckFormat::Sarif => {
+            let files: Vec<_> = checked
+                .iter()
+                .map(|(shown, a)| as_checked(shown, a))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{}",
+                ci::sarif(&files, &problems, env!("CARGO_PKG_VERSION"))
+            );
+        }
+        CheckFormat::Human | CheckFormat::Github => {
             let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
             eprintln!(
                 "{}: {} checked, {}, {}",
@@ -196,7 +233,7 @@ pub fn run(args: &CheckArgs) -> Exit {
                 } else {
                     "ok"
                 },
-                plural(checked, "file"),
+                plural(checked.len(), "file"),
                 plural(total_errors, "error"),
                 plural(total_warnings, "warning")
             );
@@ -209,5 +246,14 @@ pub fn run(args: &CheckArgs) -> Exit {
         Exit::Errors
     } else {
         Exit::Ok
+    }
+}
+
+fn as_checked<'a>(shown: &'a str, a: &'a Analysis) -> ci::CheckedFile<'a> {
+    ci::CheckedFile {
+        path: shown,
+        text: &a.text,
+        lines: &a.lines,
+        diagnostics: &a.diagnostics,
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod check;
+pub mod completions;
 pub mod cost;
 pub mod explain;
 pub mod flow;

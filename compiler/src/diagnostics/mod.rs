@@ -7,6 +7,7 @@
 //! Must never: decide whether a spec is valid — checks create diagnostics,
 //! this module only describes and prints them.
 
+pub mod ci;
 pub mod codes;
 pub mod render;
 
