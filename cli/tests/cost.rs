@@ -211,8 +211,10 @@ fn exit_codes() {
         (vec![spec, "--inputs", "[1, 2]"], "must be a JSON object"),
         (
             vec![spec, "--inputs", "@nowhere.json"],
-            "cannot read nowhere.json",
+            "cannot read inputs file nowhere.json",
         ),
+        // a file named without `@`: the hint says how
+        (vec![spec, "--inputs", spec], "to read the input from it, write `--inputs @"),
         (vec![spec, "--flow", "nope"], "no flow `nope`"),
         (
             vec![spec, "--config", "nowhere.toml"],

@@ -37,6 +37,11 @@
 //!   verdict, and transport errors and timeouts bill nothing), so the
 //!   worst case is one billed call per predicate and dispatch.
 //! - `set`: no dispatch; its judged ensures cost one judge call each.
+//! - `exec` ensures (X12) run their command once per reported result: each
+//!   adds its bound (the spec's `timeout_ms` lowered by `[commands.NAME]
+//!   timeout_ms`) to the worst wall-clock time, nothing to tokens or
+//!   dollars, and nothing to the minimum or expected time (a command may end
+//!   at once). An `evaluate` step is one such bound.
 //! - `gate`: nothing (human waiting is not time); one human decision.
 //! - `fanout`: `items × Σ stage attempts` dispatches. `items` is the length of
 //!   the `over` list when it can be read from the given inputs
@@ -203,6 +208,12 @@ pub struct CostConfig {
     /// Profile of one call of each named judge (`[judges.NAME]`, X5) that
     /// `stratum.toml` gives figures for (over the default judge's profile).
     pub judges: BTreeMap<String, Profile>,
+    /// The config's bound on one run of each declared command
+    /// (`[commands.NAME] timeout_ms`, X12), in ms: what an `exec` ensure or
+    /// an `evaluate` step can take at worst (the spec's `timeout_ms` may
+    /// only lower it).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub command_timeouts_ms: BTreeMap<String, u64>,
     /// Figures observed in past runs of the same compiled steps
     /// (`stratumc cost --history`), by flow name and step id; `None` when
     /// no history was asked for. See [`Observed`].
@@ -253,6 +264,7 @@ impl Default for CostConfig {
                 .collect(),
             judge: Profile::JUDGE,
             judges: BTreeMap::new(),
+            command_timeouts_ms: BTreeMap::new(),
             history: None,
         }
     }
@@ -287,7 +299,38 @@ impl CostConfig {
             out.judges
                 .insert(name.clone(), out.judge.overridden(table.figures()));
         }
+        for (name, section) in &config.commands {
+            out.command_timeouts_ms
+                .insert(name.clone(), section.runner().timeout_ms);
+        }
         out
+    }
+
+    /// The longest one run of command `name` can take: the spec's bound
+    /// lowered by the config's, as the host applies them; a command the
+    /// config does not declare (a spec costed without its workspace) gets
+    /// the spec's bound, else the default command timeout.
+    fn command_ms(&self, name: &str, spec: Option<u64>) -> u64 {
+        match (self.command_timeouts_ms.get(name), spec) {
+            (Some(&cfg), Some(t)) => t.min(cfg),
+            (Some(&cfg), None) => cfg,
+            (None, Some(t)) => t,
+            (None, None) => stratum_vm::config::DEFAULT_COMMAND_TIMEOUT_MS,
+        }
+    }
+
+    /// The worst time of checking `ensure`'s `exec` predicates once (they
+    /// run one after another): the sum of their commands' bounds.
+    fn exec_worst_ms(&self, ensure: &[PredicateIr]) -> u64 {
+        ensure
+            .iter()
+            .map(|p| match p {
+                PredicateIr::Exec {
+                    run, timeout_ms, ..
+                } => self.command_ms(run, *timeout_ms),
+                _ => 0,
+            })
+            .fold(0u64, u64::saturating_add)
     }
 
     /// The profile of one call of the judge a predicate names (`None`, or a
@@ -901,10 +944,26 @@ impl<'a> Ctx<'a> {
                     hinted(self.config.agent(*agent), judges, step.cost.as_ref(), seen);
                 let per = PerCall::dispatch(agent, &judges);
                 let leased = step.timeout_ms.or(flow.dispatch_timeout_ms).is_some();
-                do_step(per, *attempts, iterate.as_ref(), leased)
+                let mut calc = do_step(per, *attempts, iterate.as_ref(), leased);
+                // every reported result is checked, iterations included
+                let checks = attempts.saturating_mul(iterate.as_ref().map_or(1, |i| i.max));
+                with_exec_checks(&mut calc, checks, self.config.exec_worst_ms(&step.ensure));
+                calc
             }
-            StepKindIr::Set { .. } => set_step(&judges),
-            StepKindIr::Evaluate { timeout_ms, .. } => evaluate_step(*timeout_ms),
+            StepKindIr::Set { .. } => {
+                let mut calc = set_step(&judges);
+                with_exec_checks(&mut calc, 1, self.config.exec_worst_ms(&step.ensure));
+                calc
+            }
+            StepKindIr::Evaluate {
+                command,
+                timeout_ms,
+                ..
+            } => {
+                let mut calc = evaluate_step(self.config.command_ms(command, Some(*timeout_ms)));
+                with_exec_checks(&mut calc, 1, self.config.exec_worst_ms(&step.ensure));
+                calc
+            }
             StepKindIr::Gate { .. } => StepCalc {
                 p_pass: 1.0,
                 decisions: 1,
@@ -994,6 +1053,9 @@ impl<'a> Ctx<'a> {
             let e = expected_tries(per.q, k);
             let worst = k.saturating_mul(orphan_factor(leased)) as f64;
             item_worst.add(&Unit::of(Sym::num(worst), &Sym::num(worst), per));
+            // the stage's `exec` ensures run once per reported attempt
+            let exec_ms = self.config.exec_worst_ms(&stage.ensure);
+            item_worst.ms.add(&Sym::num(k as f64 * exec_ms as f64));
             item_min.add(&Unit::of(Sym::num(1.0), &Sym::num(1.0), per));
             item_exp.add(&Unit::of(Sym::num(e), &Sym::num(e), per));
             p_item *= pass_within(per.q, k);
@@ -1094,6 +1156,19 @@ fn evaluate_step(timeout_ms: u64) -> StepCalc {
     calc.worst.ms = Sym::num(timeout_ms as f64);
     calc.why = format!("a declared command, at most {timeout_ms} ms");
     calc
+}
+
+/// Adds the worst time of `checks` checks of a step's `exec` ensures
+/// (`exec_ms` each) to its worst wall-clock time. Commands bill no tokens
+/// or dollars, and a command that ends early takes less, so only the worst
+/// case grows (as for an `evaluate` step) and `why` says so.
+fn with_exec_checks(calc: &mut StepCalc, checks: u64, exec_ms: u64) {
+    if exec_ms == 0 {
+        return;
+    }
+    calc.worst.ms.add(&Sym::num(checks as f64 * exec_ms as f64));
+    calc.why
+        .push_str(&format!(" + exec checks, at most {exec_ms} ms each"));
 }
 
 /// The activation probability of each step (the expected model), in

@@ -910,3 +910,76 @@ fn an_iterating_run_multiplies_the_callee_worst_case() {
     assert_eq!(c.dispatches.worst, Some(6.0));
     assert_eq!(c.dispatches.min, 1.0);
 }
+
+/// The IR of a spec checked against a `stratum.toml` text (for X12's
+/// declared commands), and that text's cost profiles.
+fn ir_with_config(flows: &str, toml: &str) -> (Ir, CostConfig) {
+    let text = spec(flows);
+    let toml = stratum_vm::config::Config::from_toml(toml).expect("a valid stratum.toml");
+    let env = stratum_compiler::env::CheckEnv::from_config(&toml);
+    let a = stratum_compiler::analysis::analyze_bytes_with(text.as_bytes(), &env);
+    let shown: Vec<String> = a
+        .diagnostics
+        .iter()
+        .filter(|d| d.code != Code::BudgetExceeded)
+        .map(|d| format!("{} {}", d.code.as_str(), d.message))
+        .collect();
+    assert!(shown.is_empty(), "{text}\n{shown:#?}");
+    // the round agent profiles of CONFIG, the commands of `toml`
+    let mut profiles = config();
+    profiles.command_timeouts_ms = CostConfig::from_config(&toml).command_timeouts_ms;
+    (a.ir.expect("no errors"), profiles)
+}
+
+#[test]
+fn exec_checks_add_their_command_bounds_to_the_worst_time_only() {
+    let toml = "[commands.test]\nargv = [\"true\"]\ntimeout_ms = 5000\n\n[commands.lint]\nargv = [\"true\"]\n";
+    // `test` is bounded by the config (5 s, the spec's 9 s is lowered), `lint`
+    // by the spec (3 s under the default 10 min); 2 attempts × 2 iterations
+    // report 4 results, each checked by both: 4 × 8 s on top of 4 dispatches
+    let flows = format!(
+        "{ONE_DO}      - id: a\n        do: \"A\"\n        out: Out\n        agent: codex\n        attempts: 2\n        iterate: {{max: 2, until: \"result.text == 'x'\"}}\n        ensure:\n          - exec: {{run: test, timeout_ms: 9000}}\n          - exec: {{run: lint, timeout_ms: 3000}}\n"
+    );
+    let (ir, profiles) = ir_with_config(&flows, toml);
+    let c = analyze_cost(&ir, 0, None, &profiles);
+    // the flow's wall-clock time; a step's `ms` is what its ledger meters
+    // (agent and judge time), which command time is not part of
+    assert_eq!(c.ms.worst, Some(4.0 * 2000.0 + 4.0 * 8000.0), "{:?}", c.ms);
+    assert_eq!(
+        c.ms.min, 2000.0,
+        "a command may end at once: not in the minimum"
+    );
+    let a = &c.steps[0];
+    assert_eq!(a.ms.worst, Some(4.0 * 2000.0), "not metered: {:?}", a.ms);
+    assert_eq!(
+        a.tokens.worst,
+        Some(4.0 * 2000.0),
+        "commands bill no tokens"
+    );
+    assert_eq!(a.dispatches.worst, Some(4.0), "checks are not dispatches");
+
+    // without an exec ensure nothing is added
+    let (ir, profiles) = ir_with_config(
+        &format!(
+            "{ONE_DO}      - id: a\n        do: \"A\"\n        out: Out\n        agent: codex\n        attempts: 2\n"
+        ),
+        toml,
+    );
+    let c = analyze_cost(&ir, 0, None, &profiles);
+    assert_eq!(c.ms.worst, Some(2.0 * 2000.0));
+
+    // an `evaluate` step: the spec's bound lowered by the config's
+    let (ir, profiles) = ir_with_config(
+        "  entry: main
+  main:
+    input: {}
+    output: {from: \"${e.output}\", contract: Out}
+    steps:
+      - {id: e, evaluate: {command: test, timeout_ms: 60000}, out: Out}
+",
+        toml,
+    );
+    let c = analyze_cost(&ir, 0, None, &profiles);
+    assert_eq!(c.ms.worst, Some(5000.0));
+    assert_eq!(c.steps[0].dispatches.worst, Some(0.0));
+}

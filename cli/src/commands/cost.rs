@@ -114,7 +114,7 @@ pub fn run(args: &CostArgs) -> Exit {
         },
     };
 
-    let inputs = match args.inputs.as_deref().map(read_inputs).transpose() {
+    let inputs = match args.inputs.as_deref().map(super::flow_inputs).transpose() {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
@@ -224,34 +224,6 @@ fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> 
     };
     let config = stratum_vm::config::load_file(&path).map_err(|e| e.to_string())?;
     Ok((CostConfig::from_config(&config), path.display().to_string()))
-}
-
-/// `--inputs`: JSON text, or `@file`; a JSON object.
-fn read_inputs(arg: &str) -> Result<serde_json::Value, String> {
-    let (text, origin) = match arg.strip_prefix('@') {
-        Some(file) => (
-            crate::input::read_text(Path::new(file), crate::input::Kind::Inputs)
-                .map_err(|e| e.to_string())?,
-            file.to_string(),
-        ),
-        None => (arg.to_string(), "--inputs".to_string()),
-    };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{origin} is not valid JSON: {e}"))?;
-    if !value.is_object() {
-        return Err(format!(
-            "{origin} must be a JSON object (the flow's input), found {}",
-            match value {
-                serde_json::Value::Null => "null",
-                serde_json::Value::Bool(_) => "a boolean",
-                serde_json::Value::Number(_) => "a number",
-                serde_json::Value::String(_) => "a string",
-                serde_json::Value::Array(_) => "an array",
-                serde_json::Value::Object(_) => "an object",
-            }
-        ));
-    }
-    Ok(value)
 }
 
 /// Left-aligned first column, right-aligned others.

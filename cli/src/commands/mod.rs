@@ -76,3 +76,44 @@ pub fn error_free_spec(
     );
     Err(crate::Exit::Errors)
 }
+
+/// A flow's input as `--inputs` gives it (`run`, `cost`): JSON text, or
+/// `@FILE` to read it from a file; it must be a JSON object. A value that
+/// is not JSON but names a file gets the hint to write `@FILE`.
+pub fn flow_inputs(arg: &str) -> Result<serde_json::Value, String> {
+    use std::path::Path;
+    let (text, origin) = match arg.strip_prefix('@') {
+        Some(file) => (
+            crate::input::read_text(Path::new(file), crate::input::Kind::Inputs).map_err(|e| {
+                match e {
+                    crate::input::ReadError::Io { error, .. } => {
+                        format!("cannot read inputs file {file}: {error}")
+                    }
+                    other => other.to_string(),
+                }
+            })?,
+            file.to_string(),
+        ),
+        None => (arg.to_string(), "--inputs".to_string()),
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let hint = match arg.starts_with('@') || !Path::new(arg).is_file() {
+            true => String::new(),
+            false => format!(
+                "\nhelp: `{arg}` is a file; to read the input from it, write `--inputs @{arg}`"
+            ),
+        };
+        format!("{origin} is not valid JSON: {e}{hint}")
+    })?;
+    let found = match &value {
+        serde_json::Value::Object(_) => return Ok(value),
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+    };
+    Err(format!(
+        "{origin} must be a JSON object (the flow's input), found {found}"
+    ))
+}

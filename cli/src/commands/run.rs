@@ -126,21 +126,9 @@ fn gate_rule<'r>(rules: &'r [GateRule], id: &str) -> Option<&'r GateRule> {
         .or_else(|| rules.iter().find(|r| r.step.is_none()))
 }
 
+/// `--inputs`, or `{}` without it.
 fn read_inputs(arg: Option<&str>) -> Result<Value, String> {
-    let text = match arg {
-        None => return Ok(json!({})),
-        Some(a) => match a.strip_prefix('@') {
-            Some(path) => crate::input::read_text(Path::new(path), crate::input::Kind::Inputs)
-                .map_err(|e| match e {
-                    crate::input::ReadError::Io { error, .. } => {
-                        format!("cannot read inputs file {path}: {error}")
-                    }
-                    other => other.to_string(),
-                })?,
-            None => a.to_string(),
-        },
-    };
-    serde_json::from_str(&text).map_err(|e| format!("--inputs is not valid JSON: {e}"))
+    arg.map_or(Ok(json!({})), super::flow_inputs)
 }
 
 /// The plan file of a spec or plan, with the spec's analysis (`None` for a
