@@ -214,7 +214,10 @@ fn exit_codes() {
             "cannot read inputs file nowhere.json",
         ),
         // a file named without `@`: the hint says how
-        (vec![spec, "--inputs", spec], "to read the input from it, write `--inputs @"),
+        (
+            vec![spec, "--inputs", spec],
+            "to read the input from it, write `--inputs @",
+        ),
         (vec![spec, "--flow", "nope"], "no flow `nope`"),
         (
             vec![spec, "--config", "nowhere.toml"],

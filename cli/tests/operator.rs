@@ -1440,3 +1440,149 @@ fn mcp_gate_resolve_takes_a_choice_and_the_audit_has_it() {
     assert_eq!(resolved[0]["detail"]["choice"], "broad");
     assert_eq!(resolved[0]["detail"]["note"], "wider");
 }
+
+/// Drives `stratumc ARGS` on a pseudo-terminal (Python's `pty`, as a user at
+/// a terminal): each `(prompt, answer)` waits for the prompt text, then types
+/// the answer and Enter. Returns the exit code and everything the terminal
+/// showed.
+fn on_terminal(s: &Scratch, args: &[&str], dialogue: &[(&str, &str)]) -> (i32, String) {
+    const DRIVER: &str = r#"
+import json, os, pty, select, sys, time
+argv, dialogue = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+seen = b""
+def read_until(needle, limit=60):
+    global seen
+    end = time.time() + limit
+    while needle.encode() not in seen:
+        if time.time() > end:
+            sys.stdout.write(seen.decode(errors="replace"))
+            sys.exit("timed out waiting for %r" % needle)
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                sys.stdout.write(seen.decode(errors="replace"))
+                sys.exit("the program ended before %r" % needle)
+            seen += chunk
+for prompt, answer in dialogue:
+    read_until(prompt)
+    consumed = seen.rindex(prompt.encode()) + len(prompt)
+    sys.stdout.write(seen[:consumed].decode(errors="replace"))
+    seen = seen[consumed:]
+    os.write(fd, (answer + "\n").encode())
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    seen += chunk
+sys.stdout.write(seen.decode(errors="replace"))
+_, status = os.waitpid(pid, 0)
+print("\nEXIT %d" % os.waitstatus_to_exitcode(status))
+"#;
+    let mut argv = vec![env!("CARGO_BIN_EXE_stratumc").to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let dialogue: Vec<[&str; 2]> = dialogue.iter().map(|(p, a)| [*p, *a]).collect();
+    let out = Command::new("python3")
+        .args(["-c", DRIVER])
+        .arg(serde_json::to_string(&argv).unwrap())
+        .arg(serde_json::to_string(&dialogue).unwrap())
+        .env("STRATUM_HOME", s.0.join("home"))
+        .env("NO_COLOR", "1")
+        .current_dir(&s.0)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the terminal driver failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = text
+        .rsplit_once("EXIT ")
+        .and_then(|(_, c)| c.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no exit status in {text}"));
+    (code, text)
+}
+
+#[test]
+fn a_gate_with_options_is_decided_at_the_terminal_by_number_or_name() {
+    let s = Scratch::new("terminal-choice");
+    std::fs::write(s.0.join("choosing.stratum.yaml"), CHOOSING).unwrap();
+    let (code, shown) = on_terminal(
+        &s,
+        &[
+            "run",
+            "choosing.stratum.yaml",
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            ECHO,
+            "--format",
+            "json",
+        ],
+        &[
+            // scope: approve, a wrong answer is asked again, then option 2
+            ("gate `scope` (round 0): [a]pprove, [r]evise, [k]ill? ", "a"),
+            ("choice [1] narrow, [2] broad (optional): ", "wide"),
+            ("choice [1] narrow, [2] broad (optional): ", "2"),
+            ("note (optional): ", "the broad one"),
+            // sign has no options: no choice is asked
+            (
+                "gate `sign` (round 0): [a]pprove, [r]evise, [k]ill? ",
+                "approve",
+            ),
+            ("note (optional): ", ""),
+        ],
+    );
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains("`wide` is not one of the options"),
+        "{shown}"
+    );
+    assert!(shown.contains("Publish the broad one"), "{shown}");
+    let id = shown
+        .split("run: ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .expect("the run id is announced")
+        .to_string();
+    let d = decisions(&s, &id);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[0]["choice"], "broad");
+    assert_eq!(d[0]["note"], "the broad one");
+    assert_eq!(d[0]["resolvedBy"], "human", "{:?}", d[0]);
+    assert!(d[1].get("choice").is_none(), "{:?}", d[1]);
+
+    // the option's name works as well as its number
+    let s = Scratch::new("terminal-choice-name");
+    std::fs::write(s.0.join("choosing.stratum.yaml"), CHOOSING).unwrap();
+    let (code, shown) = on_terminal(
+        &s,
+        &[
+            "run",
+            "choosing.stratum.yaml",
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            ECHO,
+        ],
+        &[
+            ("[k]ill? ", "a"),
+            ("(optional): ", "narrow"),
+            ("note (optional): ", ""),
+            ("[k]ill? ", "a"),
+            ("note (optional): ", ""),
+        ],
+    );
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("Publish the narrow one"), "{shown}");
+}

@@ -751,11 +751,7 @@ fn inputs_violating_the_input_contract_exit_2() {
             true => "--inputs must be a JSON object (the flow's input), found an array",
             false => "invalid flow input",
         };
-        assert!(
-            r.stderr.contains(needle),
-            "{inputs}: {}",
-            r.context()
-        );
+        assert!(r.stderr.contains(needle), "{inputs}: {}", r.context());
         assert!(r.stdout.is_empty(), "{inputs}: {}", r.context());
     }
     assert!(runs(&s.db()).is_empty());
