@@ -18,6 +18,7 @@ pub mod eval;
 pub mod history;
 pub mod host;
 pub mod interp;
+pub mod operator;
 pub mod plan;
 pub mod report;
 pub mod store;

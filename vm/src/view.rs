@@ -11,6 +11,8 @@
 //! decisions and cancellation go through [`Engine`]); it reads the state the
 //! interpreter wrote and interprets no execution rule.
 
+pub mod wire;
+
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};

@@ -2,10 +2,10 @@
 //! TEXT] [--token T]`: an operator decides a waiting gate from the terminal
 //! (a choice among the gate's options, X10, is checked by the engine).
 //!
-//! Owns: finding the gate's live token in the store (the operator does not
-//! type it), explaining why a gate cannot be decided (unknown run, no such
-//! step, not a gate, not waiting, stale), recording the decision through
-//! `Engine::resolve_gate` with `resolved_by: "human"`, and the exit codes
+//! Owns: the command line, the report and the exit codes; the decision
+//! itself (the gate's live token, so the operator does not type it, why a
+//! gate cannot be decided, the run's own host) is `stratum_vm::operator`'s,
+//! which the operator UI shares, recorded with `resolved_by: "human"`; exit codes
 //! (0 recorded; 1 the gate cannot be decided now — not waiting, run over or
 //! cancelled, stale token; 2 unknown run, unknown step, not a gate, or store
 //! error).
@@ -14,10 +14,9 @@
 
 use clap::ValueEnum;
 use serde_json::json;
-use stratum_vm::engine::{Engine, EngineError};
-use stratum_vm::host::StdHost;
-use stratum_vm::interp::{GateDecision, Outcome, RunStatus, StepStatus, VmError};
-use stratum_vm::view::{GateView, RunView};
+use stratum_vm::interp::{GateDecision, Outcome, RunStatus};
+use stratum_vm::operator;
+use stratum_vm::view::GateView;
 
 use super::query;
 use crate::{Exit, Format};
@@ -76,23 +75,6 @@ pub struct GateArgs {
     pub format: Format,
 }
 
-/// The host of a stored run: its recorded workspace and the configuration
-/// frozen into it; each way the files on disk now differ is a warning on
-/// stderr (they are ignored).
-fn run_host(engine: &mut Engine, run: &str) -> Result<StdHost, String> {
-    let root = engine
-        .workspace_of(run)
-        .map_err(|e| e.to_string())?
-        .map(std::path::PathBuf::from);
-    let frozen = engine.frozen_config(run).map_err(|e| e.to_string())?;
-    let rc = stratum_vm::config::of_run(run, frozen.as_deref(), None, root.as_deref())
-        .map_err(|e| e.to_string())?;
-    for w in &rc.warnings {
-        eprintln!("warning: {w}");
-    }
-    StdHost::with_config(root.as_deref(), &rc.config).map_err(|e| e.to_string())
-}
-
 /// Runs the command.
 pub fn run(args: &GateArgs) -> Exit {
     match decide(args) {
@@ -104,116 +86,29 @@ pub fn run(args: &GateArgs) -> Exit {
 fn decide(args: &GateArgs) -> Result<Exit, Exit> {
     let mut engine = query::open()?;
     let view = query::load(&mut engine, &args.run)?;
-    let gate = waiting_gate(&view, &args.run, &args.step)?;
-    check_token(args, &gate)?;
-    let mut host = host_for(&mut engine, &args.run)?;
-    let outcome = resolve(&mut engine, args, &gate, &mut host)?;
-    if args.format == Format::Json {
-        super::emit(&json_report(args, &gate, &outcome));
-    } else {
-        super::emit(&human_report(args, &gate, &outcome));
-    }
-    Ok(Exit::Ok)
-}
-
-/// The gate `step` of the run when it waits for a decision; else says why
-/// it cannot be decided (unknown step, not a gate, not waiting).
-fn waiting_gate(view: &RunView, run: &str, step: &str) -> Result<GateView, Exit> {
-    if let Some(g) = view.gate(step) {
-        return Ok(g.clone());
-    }
-    let gates: Vec<&str> = view
-        .steps
-        .iter()
-        .filter(|s| s.kind == "gate")
-        .map(|s| s.id.as_str())
-        .collect();
-    let listed = if gates.is_empty() {
-        "it has no gates".to_string()
-    } else {
-        format!("its gates: {}", gates.join(", "))
-    };
-    let Some(s) = view.step(step) else {
-        eprintln!("error: run `{run}` has no step `{step}`; {listed}");
-        return Err(Exit::Usage);
-    };
-    if s.kind != "gate" {
-        eprintln!(
-            "error: step `{step}` of run `{run}` is a `{}` step, not a gate; {listed}",
-            s.kind
-        );
-        return Err(Exit::Usage);
-    }
-    let why = match (view.status, s.status) {
-        (RunStatus::Running, StepStatus::Succeeded) => format!(
-            "it was already decided ({})",
-            s.decision.as_deref().unwrap_or("?")
-        ),
-        (RunStatus::Running, st) => {
-            format!("it is {} (its predecessors are not done)", st.as_str())
-        }
-        (status, _) => format!("the run is {}", status.as_str()),
-    };
-    eprintln!(
-        "error: gate `{step}` of run `{run}` is not waiting for a decision: {why}; see `stratumc query flow {run}`"
-    );
-    Err(Exit::Errors)
-}
-
-/// `--token`, when given, must be the gate's live token.
-fn check_token(args: &GateArgs, gate: &GateView) -> Result<(), Exit> {
-    if let Some(t) = args.token.as_deref()
-        && t != gate.token
-    {
-        eprintln!(
-            "error: stale gate token for `{}` of run `{}`: the gate now waits in round {} with another token; look again with `stratumc query gates`",
-            args.step, args.run, gate.round
-        );
-        return Err(Exit::Errors);
-    }
-    Ok(())
-}
-
-/// The host of the run's own workspace and the judge frozen into it at
-/// start: what the decision makes run next (`set` steps, their ensures) sees
-/// them.
-fn host_for(engine: &mut Engine, run: &str) -> Result<StdHost, Exit> {
-    run_host(engine, run).map_err(|e| {
-        eprintln!("error: run `{run}`: {e}; nothing was recorded");
-        Exit::Usage
-    })
-}
-
-/// Records the decision through the engine, with `resolved_by: "human"`.
-fn resolve(
-    engine: &mut Engine,
-    args: &GateArgs,
-    gate: &GateView,
-    host: &mut StdHost,
-) -> Result<Outcome, Exit> {
-    let (run, step) = (args.run.as_str(), args.step.as_str());
     let answer = GateDecision {
         decision: args.action.decision(),
         note: args.note.as_deref(),
         choice: args.choice.as_deref(),
     };
-    match engine.resolve_gate(run, step, Some(&gate.token), &answer, "human", host) {
-        Ok(o) => Ok(o),
-        Err(EngineError::Vm(VmError::StaleToken(_) | VmError::NotAwaiting(_))) => {
-            eprintln!(
-                "error: gate `{step}` of run `{run}` changed while deciding (someone else decided it, or the run moved on); nothing was recorded; see `stratumc query flow {run}`"
-            );
-            Err(Exit::Errors)
-        }
-        Err(EngineError::Vm(e)) => {
-            eprintln!("error: gate `{step}` of run `{run}`: {e}");
-            Err(Exit::Errors)
-        }
-        Err(e) => {
+    let token = args.token.as_deref();
+    let decided = operator::decide_gate(&mut engine, &view, &args.step, token, &answer, "human")
+        .map_err(|e| {
             eprintln!("error: {e}");
-            Err(Exit::Usage)
-        }
+            match e.is_usage() {
+                true => Exit::Usage,
+                false => Exit::Errors,
+            }
+        })?;
+    for w in &decided.warnings {
+        eprintln!("warning: {w}");
     }
+    if args.format == Format::Json {
+        super::emit(&json_report(args, &decided.gate, &decided.outcome));
+    } else {
+        super::emit(&human_report(args, &decided.gate, &decided.outcome));
+    }
+    Ok(Exit::Ok)
 }
 
 /// The decision and what runs next, as one JSON document.

@@ -12,9 +12,9 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError};
-use stratum_vm::interp::Spend;
 use stratum_vm::store::{SqliteStore, StoreError};
-use stratum_vm::view::{self, GateView, RunView, StepView};
+use stratum_vm::view::{self, GateView, RunView, StepView, wire};
+pub use wire::{gate_json, ledger_json, run_json};
 
 use crate::{Exit, Format};
 
@@ -358,15 +358,7 @@ fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {
         let runs: Vec<Value> = runs
             .iter()
             .zip(&links)
-            .map(|(m, link)| {
-                let mut r = json!({"runId": m.run_id, "flow": m.flow, "status": m.status, "planHash": m.plan_hash,
-                       "startedMs": m.created_ms, "updatedMs": m.updated_ms});
-                if let Some((old, from)) = link {
-                    r["retryOf"] = json!(old);
-                    r["from"] = json!(from);
-                }
-                r
-            })
+            .map(|(m, link)| wire::listed_run_json(m, link.as_ref()))
             .collect();
         super::emit(&format!("{}\n", json!({"version": 1, "runs": runs})));
         return Exit::Ok;
@@ -474,105 +466,6 @@ fn gates(engine: &mut Engine, format: Format) -> Exit {
     );
     super::emit(&text);
     Exit::Ok
-}
-
-// ----- JSON ------------------------------------------------------------------
-
-/// A spend as JSON with every key.
-pub fn spend_json(s: &Spend) -> Value {
-    json!({"usd": s.usd, "tokens": s.tokens, "dispatches": s.dispatches, "ms": s.ms})
-}
-
-/// A waiting gate as JSON (`query gates`, `query flow`).
-pub fn gate_json(run_id: &str, flow: &str, g: &GateView) -> Value {
-    let mut gate = json!({
-        "runId": run_id,
-        "flow": flow,
-        "stepId": g.step_id,
-        "gateToken": g.token,
-        "round": g.round,
-        "maxRounds": g.max_rounds,
-        "gateRounds": g.gate_rounds,
-        "gateMaxRounds": g.gate_max_rounds,
-        "routes": {"approve": g.routes[0], "revise": g.routes[1], "kill": g.routes[2]},
-    });
-    // X10: the options a `--choice` may take, only when the gate has any
-    if let (Some(options), Some(obj)) = (&g.options, gate.as_object_mut()) {
-        obj.insert("options".into(), json!(options));
-    }
-    gate
-}
-
-fn step_json(s: &StepView) -> Value {
-    let mut step = json!({
-        "id": s.id,
-        "depth": s.depth,
-        "kind": s.kind,
-        "status": s.status.as_str(),
-        "attempts": s.attempts,
-        "iterations": s.iterations,
-        "resets": s.resets,
-        "gateRounds": s.gate_rounds.map(|g| g.0),
-        "gateMaxRounds": s.gate_rounds.and_then(|g| g.1),
-        "decision": s.decision,
-        "outputSummary": s.output.as_ref().map(|o| view::summarize(o, 200)),
-        "failure": s.failure,
-        "spent": spend_json(&s.spent),
-        "items": s.items.map(|c| json!({"total": c.total, "succeeded": c.succeeded, "failed": c.failed, "inFlight": c.in_flight})),
-    });
-    // X8: the key is there only for a reused step
-    if let Some(from) = &s.reused_from {
-        step["reusedFrom"] = json!(from);
-    }
-    step
-}
-
-/// `{spent, budget}` of the entry flow (budget `null` without one).
-pub fn ledger_json(v: &RunView) -> Value {
-    let budget = v
-        .budget
-        .as_ref()
-        .map(|b| json!({"usd": b.usd, "tokens": b.tokens, "dispatches": b.dispatches, "ms": b.ms}));
-    json!({"spent": spend_json(&v.spent), "budget": budget})
-}
-
-/// The full state of a run (`query flow --format json`).
-pub fn run_json(v: &RunView) -> Value {
-    let (done, total) = v.progress();
-    let mut run = json!({
-        "runId": v.meta.run_id,
-        "flow": v.meta.flow,
-        "planHash": v.meta.plan_hash,
-        "status": v.status.as_str(),
-        "startedMs": v.meta.created_ms,
-        "updatedMs": v.meta.updated_ms,
-        "storeVersion": v.version,
-        "round": v.round,
-        "maxRounds": v.max_rounds,
-        "progress": {"done": done, "total": total},
-        "steps": v.steps.iter().map(step_json).collect::<Vec<_>>(),
-        "gates": v.gates.iter().map(|g| gate_json(&v.meta.run_id, &v.meta.flow, g)).collect::<Vec<_>>(),
-        "ledger": ledger_json(v),
-        "output": v.output,
-        "failure": v.failure,
-    });
-    // dispatches past their lease (X7); the key is there only when some are
-    if !v.overdue.is_empty() {
-        run["overdue"] = v
-            .overdue
-            .iter()
-            .map(|o| json!({"id": o.id, "attempt": o.attempt, "timeoutMs": o.timeout_ms, "lateMs": o.late_ms}))
-            .collect();
-    }
-    // X8: the links, only when there are some
-    if let Some((old, from)) = &v.retry_of {
-        run["retryOf"] = json!(old);
-        run["from"] = json!(from);
-    }
-    if !v.retried_by.is_empty() {
-        run["retriedBy"] = json!(v.retried_by);
-    }
-    run
 }
 
 // ----- human -----------------------------------------------------------------
