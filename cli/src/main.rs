@@ -92,6 +92,8 @@ enum Command {
     Explain(commands::explain::ExplainArgs),
     /// List the agents (their connector or command, whether the connector's CLI is on PATH), the judges and their cost profiles (exit 0: listed; 2: unreadable configuration).
     Models(commands::models::ModelsArgs),
+    /// Serve the operator UI in the browser: runs, their graphs, gates with approve/revise/kill, evidence, live (loopback by default; `--listen ADDR:PORT`, a token off loopback).
+    Ui(commands::ui::UiArgs),
     /// Print a shell completion script: `stratumc completions bash|zsh|fish|elvish|powershell`.
     Completions(commands::completions::CompletionsArgs),
     /// Print the manual page `stratumc.1` (roff), or write every command's page with `--out-dir DIR`.
@@ -154,6 +156,7 @@ fn main() -> ExitCode {
         Command::Schema => commands::schema::run(),
         Command::Explain(args) => commands::explain::run(args),
         Command::Models(args) => commands::models::run(args),
+        Command::Ui(args) => commands::ui::run(args),
         Command::Completions(args) => commands::completions::completions(args, Cli::command()),
         Command::Man(args) => commands::completions::man(args, Cli::command()),
         Command::Lsp => commands::lsp::run(),

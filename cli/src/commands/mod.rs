@@ -21,6 +21,7 @@ pub mod run;
 pub mod schema;
 pub mod speckit;
 pub mod store;
+pub mod ui;
 pub mod verify;
 pub mod watch;
 

@@ -1,0 +1,463 @@
+//! `stratumc ui` through the built binary: the JSON API over a real run
+//! store (list, run detail, graph, gates, a decision, cancel), its
+//! refusals (a stale token, a gate no longer waiting, an ended run, an
+//! unknown run, a foreign Host or Origin, a non-JSON POST, a missing
+//! token off loopback), and the run moving on under `stratumc run
+//! --resume` after a decision taken in the UI.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+const GATED: &str = r#"version: 1
+contracts:
+  Work:
+    result: string
+flows:
+  entry: main
+  main:
+    input:
+      text: string
+    output:
+      from: "${publish.output}"
+      contract: Work
+    max_rounds: 2
+    steps:
+      - id: work
+        do: "Do ${input.text}"
+        out: Work
+      - id: review
+        after: [work]
+        gate:
+          on_approve: null
+          on_revise: work
+          on_kill: null
+          options: [ship, hold]
+      - id: publish
+        after: [review]
+        do: "Publish ${review.choice}"
+        out: Work
+"#;
+
+/// Answers with its task, so the output shows what it read.
+const ECHO: &str = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); print(json.dumps({"output": {"result": e["do"]}}))'"#;
+
+/// Where requests go, and the token they carry.
+struct Client {
+    base: String,
+    token: Option<String>,
+}
+
+/// A running `stratumc ui`, killed when dropped.
+struct Server {
+    child: Child,
+    client: Client,
+}
+
+impl std::ops::Deref for Server {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(home: &Path, listen: &str, env: &[(&str, &str)]) -> Server {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stratumc"));
+    cmd.args(["ui", "--listen", listen])
+        .env("STRATUM_HOME", home)
+        .env_remove("STRATUM_UI_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("stratumc ui starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .expect("the announcement line");
+    let url = line
+        .trim()
+        .strip_prefix("ui: ")
+        .unwrap_or_else(|| panic!("not an announcement: {line}"))
+        .to_string();
+    let (base, token) = match url.split_once("/?token=") {
+        Some((b, t)) => (b.to_string(), Some(t.to_string())),
+        None => (url.trim_end_matches('/').to_string(), None),
+    };
+    Server {
+        child,
+        client: Client { base, token },
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+fn get(s: &Client, path: &str) -> (u16, String) {
+    let mut req = agent().get(&format!("{}{path}", s.base));
+    if let Some(t) = &s.token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut r = req.call().expect("the server answers");
+    (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+}
+
+fn get_json(s: &Client, path: &str) -> (u16, Value) {
+    let (code, body) = get(s, path);
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or_else(|_| panic!("JSON from {path}: {body}")),
+    )
+}
+
+fn post(s: &Client, path: &str, body: &Value) -> (u16, Value) {
+    let mut r = agent()
+        .post(&format!("{}{path}", s.base))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .expect("the server answers");
+    let text = r.body_mut().read_to_string().unwrap();
+    (r.status().as_u16(), serde_json::from_str(&text).unwrap())
+}
+
+/// A raw HTTP/1.1 request (to send the headers a browser of another site
+/// would): the status code and body.
+fn raw(s: &Client, request: &str) -> (u16, String) {
+    let addr = s.base.trim_start_matches("http://");
+    let mut tcp = TcpStream::connect(addr).expect("connects");
+    tcp.write_all(request.replace("{ADDR}", addr).as_bytes())
+        .unwrap();
+    let mut text = String::new();
+    let _ = tcp.read_to_string(&mut text);
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+fn stratumc(dir: &Path, home: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
+        .args(args)
+        .current_dir(dir)
+        .env("STRATUM_HOME", home)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("stratumc runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A run paused at its gate `review`: (scratch dir, home, run id).
+fn paused_run(name: &str) -> (PathBuf, PathBuf, String) {
+    let dir = support::scratch("ui", name);
+    let home = dir.join("home");
+    std::fs::write(dir.join("gated.stratum.yaml"), GATED).unwrap();
+    let (code, stdout, stderr) = stratumc(
+        &dir,
+        &home,
+        &[
+            "run",
+            "gated.stratum.yaml",
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            ECHO,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 1, "paused at the gate: {stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    (dir, home, doc["runId"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn the_api_lists_shows_decides_and_follows_a_run() {
+    let (dir, home, id) = paused_run("api");
+    let s = serve(&home, "127.0.0.1:0", &[]);
+    assert!(s.token.is_none(), "no token on loopback");
+
+    let (code, page) = get(&s, "/");
+    assert_eq!(code, 200);
+    assert!(page.contains("<script src=\"/app.js\">"), "{page}");
+    let (code, js) = get(&s, "/app.js");
+    assert_eq!(code, 200);
+    assert!(js.contains("/api/v1"));
+
+    let (code, list) = get_json(&s, "/api/v1/runs");
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["runs"][0]["runId"], id.as_str());
+    assert_eq!(list["runs"][0]["waitingGates"], json!(["review"]));
+    assert_eq!(list["runs"][0]["progress"], json!({"done": 1, "total": 3}));
+    let (_, none) = get_json(&s, "/api/v1/runs?status=completed");
+    assert_eq!(none["runs"], json!([]));
+
+    let (code, run) = get_json(&s, &format!("/api/v1/runs/{id}"));
+    assert_eq!(code, 200);
+    assert_eq!(run["run"]["status"], "running");
+    assert_eq!(run["run"]["gates"][0]["options"], json!(["ship", "hold"]));
+    let version = run["run"]["storeVersion"].as_u64().unwrap();
+    assert!(
+        run["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "gate_waiting")
+    );
+
+    // the same document as `stratumc query flow --format json`
+    let (_, q, _) = stratumc(&dir, &home, &["query", "flow", &id, "--format", "json"]);
+    let q: Value = serde_json::from_str(&q).unwrap();
+    assert_eq!(q["run"], run["run"]);
+
+    let (code, svg) = get(&s, &format!("/api/v1/runs/{id}/graph.svg"));
+    assert_eq!(code, 200);
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(
+        svg.contains(r#"data-step="review" data-status="waiting_gate""#),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(r#"data-step="work" data-status="succeeded""#),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(r#"data-step="publish" data-status="pending""#),
+        "{svg}"
+    );
+
+    let (_, gates) = get_json(&s, "/api/v1/gates");
+    let token = gates["gates"][0]["gateToken"].as_str().unwrap().to_string();
+    assert_eq!(gates["gates"][0]["runId"], id.as_str());
+
+    // refusals change nothing
+    let path = format!("/api/v1/runs/{id}/gates/review");
+    let (code, e) = post(
+        &s,
+        &path,
+        &json!({"decision": "approve", "token": "g9-stale"}),
+    );
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (409, Some("stale_token")),
+        "{e}"
+    );
+    let (code, e) = post(
+        &s,
+        &path,
+        &json!({"decision": "approve", "choice": "later"}),
+    );
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (400, Some("refused")),
+        "{e}"
+    );
+    let (code, e) = post(&s, &path, &json!({"decision": "maybe"}));
+    assert_eq!(code, 400, "{e}");
+    let (code, e) = post(
+        &s,
+        &format!("/api/v1/runs/{id}/gates/work"),
+        &json!({"decision": "approve"}),
+    );
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (400, Some("not_a_gate")),
+        "{e}"
+    );
+    let (code, e) = post(
+        &s,
+        "/api/v1/runs/run-nope/gates/review",
+        &json!({"decision": "approve"}),
+    );
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (404, Some("unknown_run")),
+        "{e}"
+    );
+    let (code, text) = raw(
+        &s,
+        "POST /api/v1/runs/x/cancel HTTP/1.1\r\nHost: {ADDR}\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    );
+    assert_eq!(code, 415, "a form post is refused: {text}");
+    let (code, text) = raw(
+        &s,
+        "POST /api/v1/runs/x/cancel HTTP/1.1\r\nHost: {ADDR}\r\nOrigin: http://evil.example\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    );
+    assert_eq!(code, 403, "another site's page is refused: {text}");
+    let (code, text) = raw(
+        &s,
+        "GET /api/v1/runs HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(code, 403, "a rebound name is refused: {text}");
+    let (_, again) = get_json(&s, &format!("/api/v1/runs/{id}/version"));
+    assert_eq!(
+        again["storeVersion"].as_u64(),
+        Some(version),
+        "nothing was recorded"
+    );
+
+    // the decision, as a human, with a note and a choice
+    let (code, d) = post(
+        &s,
+        &path,
+        &json!({"decision": "approve", "note": "looks right", "choice": "ship", "token": token}),
+    );
+    assert_eq!(code, 200, "{d}");
+    assert_eq!(d["resolvedBy"], "human");
+    assert_eq!(d["ready"], json!(["publish"]));
+    let (code, e) = post(&s, &path, &json!({"decision": "approve"}));
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (409, Some("not_waiting")),
+        "{e}"
+    );
+    let (_, run) = get_json(&s, &format!("/api/v1/runs/{id}"));
+    let resolved: Vec<&Value> = run["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "gate_resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["detail"]["note"], "looks right");
+    assert_eq!(resolved[0]["detail"]["choice"], "ship");
+    assert_eq!(resolved[0]["detail"]["resolvedBy"], "human");
+
+    // the run moves on under `run --resume`, and the version moves with it
+    let (code, out, err) = stratumc(
+        &dir,
+        &home,
+        &["run", "--resume", &id, "--agent", ECHO, "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Publish ship"), "{out}");
+    let (_, after) = get_json(&s, &format!("/api/v1/runs/{id}/version"));
+    assert!(after["storeVersion"].as_u64().unwrap() > version);
+    let (_, run) = get_json(&s, &format!("/api/v1/runs/{id}"));
+    assert_eq!(run["run"]["status"], "completed");
+    assert_eq!(run["run"]["output"], json!({"result": "Publish ship"}));
+
+    // an ended run cannot be cancelled; an unknown one is not found
+    let (code, c) = post(&s, &format!("/api/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!(
+        (code, c["reason"].as_str()),
+        (409, Some("already_completed")),
+        "{c}"
+    );
+    let (code, e) = get_json(&s, "/api/v1/runs/run-nope");
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (404, Some("unknown_run"))
+    );
+}
+
+#[test]
+fn cancel_settles_a_running_run() {
+    let (_dir, home, id) = paused_run("cancel");
+    let s = serve(&home, "127.0.0.1:0", &[]);
+    let (code, c) = post(&s, &format!("/api/v1/runs/{id}/cancel"), &json!({}));
+    assert_eq!(code, 200, "{c}");
+    assert_eq!(c["flowSettled"], true);
+    assert_eq!(c["status"], "cancelled");
+    let (_, gates) = get_json(&s, "/api/v1/gates");
+    assert_eq!(
+        gates["gates"],
+        json!([]),
+        "a cancelled run's gate no longer waits"
+    );
+}
+
+#[test]
+fn off_loopback_every_request_needs_the_token() {
+    let (_dir, home, _id) = paused_run("token");
+    let s = serve(&home, "0.0.0.0:0", &[]);
+    let token = s.token.clone().expect("a token is printed off loopback");
+    assert_eq!(token.len(), 32);
+    let port = s.base.rsplit(':').next().unwrap().to_string();
+    let bare = Client {
+        base: format!("http://127.0.0.1:{port}"),
+        token: None,
+    };
+    let (code, e) = get_json(&bare, "/api/v1/runs");
+    assert_eq!(
+        (code, e["error"]["type"].as_str()),
+        (401, Some("token_required")),
+        "{e}"
+    );
+    let (code, _) = get(&bare, "/");
+    assert_eq!(code, 401);
+    let with = Client {
+        base: bare.base.clone(),
+        token: Some(token.clone()),
+    };
+    let (code, list) = get_json(&with, "/api/v1/runs");
+    assert_eq!(code, 200, "{list}");
+    // opening the printed URL sets the cookie the page's requests carry
+    let (code, text) = raw(
+        &bare,
+        &format!("GET /?token={token} HTTP/1.1\r\nHost: {{ADDR}}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(code, 200);
+    assert!(
+        text.contains(&format!(
+            "stratum_ui_token={token}; HttpOnly; SameSite=Strict"
+        )),
+        "{text}"
+    );
+    let (code, _) = raw(
+        &bare,
+        &format!(
+            "GET /api/v1/gates HTTP/1.1\r\nHost: {{ADDR}}\r\nCookie: stratum_ui_token={token}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(code, 200);
+    // a token from the environment is used as given
+    let s2 = serve(
+        &home,
+        "0.0.0.0:0",
+        &[("STRATUM_UI_TOKEN", "a-fixed-token-for-tests")],
+    );
+    assert_eq!(s2.token.as_deref(), Some("a-fixed-token-for-tests"));
+    let s3 = {
+        let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
+            .args(["ui", "--listen", "0.0.0.0:0"])
+            .env("STRATUM_HOME", &home)
+            .env("STRATUM_UI_TOKEN", "short")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(s3.0, Some(2), "{}", s3.1);
+    assert!(
+        s3.1.contains("STRATUM_UI_TOKEN must be at least 16 characters"),
+        "{}",
+        s3.1
+    );
+}
