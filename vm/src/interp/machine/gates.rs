@@ -37,6 +37,19 @@ struct Decision<'d> {
     choice: Option<&'d str>,
     by: &'d str,
     target: Option<u32>,
+    /// Decided without a token (one round was waiting).
+    tokenless: bool,
+}
+
+/// A refusal of a decision sent without a token says what such a decision
+/// needs (the gate waiting now, one round).
+fn tokenless_context(e: VmError, token: Option<&str>) -> VmError {
+    match (e, token) {
+        (VmError::NotAwaiting(m), None) => VmError::NotAwaiting(format!(
+            "{m}; a decision without `gateToken` is taken only while exactly one round of the gate is waiting"
+        )),
+        (e, _) => e,
+    }
 }
 
 impl Transition<'_> {
@@ -58,8 +71,16 @@ impl Transition<'_> {
         if self.status() == RunStatus::Cancelled {
             return Err(VmError::Cancelled(self.run.header.id.clone()));
         }
-        let at = self.waiting_gate(id)?;
-        super::ops::check_token(self.st(at).token.as_ref(), token, "gate decision")?;
+        let at = self
+            .waiting_gate(id)
+            .map_err(|e| tokenless_context(e, token))?;
+        // a decision without a token (the manual's MCP form) is taken while
+        // the gate waits: a step id names one gate, which waits one round at
+        // a time, so it cannot be meant for another round; a token given is
+        // checked, so a stale one is still refused
+        if token.is_some() {
+            super::ops::check_token(self.st(at).token.as_ref(), token, "gate decision")?;
+        }
         let StepKindDef::Gate {
             on_approve,
             on_revise,
@@ -91,6 +112,7 @@ impl Transition<'_> {
             choice,
             by,
             target,
+            tokenless: token.is_none(),
         };
         if decision == "revise" {
             return self.revise(at, &d, max_rounds);
@@ -188,6 +210,7 @@ impl Transition<'_> {
             note: d.note.map(str::to_string),
             choice: d.choice.map(str::to_string),
             resolved_by: d.by.to_string(),
+            tokenless: d.tokenless,
             shown: self
                 .st(at)
                 .shown
