@@ -23,7 +23,8 @@ ready, gates, ledger, output?, failure?, checkpoints, manifests: [{step, attempt
 patches: [{step, attempt, itemIndex?, treeBefore, treeAfter, files: [{path, status, bytes, before, after}], diff, diffTruncated?}], \
 steps: {id: {type, status, attempts, output?, failure?, gateToken?, decision?}}, flowSpent, carry, flow_name, steps_completed, total_steps, \
 trace: [{step_id, type, attempt, status, duration_ms, round, at}], round, rounds: [{stepId, round, decision, target, note?, choice?, resolvedBy, tokenless?, at}], \
-child_audits: [{stepId, status, steps_completed, total_steps, steps}], total_duration_ms}. Use it to explain what happened (attempts, violations, gate decisions, \
+child_audits: [{stepId, status, steps_completed, total_steps, steps}], total_duration_ms, \
+receipts: [{step, at, command, argv, exit, ...}] (the declared commands that exec checks and evaluate steps ran)}. Use it to explain what happened (attempts, violations, gate decisions, \
 routes, budget) or to recover the outstanding ready entries and gate tokens.";
 
 /// Request fields.
@@ -53,6 +54,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(m) => serde_json::to_value(m).unwrap_or(Value::Null),
         Err(e) => return engine_error(&e),
     };
+    let receipts = match stratum_vm::view::receipts(access.engine, run) {
+        Ok(r) => serde_json::to_value(r).unwrap_or(Value::Null),
+        Err(e) => return engine_error(&e),
+    };
     let patches = match stratum_vm::view::patches(access.engine, run) {
         Ok(p) => serde_json::to_value(p).unwrap_or(Value::Null),
         Err(e) => return engine_error(&e),
@@ -71,6 +76,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         m.insert("checkpoints".into(), checkpoints.into());
         m.insert("manifests".into(), manifests);
         m.insert("patches".into(), patches);
+        m.insert("receipts".into(), receipts);
     }
     Reply::Ok(v)
 }
