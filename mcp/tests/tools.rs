@@ -842,3 +842,44 @@ fn every_tool_schema_marks_its_required_fields_and_has_no_top_level_combinator()
         );
     }
 }
+
+/// The README's tool reference matches the code: every tool of the server
+/// has a section, and its input bullets (before `Result:`) are exactly the
+/// tool's fields, each required one marked and each alias named.
+#[test]
+fn the_readme_tool_reference_lists_every_tool_and_its_fields() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let reference = readme
+        .split("\n### Tool reference\n")
+        .nth(1)
+        .expect("the README has a `### Tool reference` section");
+    let reference = reference.split("\n## ").next().unwrap_or(reference);
+    assert_eq!(
+        reference.matches("\n#### `stratum_").count(),
+        tools::ALL.len(),
+        "one section per tool, and no other"
+    );
+    for (name, fields) in tools::ALL {
+        let head = format!("\n#### `{name}`\n");
+        let body = reference
+            .split(&head)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no section for {name} in the README's tool reference"));
+        let body = body.split("\n#### ").next().unwrap_or(body);
+        let inputs = body.split("\nResult:").next().unwrap_or(body);
+        let bullets: Vec<&str> = inputs.lines().filter(|l| l.starts_with("- `")).collect();
+        assert_eq!(bullets.len(), fields.len(), "{name}: {bullets:?}");
+        for f in *fields {
+            let line = bullets
+                .iter()
+                .find(|l| l.starts_with(&format!("- `{}`", f.name)))
+                .unwrap_or_else(|| panic!("{name}: `{}` is not in the README", f.name));
+            assert_eq!(line.contains("(required)"), f.required, "{name}: {line}");
+            if let Some(alias) = f.alias {
+                assert!(line.contains(&format!("[`{alias}`]")), "{name}: {line}");
+            }
+        }
+        assert!(body.contains("\nResult:"), "{name}: no result described");
+    }
+}
