@@ -75,6 +75,8 @@ struct Teardown {
     cancel: bool,
     /// The batch ended (every command's process group is gone).
     ended: bool,
+    /// Commands the cancel stopped (still running when it came).
+    stopped: usize,
 }
 
 /// What a cancel did to the commands this server runs for the run
@@ -106,9 +108,10 @@ impl Teardowns {
         self.lock().get(run_id).is_some_and(|t| t.cancel)
     }
 
-    fn end(&self, run_id: &str) {
+    fn end(&self, run_id: &str, stopped: usize) {
         if let Some(t) = self.lock().get_mut(run_id) {
             t.ended = true;
+            t.stopped = stopped;
         }
         self.changed.notify_all();
     }
@@ -121,16 +124,26 @@ impl Teardowns {
             return Reaped::default();
         };
         t.cancel = true;
-        let signalled = t.commands;
+        let commands = t.commands;
         let (runs, _) = self
             .changed
             .wait_timeout_while(runs, wait, |r| r.get(run_id).is_some_and(|t| !t.ended))
             .unwrap_or_else(PoisonError::into_inner);
-        let gone = runs.get(run_id).is_none_or(|t| t.ended);
-        Reaped {
-            signalled,
-            reaped: if gone { signalled } else { 0 },
-            unreaped: if gone { 0 } else { signalled },
+        match runs.get(run_id) {
+            // the batch ended: the commands it stopped are gone with their groups
+            Some(t) if t.ended => Reaped {
+                signalled: t.stopped,
+                reaped: t.stopped,
+                unreaped: 0,
+            },
+            // released meanwhile (the worker finished): nothing is left running
+            None => Reaped::default(),
+            // not confirmed in time: every command of the batch may still run
+            Some(_) => Reaped {
+                signalled: commands,
+                reaped: 0,
+                unreaped: commands,
+            },
         }
     }
 }
@@ -231,7 +244,7 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
         let entries = batch.entries;
         teardowns.begin(run_id, batch.jobs.len());
         let watched =
-            agent::run_batch_watched(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
+            agent::run_batch_counted(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
                 // a cancel by this server is seen without the state lock it holds
                 if teardowns.cancelled(run_id) {
                     return Watch::Cancel;
@@ -239,7 +252,9 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
                 watch(shared, run_id, &stop)
             });
         // every command's process group is gone once the batch returns
-        teardowns.end(run_id);
+        let stopped = watched.as_ref().map_or(0, |(_, n)| *n);
+        teardowns.end(run_id, stopped);
+        let watched = watched.map(|(results, _)| results);
         let mut state = lock(shared);
         match watched {
             Ok(results) => {
