@@ -196,6 +196,7 @@ fn resolve(
         decision: args.action.decision(),
         note: args.note.as_deref(),
         choice: args.choice.as_deref(),
+        tokenless: false,
     };
     match engine.resolve_gate(run, step, Some(&gate.token), &answer, "human", host) {
         Ok(o) => Ok(o),

@@ -57,6 +57,8 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         decision,
         note: args.str("rationale"),
         choice: args.str("choice"),
+        // the manual's form: no gateToken sent
+        tokenless: token.is_none(),
     };
     let by = args.str("resolved_by").unwrap_or("agent");
     on_run(state, run, |engine, host| {

@@ -27,6 +27,10 @@ pub struct GateDecision<'a> {
     pub note: Option<&'a str>,
     /// One of the gate's options (X10).
     pub choice: Option<&'a str>,
+    /// Sent without a token on purpose (the manual's MCP form): taken while
+    /// the gate waits its one round. Without it a missing token is refused
+    /// like a stale one (reference §8.2 #30).
+    pub tokenless: bool,
 }
 
 /// A decision being applied.
@@ -43,9 +47,9 @@ struct Decision<'d> {
 
 /// A refusal of a decision sent without a token says what such a decision
 /// needs (the gate waiting now, one round).
-fn tokenless_context(e: VmError, token: Option<&str>) -> VmError {
-    match (e, token) {
-        (VmError::NotAwaiting(m), None) => VmError::NotAwaiting(format!(
+fn tokenless_context(e: VmError, tokenless: bool) -> VmError {
+    match (e, tokenless) {
+        (VmError::NotAwaiting(m), true) => VmError::NotAwaiting(format!(
             "{m}; a decision without `gateToken` is taken only while exactly one round of the gate is waiting"
         )),
         (e, _) => e,
@@ -64,7 +68,10 @@ impl Transition<'_> {
             decision,
             note,
             choice,
+            tokenless,
         } = *answer;
+        // a token given is checked even when the caller also said tokenless
+        let tokenless = tokenless && token.is_none();
         if !["approve", "revise", "kill"].contains(&decision) {
             return Err(VmError::InvalidDecision(decision.to_string()));
         }
@@ -73,12 +80,11 @@ impl Transition<'_> {
         }
         let at = self
             .waiting_gate(id)
-            .map_err(|e| tokenless_context(e, token))?;
-        // a decision without a token (the manual's MCP form) is taken while
-        // the gate waits: a step id names one gate, which waits one round at
-        // a time, so it cannot be meant for another round; a token given is
-        // checked, so a stale one is still refused
-        if token.is_some() {
+            .map_err(|e| tokenless_context(e, tokenless))?;
+        // a tokenless decision is taken while the gate waits: a step id names
+        // one gate, which waits one round at a time, so it cannot be meant
+        // for another round; otherwise the token is checked (missing, stale)
+        if !tokenless {
             super::ops::check_token(self.st(at).token.as_ref(), token, "gate decision")?;
         }
         let StepKindDef::Gate {
@@ -112,7 +118,7 @@ impl Transition<'_> {
             choice,
             by,
             target,
-            tokenless: token.is_none(),
+            tokenless,
         };
         if decision == "revise" {
             return self.revise(at, &d, max_rounds);
