@@ -883,3 +883,81 @@ fn the_readme_tool_reference_lists_every_tool_and_its_fields() {
         assert!(body.contains("\nResult:"), "{name}: no result described");
     }
 }
+
+/// Fanout items are traced one record per ended attempt (`type: "item"`,
+/// id `fan/N`), their fanout once it settles.
+#[test]
+fn audit_traces_fanout_items() {
+    const FAN: &str = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {items: \"string[]\"}
+    output: {from: \"${sum.output}\", contract: R}
+    steps:
+      - id: fan
+        attempts: 2
+        fanout:
+          over: \"${input.items}\"
+          concurrency: 2
+          isolation: none
+          require: all
+          merge: sequential
+          dispatch: consumer
+          steps:
+            - do: \"inspect ${item}\"
+              out: R
+              ensure:
+                - expr: \"result.value == item\"
+      - id: sum
+        after: [fan]
+        do: \"sum\"
+        out: R
+";
+    let s = server();
+    let env = ok(call(
+        &s,
+        "plan",
+        json!({"spec": FAN, "input": {"items": ["a", "b"]}}),
+    ));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let env = done(&s, &env, "fan/1", json!({"value": "wrong"}));
+    let env = done(&s, &env, "fan/0", json!({"value": "a"}));
+    let env = done(&s, &env, "fan/1", json!({"value": "b"}));
+    let env = done(&s, &env, "sum", json!({"value": "2"}));
+    assert_eq!(env["status"], "completed", "{env}");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    let items: Vec<(&str, &str, u64)> = audit["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "item")
+        .map(|t| {
+            (
+                t["step_id"].as_str().unwrap(),
+                t["status"].as_str().unwrap(),
+                t["attempt"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        items,
+        [
+            ("fan/1", "failed", 1),
+            ("fan/0", "succeeded", 1),
+            ("fan/1", "succeeded", 2)
+        ],
+        "{audit}"
+    );
+    assert_eq!(audit["steps"]["fan"]["type"], "fanout");
+    assert_eq!(audit["steps"]["fan"]["status"], "succeeded");
+    assert_eq!(
+        (
+            audit["steps_completed"].as_u64(),
+            audit["total_steps"].as_u64()
+        ),
+        (Some(2), Some(2))
+    );
+}
