@@ -1348,6 +1348,21 @@ async def x12_exec_ensure_receipts_are_in_the_audit():
             ("write", "made", 1), ("write", "made", 0)], audit["receipts"]
 
 
+@test
+async def audit_counts_iterate_cycles():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ITERATE})
+        env = await c.done(env, "work", {"value": "draft 1"})
+        env = await c.done(env, "work", {"value": "ok"})
+        assert env["status"] == "completed", env
+        a = await c.ok("stratum_audit", {"runId": env["runId"]})
+        work = a["steps"]["work"]
+        # one cycle asked for another try; both reports were attempts
+        assert (work["status"], work["attempts"], work["iterations"]) == ("succeeded", 2, 1), work
+        assert [(t["step_id"], t["status"]) for t in a["trace"]] == [
+            ("work", "failed"), ("work", "succeeded")], a["trace"]
+
+
 # ----- main --------------------------------------------------------------------------
 
 

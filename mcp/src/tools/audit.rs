@@ -21,7 +21,7 @@ pub const NAME: &str = "stratum_audit";
 pub const DESCRIPTION: &str = "Read a run's audit trail without changing it: {runId, planHash, status, events: [{at, type, stepId?, detail}], \
 ready, gates, ledger, output?, failure?, checkpoints, manifests: [{step, attempt, itemIndex?, files: [{path, size, sha256}], digest}], \
 patches: [{step, attempt, itemIndex?, treeBefore, treeAfter, files: [{path, status, bytes, before, after}], diff, diffTruncated?}], \
-steps: {id: {type, status, attempts, output?, failure?, gateToken?, decision?}}, flowSpent, carry, flow_name, steps_completed, total_steps, \
+steps: {id: {type, status, attempts, iterations, output?, failure?, gateToken?, decision?}}, flowSpent, carry, flow_name, steps_completed, total_steps, \
 trace: [{step_id, type, attempt, status, duration_ms, round, at}], round, rounds: [{stepId, round, decision, target, note?, choice?, resolvedBy, tokenless?, at}], \
 child_audits: [{stepId, status, steps_completed, total_steps, steps}], total_duration_ms, \
 receipts: [{step, at, command, argv, exit, ...}] (the declared commands that exec checks and evaluate steps ran)}. Use it to explain what happened (attempts, violations, gate decisions, \

@@ -57,6 +57,9 @@ pub struct AuditStep {
     pub status: StepStatus,
     /// Attempts since its last reset.
     pub attempts: u32,
+    /// `iterate` cycles that asked for another try since its last reset
+    /// (the manual's `iterations`).
+    pub iterations: u32,
     /// Its output, when it succeeded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
@@ -156,6 +159,7 @@ fn step_record(s: &StepView, view: &RunView) -> AuditStep {
         kind: s.kind,
         status: s.status,
         attempts: s.attempts,
+        iterations: s.iterations,
         output: s.output.clone(),
         failure: s.failure.clone(),
         gate_token: waiting.map(|g| g.token.clone()),
