@@ -552,6 +552,7 @@ impl Ctx {
                     decision,
                     note: arg["note"].as_str(),
                     choice: arg["choice"].as_str(),
+                    tokenless: arg["tokenless"].as_bool().unwrap_or(false),
                 };
                 self.engine
                     .resolve_gate(

@@ -14,16 +14,19 @@
 //! goes away ([`Dispatches::stop`]), every batch is interrupted: the commands
 //! are killed with their process groups, nothing is reported for them (their
 //! dispatches stay outstanding for `stratum_resume`), and the run's audit
-//! records a `driver_interrupted` event.
+//! records a `driver_interrupted` event. When `stratum_flow_cancel` cancels
+//! a run of this server, it asks the run's worker to stop its batch
+//! ([`Dispatches::reap`]) and waits, bounded, until the commands' process
+//! groups are gone (the worker sees the cancel without the state lock).
 //!
 //! Owns: which runs have a worker, the worker loop, and the split of an
 //! outcome's engine entries into running (a command) and fallback (none).
 //! Must never: run a consumer or step entry (those are the client's), hold
 //! the state lock while a command runs, or loop without a bound.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,12 +43,109 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// The `signal` of the audit event written when the client disconnects.
 const DISCONNECT: &str = "disconnect";
 
+/// How long `stratum_flow_cancel` waits for the commands it stopped to be
+/// reaped (their groups are killed at the worker's next poll, then get the
+/// agent runner's kill grace).
+pub const TEARDOWN_WAIT: Duration = Duration::from_secs(5);
+
 /// Which runs have a worker, and the flag that stops them all.
 #[derive(Debug, Default)]
 pub struct Dispatches {
     live: BTreeSet<String>,
     starts: Vec<String>,
     stop: Arc<AtomicBool>,
+    teardowns: Arc<Teardowns>,
+}
+
+/// The batches in flight and their cancels, shared by the workers and
+/// `stratum_flow_cancel` outside the state lock: a worker sees a cancel and
+/// reaps its commands without the lock the cancelling call holds.
+#[derive(Debug, Default)]
+struct Teardowns {
+    runs: Mutex<BTreeMap<String, Teardown>>,
+    changed: Condvar,
+}
+
+/// One run's batch in flight.
+#[derive(Debug, Default, Clone, Copy)]
+struct Teardown {
+    /// Commands in the batch.
+    commands: usize,
+    /// A cancel asked the worker to stop them.
+    cancel: bool,
+    /// The batch ended (every command's process group is gone).
+    ended: bool,
+    /// Commands the cancel stopped (still running when it came).
+    stopped: usize,
+}
+
+/// What a cancel did to the commands this server runs for the run
+/// (`stratum_flow_cancel`'s `agents`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Reaped {
+    /// Commands of the batch in flight that the cancel stopped.
+    pub signalled: usize,
+    /// Of those, the ones whose process groups are gone.
+    pub reaped: usize,
+    /// Of those, the ones not confirmed gone within [`TEARDOWN_WAIT`].
+    pub unreaped: usize,
+}
+
+impl Teardowns {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Teardown>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn begin(&self, run_id: &str, commands: usize) {
+        let t = Teardown {
+            commands,
+            ..Teardown::default()
+        };
+        self.lock().insert(run_id.to_string(), t);
+    }
+
+    fn cancelled(&self, run_id: &str) -> bool {
+        self.lock().get(run_id).is_some_and(|t| t.cancel)
+    }
+
+    fn end(&self, run_id: &str, stopped: usize) {
+        if let Some(t) = self.lock().get_mut(run_id) {
+            t.ended = true;
+            t.stopped = stopped;
+        }
+        self.changed.notify_all();
+    }
+
+    /// Asks the batch of `run_id` (if one is in flight) to stop and waits
+    /// up to `wait` for its end.
+    fn cancel_and_wait(&self, run_id: &str, wait: Duration) -> Reaped {
+        let mut runs = self.lock();
+        let Some(t) = runs.get_mut(run_id).filter(|t| !t.ended) else {
+            return Reaped::default();
+        };
+        t.cancel = true;
+        let commands = t.commands;
+        let (runs, _) = self
+            .changed
+            .wait_timeout_while(runs, wait, |r| r.get(run_id).is_some_and(|t| !t.ended))
+            .unwrap_or_else(PoisonError::into_inner);
+        match runs.get(run_id) {
+            // the batch ended: the commands it stopped are gone with their groups
+            Some(t) if t.ended => Reaped {
+                signalled: t.stopped,
+                reaped: t.stopped,
+                unreaped: 0,
+            },
+            // released meanwhile (the worker finished): nothing is left running
+            None => Reaped::default(),
+            // not confirmed in time: every command of the batch may still run
+            Some(_) => Reaped {
+                signalled: commands,
+                reaped: 0,
+                unreaped: commands,
+            },
+        }
+    }
 }
 
 impl Dispatches {
@@ -66,6 +166,17 @@ impl Dispatches {
         self.live.contains(run_id)
     }
 
+    /// Stops the commands the worker of `run_id` is running (the run was
+    /// just cancelled) and waits up to `wait` for their process groups to
+    /// be gone. Called under the state lock: the worker notices and reaps
+    /// without it.
+    pub fn reap(&self, run_id: &str, wait: Duration) -> Reaped {
+        if !self.is_live(run_id) {
+            return Reaped::default();
+        }
+        self.teardowns.cancel_and_wait(run_id, wait)
+    }
+
     /// Stops every worker: running batches are interrupted, no new ones start.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -78,6 +189,7 @@ impl Dispatches {
 
     fn finish(&mut self, run_id: &str) {
         self.live.remove(run_id);
+        self.teardowns.lock().remove(run_id);
     }
 
     /// Releases `run_id` when its worker could not be started.
@@ -118,16 +230,31 @@ struct Batch {
 }
 
 fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
-    let stop = lock(shared).dispatches.stopping();
+    let (stop, teardowns) = {
+        let state = lock(shared);
+        (
+            state.dispatches.stopping(),
+            state.dispatches.teardowns.clone(),
+        )
+    };
     for _ in 0..MAX_ROUNDS {
         let Some(batch) = next_batch(&mut lock(shared), run_id) else {
             return;
         };
         let entries = batch.entries;
+        teardowns.begin(run_id, batch.jobs.len());
         let watched =
-            agent::run_batch_watched(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
+            agent::run_batch_counted(batch.jobs, run_id, &batch.root, WATCH_EVERY, || {
+                // a cancel by this server is seen without the state lock it holds
+                if teardowns.cancelled(run_id) {
+                    return Watch::Cancel;
+                }
                 watch(shared, run_id, &stop)
             });
+        // every command's process group is gone once the batch returns
+        let stopped = watched.as_ref().map_or(0, |(_, n)| *n);
+        teardowns.end(run_id, stopped);
+        let watched = watched.map(|(results, _)| results);
         let mut state = lock(shared);
         match watched {
             Ok(results) => {

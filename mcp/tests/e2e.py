@@ -1031,6 +1031,338 @@ async def compile_speckit_matches_the_cli_and_plans():
                     "invalid_request", "accepted fields")
 
 
+# ----- issue 16 §3: the manual's and reference §2.3's shapes ---------------------------
+
+AUDITED = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${finish.output}", contract: R}
+    max_rounds: 2
+    carry:
+      last:
+        initial: "${build.output.value}"
+    steps:
+      - id: build
+        do: "build"
+        out: R
+      - id: review
+        after: [build]
+        gate: {on_approve: null, on_revise: build, on_kill: null}
+      - id: wrap
+        after: [review]
+        run: child
+        with: {name: "${build.output.value}"}
+      - id: finish
+        after: [wrap]
+        do: "finish ${wrap.output.value}"
+        out: R
+  child:
+    input: {name: string}
+    output: {from: "${digest.output}", contract: R}
+    steps:
+      - id: digest
+        do: "digest ${input.name}"
+        out: R
+"""
+
+
+@test
+async def every_input_schema_marks_its_required_fields_without_combinators():
+    async with server() as c:
+        tools = (await c.s.list_tools()).tools
+        assert len(tools) >= 13, [t.name for t in tools]
+        for t in tools:
+            schema = t.input_schema
+            assert schema["type"] == "object" and schema.get("additionalProperties") is False, t.name
+            for k in ("anyOf", "oneOf", "allOf"):
+                assert k not in schema, f"{t.name}: {k}"
+            props = schema["properties"]
+            # every required name is a listed property in the current style (no snake_case alias)
+            for r in schema.get("required", []):
+                assert r in props, (t.name, r)
+            for alias in ("flow_id", "step_id", "user_id", "outcome", "note", "inputs"):
+                assert alias not in props, (t.name, alias)
+            if "runId" in props:
+                assert "runId" in schema["required"], t.name
+        by = {t.name: t.input_schema for t in tools}
+        assert set(by["stratum_step_done"]["required"]) == {"runId", "stepId", "dispatchToken", "result"}
+        # the manual's gate form: no gateToken needed
+        assert set(by["stratum_gate_resolve"]["required"]) == {"runId", "stepId", "decision"}
+        assert by["stratum_commit"]["required"] == ["runId", "label"]
+
+
+@test
+async def audit_commit_tokenless_gate_and_telemetry_shapes():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": AUDITED})
+        run = env["runId"]
+        first = await c.ok("stratum_commit", {"flow_id": run, "label": "start"})
+        assert (first["step_number"], first["current_step_id"]) == (1, "build"), first
+        telemetry = {"durationMs": 900, "model": "claude-sonnet-4-5", "effort": "high"}
+        env = await c.done(env, "build", {"output": {"value": "v1"}, "usage": {"tokens": 5},
+                                          "telemetry": telemetry})
+        audit = await c.ok("stratum_audit", {"runId": run})
+        assert audit["steps"]["review"]["gateToken"] == env["gates"][0]["gateToken"], audit["steps"]
+        # the manual's gate_resolve: flow_id, step_id, outcome, rationale, no token
+        env = await c.ok("stratum_gate_resolve", {"flow_id": run, "step_id": "review",
+                                                  "outcome": "revise", "rationale": "again"})
+        env = await c.done(env, "build", {"value": "v2"})
+        # a second tokenless decision: still exactly one round waiting
+        env = await c.ok("stratum_gate_resolve", {"runId": run, "stepId": "review", "decision": "approve"})
+        second = await c.ok("stratum_commit", {"runId": run, "label": "after-review"})
+        assert (second["step_number"], second["current_step_id"]) == (3, "wrap"), second
+        # nothing waits now: a decision without a token is refused clearly
+        await c.err("stratum_gate_resolve", {"runId": run, "stepId": "review", "decision": "approve"},
+                    "not_awaiting", "without `gateToken`")
+        env = await c.done(env, "wrap/digest", {"value": "d"})
+        env = await c.done(env, "finish", {"value": "end"})
+        assert env["status"] == "completed", env
+        a = await c.ok("stratum_audit", {"runId": run})
+        assert a["flow_name"] == "main" and (a["steps_completed"], a["total_steps"]) == (4, 4), a
+        assert {k: a["steps"]["build"][k] for k in ("status", "attempts", "output")} == {
+            "status": "succeeded", "attempts": 1, "output": {"value": "v2"}}, a["steps"]["build"]
+        assert a["flowSpent"]["tokens"] == 5 and a["carry"] == {"last": "v2"}, (a["flowSpent"], a["carry"])
+        assert [(r["decision"], r["round"], r.get("tokenless", False)) for r in a["rounds"]] == [
+            ("revise", 0, True), ("approve", 1, True)], a["rounds"]
+        assert [(t["step_id"], t["type"], t["status"]) for t in a["trace"]] == [
+            ("build", "do", "succeeded"), ("review", "gate", "revise"), ("build", "do", "succeeded"),
+            ("review", "gate", "approve"), ("wrap/digest", "do", "succeeded"), ("wrap", "run", "succeeded"),
+            ("finish", "do", "succeeded")], a["trace"]
+        assert a["child_audits"][0]["stepId"] == "wrap", a["child_audits"]
+        assert a["child_audits"][0]["steps"]["wrap/digest"]["output"] == {"value": "d"}
+        assert a["total_duration_ms"] >= 0 and a["round"] == 1
+        seen = [ev for ev in a["events"] if ev["type"] == "telemetry"]
+        assert [(ev["stepId"], ev["detail"]) for ev in seen] == [
+            ("build", {"attempt": 1, "telemetry": telemetry})], seen
+        d = await c.err("stratum_revert", {"runId": run, "label": "nope"}, "checkpoint_not_found")
+        assert d["available"] == ["start", "after-review"], d
+
+
+@test
+async def cancel_reaps_the_commands_the_server_runs():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    (ws / "stratum.toml").write_text('[agents.claude]\ncommand = "echo $$ > pid; exec sleep 1008"\n')
+    spec = FANOUT.replace("dispatch: consumer", "dispatch: engine")
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": spec, "input": {"items": ["a"]}, "workspaceRoot": str(ws)})
+        assert [r["id"] for r in env.get("running", [])] == ["fan/0"], env
+        deadline = time.monotonic() + TIMEOUT
+        while not (ws / "pid").is_file() or not (ws / "pid").read_text().endswith("\n"):
+            assert time.monotonic() < deadline, "the command never started"
+            await asyncio.sleep(0.05)
+        pid = int((ws / "pid").read_text())
+        out = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
+        assert out["flowSettled"] and out["acknowledged"] and out["reason"] is None, out
+        assert out["agents"] == {"signalled": 1, "reaped": 1, "unreaped": 0}, out
+        # reaped: the process is gone (a zombie would still have /proc/PID/stat)
+        assert not Path(f"/proc/{pid}").exists(), f"sleep 1008 (pid {pid}) outlived the cancel"
+        again = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
+        assert again["reason"] == "already_cancelled" and again["agents"]["signalled"] == 0, again
+
+
+# ----- language 1.1 part two through the SDK (X9 routes, X10 options, X11 scope, X12 exec) --
+
+ROUTE = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${check.output}", contract: R}
+    steps:
+      - id: draft
+        do: "draft"
+        out: R
+      - id: check
+        after: [draft]
+        do: "check ${draft.output.value}"
+        out: R
+        attempts: 1
+        route:
+          - {when: "result.value == 'again'", goto: draft, max: 1, note: "check said ${check.output.value}"}
+"""
+
+OPTIONS = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${write.output}", contract: R}
+    max_rounds: 2
+    steps:
+      - id: plan
+        do: "plan"
+        out: R
+      - id: scope
+        after: [plan]
+        gate:
+          on_approve: null
+          on_revise: plan
+          on_kill: null
+          options: [narrow, broad]
+      - id: write
+        after: [scope]
+        do: "write the ${scope.choice} paper"
+        out: R
+"""
+
+SCOPED = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${patch.output}", contract: R}
+    steps:
+      - id: patch
+        do: "fix src/lib.rs"
+        out: R
+        attempts: 2
+        scope: {files: ["src/**"]}
+        ensure:
+          - expr: "len(changes()) == 1"
+"""
+
+EXEC = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${write.output}", contract: R}
+    steps:
+      - id: write
+        do: "write report.md"
+        out: R
+        ensure:
+          - exec: {run: made, args: ["report.md"]}
+"""
+
+
+@test
+async def x9_route_goto_feeds_previous_route_back_within_max():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ROUTE})
+        env = await c.done(env, "draft", {"value": "first"})
+        env = await c.done(env, "check", {"value": "again"})
+        e = ready_entry(env, "draft")
+        assert e["previousRoute"] == {"from": "check", "note": "check said again",
+                                      "output": {"value": "again"}}, e
+        env = await c.done(env, "draft", {"value": "second"})
+        assert "previousRoute" not in ready_entry(env, "check"), env
+        # the route has fired its max of 1: the step fails, the run with it
+        env = await c.done(env, "check", {"value": "again"})
+        assert env["status"] == "failed" and "route_exhausted" in env["failure"]["reason"], env
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        back = [ev for ev in audit["events"] if ev["type"] == "routed_back"]
+        assert [(b["detail"]["from"], b["detail"]["to"], b["detail"]["count"], b["detail"]["max"])
+                for b in back] == [("check", "draft", 1, 1)], back
+        # a result the route does not take: the run completes
+        env = await c.ok("stratum_plan", {"spec": ROUTE})
+        env = await c.done(env, "draft", {"value": "x"})
+        env = await c.done(env, "check", {"value": "fine"})
+        assert env["status"] == "completed" and env["output"] == {"value": "fine"}, env
+
+
+@test
+async def x10_gate_options_take_a_choice():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": OPTIONS})
+        env = await c.done(env, "plan", {"value": "p"})
+        g = env["gates"][0]
+        assert g["stepId"] == "scope" and g["options"] == ["narrow", "broad"], g
+        d = await c.err("stratum_gate_resolve", {"runId": env["runId"], "stepId": "scope",
+                                                 "gateToken": g["gateToken"], "decision": "approve",
+                                                 "choice": "wide"}, "invalid_choice")
+        assert "narrow" in d["message"] and "broad" in d["message"], d
+        env = await c.gate(env, "scope", "approve", choice="broad", rationale="go big")
+        assert ready_entry(env, "write")["do"] == "write the broad paper", env
+        env = await c.done(env, "write", {"value": "paper"})
+        assert env["status"] == "completed", env
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert [(r["stepId"], r["decision"], r["choice"]) for r in audit["rounds"]] == [
+            ("scope", "approve", "broad")], audit["rounds"]
+
+
+def git_repo():
+    """A scratch git repository with src/lib.rs and README.md committed."""
+    root = Path(tempfile.mkdtemp(prefix="repo-", dir=HOME))
+    (root / "src").mkdir()
+    (root / "src" / "lib.rs").write_text("fn a() {}\n")
+    (root / "README.md").write_text("readme\n")
+    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run(git + args, cwd=root, check=True, capture_output=True)
+    return root
+
+
+@test
+async def x11_scope_violation_is_refused_and_put_back():
+    root = git_repo()
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": SCOPED, "workspaceRoot": str(root)})
+        e = ready_entry(env, "patch")
+        assert e["scope"]["files"] == ["src/**"], e
+        (root / "src" / "lib.rs").write_text("fn a() { fixed }\n")
+        (root / "README.md").write_text("changed\n")  # outside the scope
+        env = await c.done(env, "patch", {"value": "x"})
+        v = ready_entry(env, "patch")["previousFailure"]["violations"]
+        assert [(x["kind"], x["path"]) for x in v] == [("scope_violation", "README.md")], v
+        assert (root / "README.md").read_text() == "readme\n", "the stray edit was not put back"
+        (root / "src" / "lib.rs").write_text("fn a() { fixed again }\n")
+        env = await c.done(env, "patch", {"value": "y"})
+        assert env["status"] == "completed", env
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert [f["path"] for p in audit["patches"] for f in p["files"]] == ["src/lib.rs"], audit["patches"]
+        assert any(ev["type"] == "scope_restored" for ev in audit["events"])
+
+
+@test
+async def x12_exec_ensure_receipts_are_in_the_audit():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    (ws / "stratum.toml").write_text('[commands.made]\nargv = ["test", "-f"]\n')
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": EXEC, "workspaceRoot": str(ws)})
+        e = ready_entry(env, "write")
+        assert e["ensure"] == [{"exec": {"run": "made", "args": ["report.md"], "expect_exit": 0}}], e
+        env = await c.done(env, "write", {"value": "not yet"})
+        v = ready_entry(env, "write")["previousFailure"]["violations"]
+        assert v[0]["kind"] == "exec" and v[0]["receipt"]["exit"] == 1, v
+        (ws / "report.md").write_text("the report\n")
+        env = await c.done(env, "write", {"value": "written"})
+        assert env["status"] == "completed", env
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        ran = [(ev["stepId"], ev["detail"]["argv"], ev["detail"]["exit"])
+               for ev in audit["events"] if ev["type"] == "command_ran"]
+        assert ran == [("write", ["test", "-f", "report.md"], 1), ("write", ["test", "-f", "report.md"], 0)], ran
+        assert [(r["step"], r["command"], r["exit"]) for r in audit["receipts"]] == [
+            ("write", "made", 1), ("write", "made", 0)], audit["receipts"]
+
+
+@test
+async def audit_counts_iterate_cycles():
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ITERATE})
+        env = await c.done(env, "work", {"value": "draft 1"})
+        env = await c.done(env, "work", {"value": "ok"})
+        assert env["status"] == "completed", env
+        a = await c.ok("stratum_audit", {"runId": env["runId"]})
+        work = a["steps"]["work"]
+        # one cycle asked for another try; both reports were attempts
+        assert (work["status"], work["attempts"], work["iterations"]) == ("succeeded", 2, 1), work
+        assert [(t["step_id"], t["status"]) for t in a["trace"]] == [
+            ("work", "failed"), ("work", "succeeded")], a["trace"]
+
+
 # ----- main --------------------------------------------------------------------------
 
 

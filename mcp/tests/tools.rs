@@ -38,6 +38,10 @@ fn call(s: &StratumServer, tool: &str, args: Value) -> Reply {
         "step_done" => (tools::step_done::FIELDS, tools::step_done::call),
         "validate" => (tools::validate::FIELDS, tools::validate::call),
         "audit" => (tools::audit::FIELDS, tools::audit::call),
+        "gate_resolve" => (tools::gate_resolve::FIELDS, tools::gate_resolve::call),
+        "commit" => (tools::commit::FIELDS, tools::commit::call),
+        "revert" => (tools::revert::FIELDS, tools::revert::call),
+        "flow_cancel" => (tools::flow_cancel::FIELDS, tools::flow_cancel::call),
         other => panic!("no tool {other}"),
     };
     s.dispatch(tool, fields, raw, f)
@@ -428,6 +432,456 @@ flows:
             .any(|e| e["type"] == "scope_restored"),
         "{audit}"
     );
+}
+
+// ----- issue 16 §3: the shapes the manual and reference v1-runtime §2.3 promise -----
+
+/// The dispatch token of ready entry `id` in an envelope.
+fn token_of(env: &Value, id: &str) -> String {
+    env["ready"]
+        .as_array()
+        .and_then(|r| r.iter().find(|e| e["id"] == id))
+        .and_then(|e| e["dispatchToken"].as_str())
+        .unwrap_or_else(|| panic!("{id} is not ready: {env}"))
+        .to_string()
+}
+
+fn done(s: &StratumServer, env: &Value, id: &str, result: Value) -> Value {
+    ok(call(
+        s,
+        "step_done",
+        json!({"runId": env["runId"], "stepId": id, "dispatchToken": token_of(env, id), "result": result}),
+    ))
+}
+
+#[test]
+fn validate_answers_valid_and_the_errors_as_a_list() {
+    let s = server();
+    let v = ok(call(&s, "validate", json!({"spec": SPEC})));
+    assert_eq!(
+        (&v["status"], &v["valid"], &v["errorCount"]),
+        (&json!("valid"), &json!(true), &json!(0))
+    );
+    assert_eq!(v["errors"], json!([]));
+    let bad = SPEC.replace("${b.output}", "${bb.output}");
+    let v = ok(call(&s, "validate", json!({"spec": bad})));
+    assert_eq!(v["valid"], false);
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len() as u64, v["errorCount"].as_u64().unwrap());
+    assert!(!errors.is_empty() && errors.iter().all(|d| d["severity"] == "error"));
+    assert!(
+        errors
+            .iter()
+            .all(|d| d["code"].as_str().is_some_and(|c| c.starts_with('S')))
+    );
+}
+
+/// A gate with a revise, a sub-flow, a carry: every audit record of the
+/// manual and the reference.
+const AUDITED: &str = "version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: \"${finish.output}\", contract: R}
+    max_rounds: 2
+    carry:
+      last:
+        initial: \"${build.output.value}\"
+    steps:
+      - id: build
+        do: \"build\"
+        out: R
+      - id: review
+        after: [build]
+        gate: {on_approve: null, on_revise: build, on_kill: null}
+      - id: wrap
+        after: [review]
+        run: child
+        with: {name: \"${build.output.value}\"}
+      - id: finish
+        after: [wrap]
+        do: \"finish ${wrap.output.value}\"
+        out: R
+  child:
+    input: {name: string}
+    output: {from: \"${digest.output}\", contract: R}
+    steps:
+      - id: digest
+        do: \"digest ${input.name}\"
+        out: R
+";
+
+#[test]
+fn audit_has_the_manuals_and_the_references_records() {
+    let s = server();
+    let env = ok(call(&s, "plan", json!({"spec": AUDITED})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let env = done(
+        &s,
+        &env,
+        "build",
+        json!({"output": {"value": "v1"}, "usage": {"tokens": 7}}),
+    );
+    // a waiting gate's token is in the audit's steps (reference §2.3)
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    assert_eq!(
+        audit["steps"]["review"]["status"], "waiting_gate",
+        "{audit}"
+    );
+    assert_eq!(
+        audit["steps"]["review"]["gateToken"],
+        env["gates"][0]["gateToken"]
+    );
+    assert_eq!(
+        (
+            audit["steps_completed"].as_u64(),
+            audit["total_steps"].as_u64()
+        ),
+        (Some(1), Some(4))
+    );
+    // revise without a token (the manual's form), then approve with it
+    let env = ok(call(
+        &s,
+        "gate_resolve",
+        json!({"runId": run, "stepId": "review", "decision": "revise", "rationale": "again"}),
+    ));
+    let env = done(&s, &env, "build", json!({"value": "v2"}));
+    let env = ok(call(
+        &s,
+        "gate_resolve",
+        json!({"runId": run, "stepId": "review", "gateToken": env["gates"][0]["gateToken"], "decision": "approve"}),
+    ));
+    let env = done(&s, &env, "wrap/digest", json!({"value": "d"}));
+    let env = done(&s, &env, "finish", json!({"value": "end"}));
+    assert_eq!(env["status"], "completed", "{env}");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    assert_eq!(audit["flow_name"], "main");
+    assert_eq!(
+        (
+            audit["steps_completed"].as_u64(),
+            audit["total_steps"].as_u64()
+        ),
+        (Some(4), Some(4))
+    );
+    let build = &audit["steps"]["build"];
+    assert_eq!(
+        (&build["type"], &build["status"], &build["attempts"]),
+        (&json!("do"), &json!("succeeded"), &json!(1))
+    );
+    assert_eq!(build["output"], json!({"value": "v2"}));
+    assert_eq!(audit["steps"]["review"]["decision"], "approve");
+    assert!(audit["steps"]["review"].get("gateToken").is_none());
+    assert_eq!(audit["steps"]["wrap/digest"]["status"], "succeeded");
+    assert_eq!(audit["flowSpent"]["tokens"], 7.0, "{audit}");
+    assert_eq!(audit["carry"], json!({"last": "v2"}), "{audit}");
+    assert_eq!(audit["round"], 1);
+    let rounds: Vec<(&str, u64, &str, bool)> = audit["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["stepId"].as_str().unwrap(),
+                r["round"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap(),
+                r["tokenless"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rounds,
+        [
+            ("review", 0, "revise", true),
+            ("review", 1, "approve", false)
+        ],
+        "{audit}"
+    );
+    let trace: Vec<(&str, &str, &str, u64)> = audit["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert!(t["duration_ms"].as_i64().is_some_and(|d| d >= 0), "{t}");
+            (
+                t["step_id"].as_str().unwrap(),
+                t["type"].as_str().unwrap(),
+                t["status"].as_str().unwrap(),
+                t["round"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        trace,
+        [
+            ("build", "do", "succeeded", 0),
+            ("review", "gate", "revise", 0),
+            ("build", "do", "succeeded", 1),
+            ("review", "gate", "approve", 1),
+            ("wrap/digest", "do", "succeeded", 0),
+            ("wrap", "run", "succeeded", 1),
+            ("finish", "do", "succeeded", 1),
+        ],
+        "{audit}"
+    );
+    let child = &audit["child_audits"][0];
+    assert_eq!(
+        (&child["stepId"], &child["status"]),
+        (&json!("wrap"), &json!("succeeded"))
+    );
+    assert_eq!(
+        (
+            child["steps_completed"].as_u64(),
+            child["total_steps"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        child["steps"]["wrap/digest"]["output"],
+        json!({"value": "d"})
+    );
+    assert!(audit["total_duration_ms"].as_i64().is_some_and(|d| d >= 0));
+    // the decision without a token is marked in the event too
+    let resolved: Vec<bool> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "gate_resolved")
+        .map(|e| e["detail"]["tokenless"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(resolved, [true, false]);
+}
+
+#[test]
+fn a_gate_decision_without_a_token_needs_the_gate_waiting_and_a_given_token_is_checked() {
+    let s = server();
+    let env = ok(call(&s, "plan", json!({"spec": AUDITED})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    // nothing waits yet: refused, saying what a tokenless decision needs
+    let e = err(call(
+        &s,
+        "gate_resolve",
+        json!({"runId": run, "stepId": "review", "decision": "approve"}),
+    ));
+    assert_eq!(e["error_type"], "not_awaiting", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("without `gateToken`"),
+        "{e}"
+    );
+    let env = done(&s, &env, "build", json!({"value": "v1"}));
+    let stale = env["gates"][0]["gateToken"].as_str().unwrap().to_string();
+    let env = ok(call(
+        &s,
+        "gate_resolve",
+        json!({"runId": run, "stepId": "review", "decision": "revise"}),
+    ));
+    let env = done(&s, &env, "build", json!({"value": "v2"}));
+    // the first round's token is stale now
+    let e = err(call(
+        &s,
+        "gate_resolve",
+        json!({"runId": run, "stepId": "review", "gateToken": stale, "decision": "approve"}),
+    ));
+    assert_eq!(e["error_type"], "stale_token", "{e}");
+    assert_eq!(env["gates"][0]["stepId"], "review");
+}
+
+#[test]
+fn step_done_records_telemetry_without_checking_it() {
+    let s = server();
+    let env = ok(call(&s, "plan", json!({"spec": SPEC})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let telemetry = json!({"durationMs": 1200, "model": "claude-sonnet-4-5", "effort": "high"});
+    let e = err(call(
+        &s,
+        "step_done",
+        json!({"runId": run, "stepId": "a", "dispatchToken": token_of(&env, "a"),
+               "result": {"output": {"value": "x"}, "telemetry": "fast"}}),
+    ));
+    assert_eq!(e["error_type"], "invalid_report", "{e}");
+    let env = done(
+        &s,
+        &env,
+        "a",
+        json!({"output": {"value": "x"}, "telemetry": telemetry}),
+    );
+    assert_eq!(env["ready"][0]["id"], "b");
+    let audit = ok(call(&s, "audit", json!({"runId": run})));
+    let seen: Vec<&Value> = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "telemetry")
+        .collect();
+    assert_eq!(seen.len(), 1, "{audit}");
+    assert_eq!(seen[0]["stepId"], "a");
+    assert_eq!(
+        seen[0]["detail"],
+        json!({"attempt": 1, "telemetry": telemetry})
+    );
+    // nothing was charged for it
+    assert_eq!(audit["flowSpent"]["tokens"], 0.0);
+}
+
+#[test]
+fn commit_says_where_the_run_stands_and_revert_lists_the_labels() {
+    let s = server();
+    let env = ok(call(&s, "plan", json!({"spec": SPEC})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let c = ok(call(
+        &s,
+        "commit",
+        json!({"flow_id": run, "label": "start"}),
+    ));
+    assert_eq!(
+        (&c["step_number"], &c["current_step_id"]),
+        (&json!(1), &json!("a")),
+        "{c}"
+    );
+    let env = done(&s, &env, "a", json!({"value": "x"}));
+    let c = ok(call(
+        &s,
+        "commit",
+        json!({"runId": run, "label": "after-a"}),
+    ));
+    assert_eq!(
+        (&c["step_number"], &c["current_step_id"]),
+        (&json!(2), &json!("b")),
+        "{c}"
+    );
+    assert_eq!(c["checkpoints"], json!(["start", "after-a"]));
+    let env = done(&s, &env, "b", json!({"value": "y"}));
+    assert_eq!(env["status"], "completed");
+    let c = ok(call(&s, "commit", json!({"runId": run, "label": "end"})));
+    assert_eq!(
+        (&c["step_number"], &c["current_step_id"]),
+        (&json!(3), &Value::Null),
+        "{c}"
+    );
+    let e = err(call(&s, "revert", json!({"runId": run, "label": "nope"})));
+    assert_eq!(e["error_type"], "checkpoint_not_found");
+    assert_eq!(e["available"], json!(["start", "after-a", "end"]), "{e}");
+}
+
+#[test]
+fn flow_cancel_answers_settled_acknowledged_reason_and_agents() {
+    let s = server();
+    let env = ok(call(&s, "plan", json!({"spec": SPEC})));
+    let run = env["runId"].as_str().unwrap().to_string();
+    let c = ok(call(&s, "flow_cancel", json!({"runId": run})));
+    assert_eq!(c["status"], "cancelled");
+    assert_eq!(
+        (&c["flowSettled"], &c["acknowledged"], &c["reason"]),
+        (&json!(true), &json!(true), &Value::Null)
+    );
+    // no command of this server ran for the run
+    assert_eq!(
+        c["agents"],
+        json!({"signalled": 0, "reaped": 0, "unreaped": 0})
+    );
+    let c = ok(call(&s, "flow_cancel", json!({"flow_id": run})));
+    assert_eq!(
+        (&c["flowSettled"], &c["acknowledged"], &c["reason"]),
+        (&json!(true), &json!(false), &json!("already_cancelled"))
+    );
+    let e = err(call(&s, "flow_cancel", json!({})));
+    assert_eq!(e["error_type"], "invalid_request");
+}
+
+/// `tools/list`: every input schema is an object schema whose `required`
+/// names exactly the required fields by their current (camelCase) names,
+/// lists no alias, and has no combinator at its top (Claude's tool API
+/// refuses those).
+#[test]
+fn every_tool_schema_marks_its_required_fields_and_has_no_top_level_combinator() {
+    assert!(tools::ALL.len() >= 13);
+    for (name, fields) in tools::ALL {
+        let schema = stratum_mcp::args::schema(fields);
+        assert_eq!(schema["type"], "object", "{name}");
+        for k in ["anyOf", "oneOf", "allOf"] {
+            assert!(!schema.contains_key(k), "{name}: {k} at the top");
+        }
+        let want: Vec<&str> = fields
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect();
+        let got: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(got, want, "{name}");
+        let props = schema["properties"].as_object().unwrap();
+        for f in *fields {
+            assert!(props.contains_key(f.name), "{name}: {}", f.name);
+            if let Some(alias) = f.alias {
+                assert!(
+                    !props.contains_key(alias) && !got.contains(&alias),
+                    "{name}: {alias}"
+                );
+            }
+        }
+    }
+    // the tools on a run all require it (the manual's clients always send it)
+    for name in [
+        "stratum_audit",
+        "stratum_resume",
+        "stratum_flow_cancel",
+        "stratum_commit",
+    ] {
+        let fields = tools::fields_of(name).unwrap();
+        assert!(
+            fields.iter().any(|f| f.name == "runId" && f.required),
+            "{name}"
+        );
+    }
+}
+
+/// The README's tool reference matches the code: every tool of the server
+/// has a section, and its input bullets (before `Result:`) are exactly the
+/// tool's fields, each required one marked and each alias named.
+#[test]
+fn the_readme_tool_reference_lists_every_tool_and_its_fields() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let reference = readme
+        .split("\n### Tool reference\n")
+        .nth(1)
+        .expect("the README has a `### Tool reference` section");
+    let reference = reference.split("\n## ").next().unwrap_or(reference);
+    assert_eq!(
+        reference.matches("\n#### `stratum_").count(),
+        tools::ALL.len(),
+        "one section per tool, and no other"
+    );
+    for (name, fields) in tools::ALL {
+        let head = format!("\n#### `{name}`\n");
+        let body = reference
+            .split(&head)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no section for {name} in the README's tool reference"));
+        let body = body.split("\n#### ").next().unwrap_or(body);
+        let inputs = body.split("\nResult:").next().unwrap_or(body);
+        let bullets: Vec<&str> = inputs.lines().filter(|l| l.starts_with("- `")).collect();
+        assert_eq!(bullets.len(), fields.len(), "{name}: {bullets:?}");
+        for f in *fields {
+            let line = bullets
+                .iter()
+                .find(|l| l.starts_with(&format!("- `{}`", f.name)))
+                .unwrap_or_else(|| panic!("{name}: `{}` is not in the README", f.name));
+            assert_eq!(line.contains("(required)"), f.required, "{name}: {line}");
+            if let Some(alias) = f.alias {
+                assert!(line.contains(&format!("[`{alias}`]")), "{name}: {line}");
+            }
+        }
+        assert!(body.contains("\nResult:"), "{name}: no result described");
+    }
 }
 
 /// Fanout items are traced one record per ended attempt (`type: "item"`,

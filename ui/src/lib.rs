@@ -360,6 +360,8 @@ async fn decide(
             decision,
             note: body.note.as_deref(),
             choice: body.choice.as_deref(),
+            // the UI decides the round it showed: operator::decide_gate passes its live token
+            tokenless: false,
         };
         let d = operator::decide_gate(engine, &v, &step, body.token.as_deref(), &answer, "human")
             .map_err(decide_error)?;

@@ -702,8 +702,21 @@ pub fn run_batch_watched(
     run_id: &str,
     cwd: &Path,
     every: Duration,
-    mut watch: impl FnMut() -> Watch,
+    watch: impl FnMut() -> Watch,
 ) -> Result<Vec<(Value, Answer)>, Interrupted> {
+    run_batch_counted(jobs, run_id, cwd, every, watch).map(|(results, _)| results)
+}
+
+/// [`run_batch_watched`], also saying how many commands a
+/// [`Watch::Cancel`] stopped (were still running and were killed with their
+/// process groups, all gone when it returns; 0 without a cancel).
+pub fn run_batch_counted(
+    jobs: Vec<Job>,
+    run_id: &str,
+    cwd: &Path,
+    every: Duration,
+    mut watch: impl FnMut() -> Watch,
+) -> Result<(Vec<(Value, Answer)>, usize), Interrupted> {
     let n = jobs.len();
     let mut results: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
     let mut entries = Vec::with_capacity(n);
@@ -764,7 +777,8 @@ pub fn run_batch_watched(
         let killed = stopped.iter().filter(|&&s| s).count();
         return Err(Interrupted { killed, finished });
     }
-    Ok(entries
+    let stopped = stopped.iter().filter(|&&s| s).count();
+    let results = entries
         .into_iter()
         .zip(results)
         .map(|(e, r)| {
@@ -772,7 +786,8 @@ pub fn run_batch_watched(
                 r.unwrap_or_else(|| Answer::Report(failure("the agent command vanished".into())));
             (e, r)
         })
-        .collect())
+        .collect();
+    Ok((results, stopped))
 }
 
 #[cfg(test)]
@@ -881,11 +896,14 @@ mod tests {
             job("echo '{\"output\": 1}'", json!({"id": "fast"})),
         ];
         let mut polls = 0;
-        let out = run_batch_watched(jobs, "r", dir.path(), Duration::from_millis(20), || {
-            polls += 1;
-            if polls >= 3 { Watch::Cancel } else { Watch::Go }
-        })
-        .unwrap();
+        let (out, stopped) =
+            run_batch_counted(jobs, "r", dir.path(), Duration::from_millis(20), || {
+                polls += 1;
+                if polls >= 3 { Watch::Cancel } else { Watch::Go }
+            })
+            .unwrap();
+        // the fast command had ended on its own: only the slow one was stopped
+        assert_eq!(stopped, 1);
         let out: Vec<(Value, Report)> = out.into_iter().map(|(e, a)| (e, rep(a))).collect();
         assert_eq!(out[1].1.output, Some(json!(1)));
         let f = out[0].1.failure.clone().unwrap_or_default();

@@ -433,7 +433,10 @@ impl Engine {
         })
     }
 
-    /// Decides a gate (the decision, its note and its choice, X10).
+    /// Decides a gate (the decision, its note and its choice, X10). A
+    /// `token` is checked (a stale or missing one is refused), unless the
+    /// decision is `tokenless` and sends none: then it is taken while the
+    /// gate waits (its one round) and recorded as `tokenless`.
     pub fn resolve_gate(
         &mut self,
         run_id: &str,

@@ -431,6 +431,7 @@ fn record(step: &mut StepReport, event: &Event) {
             choice,
             resolved_by,
             shown,
+            ..
         } => step.decisions.push(DecisionRecord {
             at: event.at,
             decision: decision.clone(),

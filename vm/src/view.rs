@@ -11,7 +11,10 @@
 //! decisions and cancellation go through [`Engine`]); it reads the state the
 //! interpreter wrote and interprets no execution rule.
 
+pub mod audit;
 pub mod wire;
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -57,6 +60,8 @@ pub struct RunView {
     /// The runs that retry this one (X8, from its `retried` audit events;
     /// filled by [`load`]).
     pub retried_by: Vec<String>,
+    /// The entry flow's carry variables, by name.
+    pub carry: BTreeMap<String, Value>,
 }
 
 /// A dispatch past its lease (X7), as of the view's time.
@@ -147,6 +152,18 @@ impl RunView {
         let top = self.steps.iter().filter(|s| s.depth == 0);
         let total = top.clone().count();
         (top.filter(|s| s.status.is_terminal()).count(), total)
+    }
+
+    /// Where the entry flow stands (reference v1-runtime §6, the commit's
+    /// `step_number` and `current_step_id`): the 1-based position of its
+    /// first step that is not done, and that step; the step count + 1 and
+    /// `None` when every step is done.
+    pub fn position(&self) -> (usize, Option<&str>) {
+        let mut top = self.steps.iter().filter(|s| s.depth == 0);
+        match top.clone().position(|s| !s.status.is_terminal()) {
+            Some(i) => (i + 1, top.nth(i).map(|s| s.id.as_str())),
+            None => (top.count() + 1, None),
+        }
     }
 
     /// A step by the id clients see.
@@ -347,6 +364,11 @@ pub fn of_run(meta: RunMeta, run: &Run, plan: &Plan, now: i64) -> RunView {
         overdue: overdue_views(run, plan, now),
         retry_of: h.retry.as_ref().map(|r| (r.run.clone(), r.from.clone())),
         retried_by: Vec::new(),
+        carry: h
+            .carry
+            .iter()
+            .map(|(k, c)| (k.clone(), c.value.clone()))
+            .collect(),
         meta,
     }
 }

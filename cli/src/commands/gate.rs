@@ -90,6 +90,7 @@ fn decide(args: &GateArgs) -> Result<Exit, Exit> {
         decision: args.action.decision(),
         note: args.note.as_deref(),
         choice: args.choice.as_deref(),
+        tokenless: false,
     };
     let token = args.token.as_deref();
     let decided = operator::decide_gate(&mut engine, &view, &args.step, token, &answer, "human")

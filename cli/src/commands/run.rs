@@ -788,6 +788,7 @@ pub fn run(args: &RunArgs) -> Exit {
                 decision: &decision,
                 note: note.as_deref(),
                 choice: choice.as_deref(),
+                tokenless: false,
             };
             match engine.resolve_gate(&run_id, &id, token.as_deref(), &answer, "human", &mut host) {
                 Ok(o) => outcome = o,

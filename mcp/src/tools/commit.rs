@@ -1,6 +1,8 @@
 //! `stratum_commit {runId|flow_id, label}`: save a run's state under a label.
 //!
-//! Owns: calling `Engine::commit_checkpoint` and echoing `flow_id`.
+//! Owns: calling `Engine::commit_checkpoint`, echoing `flow_id`, and where
+//! the run stands (reference v1-runtime §6: `step_number`,
+//! `current_step_id`, from `stratum_vm::view::RunView::position`).
 //! Must never: touch files: checkpoints are run state only; undoing file
 //! changes is the caller's job.
 
@@ -17,7 +19,8 @@ pub const NAME: &str = "stratum_commit";
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Save the run's current state under a label (a checkpoint) so stratum_revert can return to it. State only: \
 files you changed are not saved (commit them with git yourself). Committing a label again replaces it. \
-Returns {status: \"committed\", flow_id, label, checkpoints: [labels]}.";
+Returns {status: \"committed\", flow_id, runId, label, step_number, current_step_id, checkpoints: [labels]}: step_number is the 1-based \
+position of the entry flow's first step that is not done (the step count + 1 when all are), current_step_id that step (null when all are done).";
 
 /// Request fields.
 pub const FIELDS: &[Field] = &[
@@ -31,14 +34,22 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
     if let Err(r) = state.run(run) {
         return r;
     }
-    match state.engine.commit_checkpoint(run, label) {
-        Ok(v) => Reply::Ok(json!({
-            "status": "committed",
-            "flow_id": run,
-            "runId": run,
-            "label": v.label,
-            "checkpoints": v.checkpoints,
-        })),
-        Err(e) => engine_error(&e),
-    }
+    let committed = match state.engine.commit_checkpoint(run, label) {
+        Ok(v) => v,
+        Err(e) => return engine_error(&e),
+    };
+    let view = match stratum_vm::view::load(&mut state.engine, run) {
+        Ok(v) => v,
+        Err(e) => return engine_error(&e),
+    };
+    let (step_number, current) = view.position();
+    Reply::Ok(json!({
+        "status": "committed",
+        "flow_id": run,
+        "runId": run,
+        "label": committed.label,
+        "step_number": step_number,
+        "current_step_id": current,
+        "checkpoints": committed.checkpoints,
+    }))
 }

@@ -1,15 +1,18 @@
 //! `stratum_flow_cancel {runId}`: cancel a run.
 //!
-//! Owns: calling `Engine::cancel`; a finished run is left as it is and its
-//! real status is returned.
+//! Owns: calling `Engine::cancel_flow` (the one home of "a finished run is
+//! never modified" and of `already_<status>`, which `stratumc flow cancel`
+//! shares), then stopping the agent commands this server runs for the run
+//! and reporting them under `agents` ([`crate::driver::Dispatches::reap`]).
 //! Must never: resurrect a cancelled run: later reports, gate decisions,
 //! resumes and checkpoints on it are refused by the engine.
 
 use serde_json::Value;
 
-use super::{RUN_ID, on_run};
+use super::{RUN_ID, envelope};
 use crate::args::{Args, Field};
-use crate::reply::Reply;
+use crate::driver::{Reaped, TEARDOWN_WAIT};
+use crate::reply::{Reply, engine_error};
 use crate::state::State;
 
 /// Tool name.
@@ -18,7 +21,8 @@ pub const NAME: &str = "stratum_flow_cancel";
 /// What an agent reads in `tools/list`.
 pub const DESCRIPTION: &str = "Cancel a run: outstanding entries and gates can no longer be reported or decided, and the run cannot be resumed. \
 Stop any work you started for it. Returns the envelope with status `cancelled` (or the run's final status if it had already finished), \
-plus `flowSettled` (the run is cancelled now), `acknowledged` (this call cancelled it) and `reason` (`already_<status>` when it had ended before).";
+plus `flowSettled` (the run is cancelled now), `acknowledged` (this call cancelled it), `reason` (`already_<status>` when it had ended before) \
+and `agents` {signalled, reaped, unreaped}: the agent commands this server was running for the run, stopped and confirmed gone.";
 
 /// Request fields.
 pub const FIELDS: &[Field] = &[RUN_ID];
@@ -26,20 +30,27 @@ pub const FIELDS: &[Field] = &[RUN_ID];
 /// Runs the tool.
 pub fn call(state: &mut State, args: &Args) -> Reply {
     let run = args.req_str("runId");
-    let mut cancelled = None;
-    let reply = on_run(state, run, |engine, host| {
-        let c = engine.cancel_flow(run, host)?;
-        let outcome = c.outcome.clone();
-        cancelled = Some(c);
-        Ok(outcome)
-    });
-    let (Reply::Ok(mut v), Some(c)) = (reply.clone(), cancelled) else {
-        return reply;
+    let access = match state.run(run) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let c = match access.engine.cancel_flow(run, access.host) {
+        Ok(c) => c,
+        Err(e) => return engine_error(&e),
+    };
+    let mut v = envelope(&c.outcome, run, &access.plan_hash, access.agents);
+    // a cancelled run (by this call or an earlier one) has its commands stopped
+    let agents = match c.settled() {
+        true => state.dispatches.reap(run, TEARDOWN_WAIT),
+        false => Reaped::default(),
     };
     if let Some(m) = v.as_object_mut() {
         m.insert("flowSettled".into(), Value::from(c.settled()));
         m.insert("acknowledged".into(), Value::from(c.acknowledged));
         m.insert("reason".into(), c.reason().map_or(Value::Null, Value::from));
+        // Invariant: three integers; they always serialize.
+        let agents = serde_json::to_value(agents).expect("invariant: counts serialize");
+        m.insert("agents".into(), agents);
     }
     Reply::Ok(v)
 }

@@ -114,6 +114,10 @@ pub enum EventKind {
         /// waiting: what the decision was made on.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         shown: Vec<ShownFile>,
+        /// Decided without the gate token (the manual's MCP form): taken
+        /// because exactly one round of the gate was waiting.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tokenless: bool,
     },
     /// The run completed with its output.
     Completed { output: Value },
@@ -127,6 +131,9 @@ pub enum EventKind {
     FlowCancelled { by: String, burned: Burned },
     /// Usage of a step's dispatch, or of a usage receipt.
     UsageDebit(UsageDebit),
+    /// What a report said about its dispatch (`result.telemetry`: duration,
+    /// model, effort, ...), kept as sent: recorded, never checked or charged.
+    Telemetry { attempt: u32, telemetry: Value },
     /// Usage of a fanout item's dispatch, or of the judge that checked it.
     FanoutLedgerDebit {
         #[serde(rename = "itemIndex")]
@@ -443,6 +450,7 @@ impl EventKind {
             EventKind::BudgetExhausted(_) => "budget_exhausted",
             EventKind::FlowCancelled { .. } => "flow_cancelled",
             EventKind::UsageDebit(_) => "usage_debit",
+            EventKind::Telemetry { .. } => "telemetry",
             EventKind::FanoutLedgerDebit { .. } => "fanout_ledger_debit",
             EventKind::FanoutItemReady { .. } => "fanout_item_ready",
             EventKind::FanoutItemSkipped { .. } => "fanout_item_skipped",
@@ -501,6 +509,7 @@ impl EventKind {
             EventKind::Routed { .. } | EventKind::StepContinued { .. } => "the failed step",
             EventKind::GateWaiting { .. } | EventKind::GateResolved { .. } => "gate",
             EventKind::UsageDebit(_) => "step (a receipt: its `stepId`, or none)",
+            EventKind::Telemetry { .. } => "the reported step or item (`fan/3`)",
             EventKind::FanoutLedgerDebit { .. } => "item (`fan/3`)",
             EventKind::FanoutItemReady { .. }
             | EventKind::FanoutItemSkipped { .. }
@@ -653,6 +662,10 @@ impl EventKind {
                     max: 3,
                 }),
             }),
+            EventKind::Telemetry {
+                attempt: 1,
+                telemetry: serde_json::json!({"durationMs": 41_200, "model": "claude-sonnet-4-5", "effort": "high"}),
+            },
             EventKind::Evidence { file, root: None },
             EventKind::Judged {
                 statement: "Score how well the summary covers the sources.".into(),
@@ -702,6 +715,7 @@ impl EventKind {
                     ),
                     note: None,
                 }],
+                tokenless: true,
             },
             EventKind::ArtifactsRecorded(Manifest::new(
                 "write".into(),

@@ -41,7 +41,7 @@ pub use machine::{
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;
 
-/// A step report: `{output?, failure?, usage?}`.
+/// A step report: `{output?, failure?, usage?, telemetry?}`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
     /// The output.
@@ -50,13 +50,26 @@ pub struct Report {
     pub failure: Option<String>,
     /// Usage `{tokens?, usd?, ms?}`.
     pub usage: Option<Value>,
+    /// What the client says about the dispatch (`{durationMs, model,
+    /// effort?}` in the reference; any object): recorded in the audit as a
+    /// `telemetry` event, never checked or charged (boxed: reports travel
+    /// in the agent runner's answers, kept small).
+    pub telemetry: Option<Box<Value>>,
 }
+
+/// Largest `telemetry` accepted in one report (serialized JSON).
+pub const MAX_TELEMETRY_BYTES: usize = 64 * 1024;
+
+/// The keys of a report in its envelope form.
+const REPORT_FIELDS: [&str; 4] = ["output", "failure", "usage", "telemetry"];
 
 /// Largest output accepted in one report (serialized JSON).
 pub const MAX_OUTPUT_BYTES: usize = 4 * 1024 * 1024;
 
 impl Report {
-    /// Reads `{output?, failure?, usage?}`; an object without any of those keys is the output itself.
+    /// Reads `{output?, failure?, usage?, telemetry?}`; an object without any
+    /// of the keys `output`, `failure`, `usage` is the output itself (so an
+    /// output with a field named `telemetry` stays an output).
     pub fn from_json(v: &Value) -> Result<Report, VmError> {
         let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
         if size > MAX_OUTPUT_BYTES {
@@ -78,12 +91,27 @@ impl Report {
                 ..Report::default()
             });
         }
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !["output", "failure", "usage"].contains(&k.as_str()))
-        {
+        if let Some(k) = obj.keys().find(|k| !REPORT_FIELDS.contains(&k.as_str())) {
             return Err(VmError::InvalidReport(format!(
-                "unknown field `{k}`; a report has `output`, `failure` and `usage`"
+                "unknown field `{k}`; a report has `output`, `failure`, `usage` and `telemetry`"
+            )));
+        }
+        let telemetry = match obj.get("telemetry") {
+            None | Some(Value::Null) => None,
+            Some(t @ Value::Object(_)) => Some(Box::new(t.clone())),
+            Some(_) => {
+                return Err(VmError::InvalidReport(
+                    "`telemetry` must be an object (e.g. `{durationMs, model, effort?}`)".into(),
+                ));
+            }
+        };
+        let telemetry_size = telemetry
+            .as_ref()
+            .and_then(|t| serde_json::to_vec(t).ok())
+            .map_or(0, |b| b.len());
+        if telemetry_size > MAX_TELEMETRY_BYTES {
+            return Err(VmError::InvalidReport(format!(
+                "`telemetry` is {telemetry_size} bytes; the limit is {MAX_TELEMETRY_BYTES}"
             )));
         }
         let failure = match obj.get("failure") {
@@ -100,6 +128,7 @@ impl Report {
             output: obj.get("output").cloned(),
             failure,
             usage: obj.get("usage").cloned(),
+            telemetry,
         })
     }
 }
@@ -221,4 +250,27 @@ pub struct ReceiptOutcome {
     /// A breach it caused: `flow_exhausted`, `flow_exhausted_after_terminal`,
     /// `subflow_exhausted` or `task_exhausted`.
     pub budget: Option<&'static str>,
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn telemetry_is_taken_as_sent_and_never_turns_an_output_into_a_report() {
+        let t = json!({"durationMs": 5, "model": "m"});
+        let r = Report::from_json(&json!({"output": {"v": 1}, "telemetry": t})).unwrap();
+        assert_eq!(r.telemetry.as_deref(), Some(&t));
+        assert_eq!(r.output, Some(json!({"v": 1})));
+        // a bare output with a field named `telemetry` stays an output
+        let r = Report::from_json(&json!({"telemetry": 3})).unwrap();
+        assert_eq!(r.output, Some(json!({"telemetry": 3})));
+        assert!(r.telemetry.is_none());
+        let e = Report::from_json(&json!({"failure": "x", "telemetry": [1]})).unwrap_err();
+        assert!(e.to_string().contains("must be an object"), "{e}");
+        let big = json!({"output": {}, "telemetry": {"x": "y".repeat(MAX_TELEMETRY_BYTES)}});
+        let e = Report::from_json(&big).unwrap_err();
+        assert!(e.to_string().contains("the limit is 65536"), "{e}");
+    }
 }

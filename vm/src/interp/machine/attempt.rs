@@ -109,6 +109,14 @@ impl Transition<'_> {
         usage: Spend,
         tree: Option<String>,
     ) -> Checked {
+        if let Some(telemetry) = &report.telemetry {
+            let kind = EventKind::Telemetry {
+                attempt,
+                telemetry: Value::clone(telemetry),
+            };
+            let id = self.slot_id(slot);
+            self.event(kind, Some(id));
+        }
         if usage != Spend::default() {
             self.record_usage(slot, attempt, usage);
             let task_breach = self.settle_breach(slot.at, &usage, "");

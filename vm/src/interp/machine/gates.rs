@@ -27,6 +27,10 @@ pub struct GateDecision<'a> {
     pub note: Option<&'a str>,
     /// One of the gate's options (X10).
     pub choice: Option<&'a str>,
+    /// Sent without a token on purpose (the manual's MCP form): taken while
+    /// the gate waits its one round. Without it a missing token is refused
+    /// like a stale one (reference §8.2 #30).
+    pub tokenless: bool,
 }
 
 /// A decision being applied.
@@ -37,6 +41,19 @@ struct Decision<'d> {
     choice: Option<&'d str>,
     by: &'d str,
     target: Option<u32>,
+    /// Decided without a token (one round was waiting).
+    tokenless: bool,
+}
+
+/// A refusal of a decision sent without a token says what such a decision
+/// needs (the gate waiting now, one round).
+fn tokenless_context(e: VmError, tokenless: bool) -> VmError {
+    match (e, tokenless) {
+        (VmError::NotAwaiting(m), true) => VmError::NotAwaiting(format!(
+            "{m}; a decision without `gateToken` is taken only while exactly one round of the gate is waiting"
+        )),
+        (e, _) => e,
+    }
 }
 
 impl Transition<'_> {
@@ -51,15 +68,25 @@ impl Transition<'_> {
             decision,
             note,
             choice,
+            tokenless,
         } = *answer;
+        // a token given is checked even when the caller also said tokenless
+        let tokenless = tokenless && token.is_none();
         if !["approve", "revise", "kill"].contains(&decision) {
             return Err(VmError::InvalidDecision(decision.to_string()));
         }
         if self.status() == RunStatus::Cancelled {
             return Err(VmError::Cancelled(self.run.header.id.clone()));
         }
-        let at = self.waiting_gate(id)?;
-        super::ops::check_token(self.st(at).token.as_ref(), token, "gate decision")?;
+        let at = self
+            .waiting_gate(id)
+            .map_err(|e| tokenless_context(e, tokenless))?;
+        // a tokenless decision is taken while the gate waits: a step id names
+        // one gate, which waits one round at a time, so it cannot be meant
+        // for another round; otherwise the token is checked (missing, stale)
+        if !tokenless {
+            super::ops::check_token(self.st(at).token.as_ref(), token, "gate decision")?;
+        }
         let StepKindDef::Gate {
             on_approve,
             on_revise,
@@ -91,6 +118,7 @@ impl Transition<'_> {
             choice,
             by,
             target,
+            tokenless,
         };
         if decision == "revise" {
             return self.revise(at, &d, max_rounds);
@@ -188,6 +216,7 @@ impl Transition<'_> {
             note: d.note.map(str::to_string),
             choice: d.choice.map(str::to_string),
             resolved_by: d.by.to_string(),
+            tokenless: d.tokenless,
             shown: self
                 .st(at)
                 .shown
