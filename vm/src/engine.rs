@@ -128,6 +128,13 @@ impl Engine {
         &*self.store
     }
 
+    /// The store, for the records that are not a run's state (agent runs,
+    /// leases: `crate::agent_runs`); a run's state changes only through
+    /// the engine's operations.
+    pub fn store_mut(&mut self) -> &mut dyn RunStore {
+        &mut *self.store
+    }
+
     /// Stores a plan file and returns it loaded and verified.
     pub fn add_plan(&mut self, bytes: &[u8]) -> Result<LoadedPlan, EngineError> {
         let (plan, hash) = file::load(bytes)?;

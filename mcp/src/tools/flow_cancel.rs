@@ -36,6 +36,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
     let (Reply::Ok(mut v), Some(c)) = (reply.clone(), cancelled) else {
         return reply;
     };
+    crate::agent_runs::cancel_linked(state, run, &mut v);
     if let Some(m) = v.as_object_mut() {
         m.insert("flowSettled".into(), Value::from(c.settled()));
         m.insert("acknowledged".into(), Value::from(c.acknowledged));

@@ -6,7 +6,10 @@
 //! Must never: validate requests (`args` does) or hold state between calls
 //! (the [`State`] does).
 
+pub mod agent_poll;
+pub mod agent_run;
 pub mod audit;
+pub mod cancel_agent_run;
 pub mod commit;
 pub mod compile_speckit;
 pub mod cost;
@@ -62,7 +65,10 @@ pub type Call = fn(&mut State, &Args) -> Reply;
 /// same names; a test holds the two equal). The fuzz target decodes
 /// arguments through it.
 pub const ALL: &[(&str, &[Field])] = &[
+    (agent_poll::NAME, agent_poll::FIELDS),
+    (agent_run::NAME, agent_run::FIELDS),
     (audit::NAME, audit::FIELDS),
+    (cancel_agent_run::NAME, cancel_agent_run::FIELDS),
     (commit::NAME, commit::FIELDS),
     (compile_speckit::NAME, compile_speckit::FIELDS),
     (cost::NAME, cost::FIELDS),
