@@ -268,6 +268,24 @@ impl StratumServer {
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
 
+    #[tool(name = "stratum_flow_run_bg", description = tools::flow_run_bg::DESCRIPTION, input_schema = args::schema(tools::flow_run_bg::FIELDS))]
+    async fn stratum_flow_run_bg(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_run_bg as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_flow_poll", description = tools::flow_poll::DESCRIPTION, input_schema = args::schema(tools::flow_poll::FIELDS))]
+    async fn stratum_flow_poll(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_poll as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_flow_cancel_bg", description = tools::flow_cancel_bg::DESCRIPTION, input_schema = args::schema(tools::flow_cancel_bg::FIELDS))]
+    async fn stratum_flow_cancel_bg(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_cancel_bg as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_usage_report", description = tools::usage_report::DESCRIPTION, input_schema = args::schema(tools::usage_report::FIELDS))]
     async fn stratum_usage_report(&self, raw: JsonObject) -> CallToolResult {
         use tools::usage_report as t;
@@ -330,6 +348,9 @@ mod tests {
                 "stratum_compile_speckit",
                 "stratum_cost",
                 "stratum_flow_cancel",
+                "stratum_flow_cancel_bg",
+                "stratum_flow_poll",
+                "stratum_flow_run_bg",
                 "stratum_gate_resolve",
                 "stratum_plan",
                 "stratum_resume",

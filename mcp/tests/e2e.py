@@ -361,7 +361,8 @@ async def tools_are_listed_and_teach_the_protocol():
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
             "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
             "stratum_compile_speckit", "stratum_retry",
-            "stratum_agent_run", "stratum_agent_poll", "stratum_cancel_agent_run"]), sorted(tools)
+            "stratum_agent_run", "stratum_agent_poll", "stratum_cancel_agent_run",
+            "stratum_flow_run_bg", "stratum_flow_poll", "stratum_flow_cancel_bg"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -1116,6 +1117,77 @@ async def agent_run_foreground_cancelled_by_its_cancellation_id():
         assert pid_dead(pid)
         res = await asyncio.wait_for(call, TIMEOUT)
         assert res["status"] == "cancelled" and "cancelled" in res["failure"], res
+
+
+BG_SPEC = """version: 1
+contracts:
+  V:
+    x: integer
+flows:
+  entry: two
+  two:
+    input: {}
+    output:
+      from: "${b.output}"
+      contract: V
+    steps:
+      - id: a
+        agent: codex
+        do: "first"
+        out: V
+      - id: b
+        agent: codex
+        after: [a]
+        do: "second"
+        out: V
+"""
+
+
+@test
+async def flow_run_bg_is_polled_to_completion_and_cancel_bg_stops_one():
+    ws = Path(tempfile.mkdtemp(prefix="bg-", dir=HOME))
+    (ws / "agent.py").write_text(
+        "import json, os, sys, time\n"
+        "e = json.load(sys.stdin)\n"
+        "time.sleep(float(open('sleep').read()) if os.path.exists('sleep') else 0)\n"
+        "print(json.dumps({'output': {'x': 1 if e['id'] == 'a' else 2}}))\n")
+    (ws / "stratum.toml").write_text('[agents.codex]\ncommand = "python3 agent.py"\n')
+    async with server() as c:
+        env = await c.ok("stratum_flow_run_bg", {"spec": BG_SPEC, "input": {}, "workspaceRoot": str(ws)})
+        assert env["background"] is True and env["driverPid"] > 0, env
+        run = env["runId"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            p = await c.ok("stratum_flow_poll", {"runId": run})
+            if p["status"] == "completed":
+                break
+            assert time.monotonic() < deadline, p
+            await asyncio.sleep(0.1)
+        assert p["output"] == {"x": 2} and p["progress"] == {"done": 2, "total": 2}, p
+        assert "ledger" in p, p
+        audit = await c.ok("stratum_audit", {"runId": run})
+        results = [e for e in audit["events"] if e["type"] == "result"]
+        assert sorted(e["stepId"] for e in results) == ["a", "b"], results
+        # a slow one is cancelled: the flow settles, the driver's agent is killed
+        (ws / "sleep").write_text("30")
+        env = await c.ok("stratum_flow_run_bg", {"spec": BG_SPEC, "input": {}, "workspaceRoot": str(ws)})
+        run = env["runId"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            p = await c.ok("stratum_flow_poll", {"runId": run})
+            if p["driver"] is not None:
+                break
+            assert time.monotonic() < deadline, p
+            await asyncio.sleep(0.1)
+        assert p["driver"]["lapsed"] is False and p["status"] == "ready", p
+        await asyncio.sleep(0.5)
+        x = await c.ok("stratum_flow_cancel_bg", {"runId": run})
+        assert x["status"] == "cancelled" and x["flowSettled"] is True, x
+        assert all(a["teardownConfirmed"] for a in x["agentRuns"]), x
+        deadline = time.monotonic() + TIMEOUT
+        while (await c.ok("stratum_flow_poll", {"runId": run}))["driver"] is not None:
+            assert time.monotonic() < deadline, "the driver kept its lease after the cancel"
+            await asyncio.sleep(0.1)
 
 
 # ----- main --------------------------------------------------------------------------

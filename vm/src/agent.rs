@@ -815,7 +815,20 @@ pub fn run_batch_watched(
     run_id: &str,
     cwd: &Path,
     every: Duration,
-    mut watch: impl FnMut() -> Watch,
+    watch: impl FnMut() -> Watch,
+) -> Result<Vec<(Value, Answer)>, Interrupted> {
+    run_batch_observed(jobs, run_id, cwd, (every, watch), |_, _| {})
+}
+
+/// [`run_batch_watched`], telling `started` each command's entry and pid
+/// (its process group id) as soon as it runs, so that a durable record can
+/// name the groups another process may kill.
+pub fn run_batch_observed(
+    jobs: Vec<Job>,
+    run_id: &str,
+    cwd: &Path,
+    (every, mut watch): (Duration, impl FnMut() -> Watch),
+    mut started: impl FnMut(&Value, u32),
 ) -> Result<Vec<(Value, Answer)>, Interrupted> {
     let n = jobs.len();
     let mut results: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
@@ -830,6 +843,7 @@ pub fn run_batch_watched(
             entries.push(job.entry.clone());
             match spawn(&job, run_id, dir) {
                 Ok(child) => {
+                    started(&job.entry, child.id());
                     let (etx, erx) = channel();
                     running[k] = Some(etx.clone());
                     let tx = tx.clone();

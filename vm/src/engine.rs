@@ -549,6 +549,25 @@ impl Engine {
         })
     }
 
+    /// Takes over a run whose driver went away (its run lease lapsed): every
+    /// handed-out dispatch gets a new token (the dead driver's agents are
+    /// refused as stale), recorded as `driver_interrupted` (`lease_lapsed`,
+    /// `killed` of its agents reaped). Cancelled runs are refused.
+    pub fn take_over(
+        &mut self,
+        run_id: &str,
+        killed: usize,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            if r.header.status == RunStatus::Cancelled {
+                return Err(VmError::Cancelled(r.header.id.clone()));
+            }
+            interp::take_over(p, i, r, killed, h);
+            Ok(interp::view(p, i, r, h))
+        })
+    }
+
     /// Records the cost model's estimate of the run's steps in its audit
     /// (the `estimated` event, step hashes filled in from the plan): what
     /// `stratumc report` compares the spend with. Drivers call it right

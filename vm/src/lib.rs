@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod agent_runs;
+pub mod background;
 pub mod config;
 pub mod connector;
 pub mod engine;

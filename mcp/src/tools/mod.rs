@@ -14,6 +14,9 @@ pub mod commit;
 pub mod compile_speckit;
 pub mod cost;
 pub mod flow_cancel;
+pub mod flow_cancel_bg;
+pub mod flow_poll;
+pub mod flow_run_bg;
 pub mod gate_resolve;
 pub mod plan;
 pub mod resume;
@@ -73,6 +76,9 @@ pub const ALL: &[(&str, &[Field])] = &[
     (compile_speckit::NAME, compile_speckit::FIELDS),
     (cost::NAME, cost::FIELDS),
     (flow_cancel::NAME, flow_cancel::FIELDS),
+    (flow_cancel_bg::NAME, flow_cancel_bg::FIELDS),
+    (flow_poll::NAME, flow_poll::FIELDS),
+    (flow_run_bg::NAME, flow_run_bg::FIELDS),
     (gate_resolve::NAME, gate_resolve::FIELDS),
     (plan::NAME, plan::FIELDS),
     (resume::NAME, resume::FIELDS),
