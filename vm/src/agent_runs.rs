@@ -396,6 +396,19 @@ mod tests {
     }
 
     #[test]
+    fn a_group_that_has_ended_is_gone_and_init_is_never_signalled() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(
+            agent::kill_group(pid, Duration::from_secs(1)),
+            Teardown::Gone
+        );
+        assert_eq!(agent::kill_group(1, Duration::from_secs(1)), Teardown::Gone);
+        assert_eq!(agent::kill_group(0, Duration::from_secs(1)), Teardown::Gone);
+    }
+
+    #[test]
     fn a_group_on_another_host_is_not_signalled() {
         let mut store = MemoryStore::new();
         let r = request("true");

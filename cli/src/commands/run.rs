@@ -819,6 +819,12 @@ pub fn run(args: &RunArgs) -> Exit {
             if let Some(o) = round.outcome {
                 outcome = o;
             }
+            if round.interrupted.is_some() && signalled().is_none() && held.lost() {
+                eprintln!(
+                    "error: run {run_id}: this driver lost its lease (its heartbeat could not be renewed in time) and another driver took the run over; its agents were killed, nothing was reported for them"
+                );
+                return Exit::Errors;
+            }
             if let Some(killed) = round.interrupted {
                 let sig = signalled().unwrap_or(SIGTERM);
                 let stop = Stopped {
