@@ -564,6 +564,22 @@ fn sqlite_keeps_agent_runs_and_leases_across_processes_and_checks_them() {
         matches!(&e, StoreError::Corrupt(m) if m.contains("the lease of run `r1`")),
         "{e}"
     );
+    // `stratumc store check` names both
+    let found: Vec<String> = s
+        .check()
+        .unwrap()
+        .damage
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        found.contains(&"agent run `agent-a` does not match its checksum".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"run `r1`: lease does not match its checksum".to_string()),
+        "{found:?}"
+    );
 }
 
 // --- SQLite specifics --------------------------------------------------------

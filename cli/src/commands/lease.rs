@@ -128,14 +128,19 @@ impl Held {
     }
 
     /// Settles the records of this round's agents from their answers (an
-    /// agent without an answer — interrupted — is `lost`).
+    /// agent without an answer — interrupted — is `lost`); the output is
+    /// left out (it is the run's, reported through the engine).
     pub fn ended(&mut self, answers: &[(Value, Answer)]) {
         for (token, record) in std::mem::take(&mut self.records) {
             let answer = answers
                 .iter()
                 .find(|(e, _)| e["dispatchToken"].as_str() == Some(token.as_str()));
             let settled = match answer {
-                Some((_, a)) => agent_runs::settled(record, a.clone(), now_ms()),
+                // the output is the run's (its report, in the audit): not kept twice
+                Some((_, a)) => AgentRun {
+                    output: None,
+                    ..agent_runs::settled(record, a.clone(), now_ms())
+                },
                 None => AgentRun {
                     status: AgentRunStatus::Lost,
                     failure: Some("its driver was interrupted; the dispatch stays live".into()),

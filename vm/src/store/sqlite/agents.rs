@@ -16,14 +16,17 @@ use super::super::{
 use super::{SqliteStore, map_err};
 
 /// The `agent_runs` columns [`agent_from_row`] reads, in its order.
-const AGENT_COLUMNS: &str = "id, agent, status, pid, pgid, host, started_ms, updated_ms, output,
+pub(super) const AGENT_COLUMNS: &str =
+    "id, agent, status, pid, pgid, host, started_ms, updated_ms, output,
      failure, usage_tokens, usage_usd, flow_run_id, flow_step_id, flow_item, cancellation_id,
      owner, sum";
 
 /// The stored checksum is read with the record; [`verified`] checks it.
-type Stored<T> = (T, Option<Vec<u8>>);
+pub(super) type Stored<T> = (T, Option<Vec<u8>>);
 
-fn agent_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stored<Result<AgentRun, String>>> {
+pub(super) fn agent_from_row(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<Stored<Result<AgentRun, String>>> {
     let status: String = r.get(2)?;
     let id: String = r.get(0)?;
     let tokens: Option<i64> = r.get(10)?;
