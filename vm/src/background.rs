@@ -4,10 +4,11 @@
 //!
 //! Owns: starting that process — this executable, stdin closed, stdout and
 //! stderr appended to `$STRATUM_HOME/drivers/RUN.log`, in a process group
-//! of its own (a Ctrl-C at the caller's terminal does not reach it), not
-//! waited for — and where its log is.
+//! of its own (a Ctrl-C at the caller's terminal does not reach it), never
+//! waited for by the caller (a thread reaps it when it ends) — and where
+//! its log is.
 //! Must never: drive the run (the driver is `stratumc run`'s loop, with
-//! its lease), or wait for the driver.
+//! its lease), or make the caller wait for the driver.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -53,12 +54,16 @@ pub fn spawn_driver(run_id: &str, extra: &[OsString]) -> Result<Detached, String
         .stdout(out)
         .stderr(err);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let child = cmd
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the driver: {e}"))?;
-    // not waited for: the driver outlives the caller (init reaps it then)
-    Ok(Detached {
-        pid: child.id(),
-        log,
-    })
+    let pid = child.id();
+    // reaped by a thread of the caller while it lives (a long-lived MCP
+    // server collects no zombies); when the caller exits first, by init
+    let _ = std::thread::Builder::new()
+        .name("stratum-driver-reaper".into())
+        .spawn(move || {
+            let _ = child.wait();
+        });
+    Ok(Detached { pid, log })
 }
