@@ -159,15 +159,20 @@ pub fn take_over(
     t.event(kind, None);
     let mut n = 0;
     for slot in slots {
-        let token = t.mint("d");
-        let had = match slot.item {
-            None => t.st_mut(slot.at).token.replace(token).is_some(),
-            Some(k) => t.item_mut(slot.at, k).token.replace(token).is_some(),
+        let handed_out = match slot.item {
+            None => t.st_mut(slot.at).token.is_some(),
+            Some(k) => t.item_mut(slot.at, k).token.is_some(),
         };
-        if had {
-            t.start_lease(slot);
-            n += 1;
+        if !handed_out {
+            continue;
         }
+        let token = Some(t.mint("d"));
+        match slot.item {
+            None => t.st_mut(slot.at).token = token,
+            Some(k) => t.item_mut(slot.at, k).token = token,
+        }
+        t.start_lease(slot);
+        n += 1;
     }
     t.advance();
     n
