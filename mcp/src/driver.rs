@@ -192,6 +192,13 @@ impl Dispatches {
         self.teardowns.lock().remove(run_id);
     }
 
+    /// Withdraws a worker asked for `run_id` and not started yet (a
+    /// background driver process drives the run instead).
+    pub fn forget(&mut self, run_id: &str) {
+        self.starts.retain(|r| r != run_id);
+        self.live.remove(run_id);
+    }
+
     /// Releases `run_id` when its worker could not be started.
     pub fn finish_failed(&mut self, run_id: &str) {
         self.finish(run_id);

@@ -14,6 +14,7 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agent_runs;
 pub mod args;
 pub mod driver;
 pub mod framing;

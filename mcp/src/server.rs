@@ -72,9 +72,54 @@ impl StratumServer {
             )
         });
         let starts = state.dispatches.take_starts();
+        let agent_starts = state.agent_runs.take_starts();
         drop(state);
         self.start_workers(starts);
+        self.start_agent_runs(agent_starts);
         reply
+    }
+
+    fn start_agent_runs(&self, starts: Vec<crate::agent_runs::Start>) {
+        if starts.is_empty() {
+            return;
+        }
+        let mut workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.retain(|w| !w.is_finished());
+        for s in starts {
+            let id = s.record.id.clone();
+            match crate::agent_runs::start(&self.state, s) {
+                Ok(w) => workers.push(w),
+                Err(e) => crate::agent_runs::not_started(&mut self.lock(), &id, &e),
+            }
+        }
+    }
+
+    /// `stratum_agent_run`: the call stores the record and queues the run;
+    /// a foreground run is then waited for off the state lock (a dropped
+    /// request — the client cancelled it — cancels the run) and answered
+    /// with its settled record.
+    async fn agent_run(&self, raw: JsonObject) -> CallToolResult {
+        use tools::agent_run as t;
+        let reply = self.dispatch(t::NAME, t::FIELDS, raw, t::call);
+        let Reply::Ok(v) = &reply else {
+            return reply.into_result();
+        };
+        let id = v["runId"].as_str().unwrap_or_default().to_owned();
+        let Some(wait) = self.lock().agent_runs.take_wait(&id) else {
+            return reply.into_result();
+        };
+        let mut guard = CancelOnDrop {
+            state: self.state.clone(),
+            id: Some(id.clone()),
+        };
+        let _ = wait.await;
+        guard.id = None;
+        let state = self.lock();
+        match crate::agent_runs::find(&state, &id) {
+            Ok(r) => Reply::Ok(crate::agent_runs::record_json(&r)),
+            Err(r) => r,
+        }
+        .into_result()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -97,10 +142,12 @@ impl StratumServer {
     }
 
     /// Stops the engine workers (their commands are killed with their
-    /// process groups, nothing is reported for them) and waits for them.
+    /// process groups, nothing is reported for them) and the agent runs
+    /// (settled as `lost`, their groups killed), and waits for them.
     /// Called when the client has gone away.
     pub fn shutdown(&self) {
         self.lock().dispatches.stop();
+        crate::agent_runs::stop_all(&mut self.lock());
         let workers =
             std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
         for w in workers {
@@ -118,8 +165,49 @@ impl StratumServer {
     }
 }
 
+/// Cancels a foreground agent run whose request went away before it ended
+/// (on a thread of its own: the cancel waits for the group to be gone).
+struct CancelOnDrop {
+    state: Arc<Mutex<State>>,
+    id: Option<String>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let state = self.state.clone();
+        std::thread::spawn(move || {
+            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Ok(record) = crate::agent_runs::find(&state, &id) {
+                let why = "cancelled: the client cancelled the stratum_agent_run request";
+                let now = crate::agent_runs::now_ms();
+                let _ = stratum_vm::agent_runs::cancel(state.engine.store_mut(), record, why, now);
+            }
+        });
+    }
+}
+
 #[tool_router]
 impl StratumServer {
+    #[tool(name = "stratum_agent_run", description = tools::agent_run::DESCRIPTION, input_schema = args::schema(tools::agent_run::FIELDS))]
+    async fn stratum_agent_run(&self, raw: JsonObject) -> CallToolResult {
+        self.agent_run(raw).await
+    }
+
+    #[tool(name = "stratum_agent_poll", description = tools::agent_poll::DESCRIPTION, input_schema = args::schema(tools::agent_poll::FIELDS))]
+    async fn stratum_agent_poll(&self, raw: JsonObject) -> CallToolResult {
+        use tools::agent_poll as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_cancel_agent_run", description = tools::cancel_agent_run::DESCRIPTION, input_schema = args::schema(tools::cancel_agent_run::FIELDS))]
+    async fn stratum_cancel_agent_run(&self, raw: JsonObject) -> CallToolResult {
+        use tools::cancel_agent_run as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_validate", description = tools::validate::DESCRIPTION, input_schema = args::schema(tools::validate::FIELDS))]
     async fn stratum_validate(&self, raw: JsonObject) -> CallToolResult {
         use tools::validate as t;
@@ -180,6 +268,24 @@ impl StratumServer {
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
 
+    #[tool(name = "stratum_flow_run_bg", description = tools::flow_run_bg::DESCRIPTION, input_schema = args::schema(tools::flow_run_bg::FIELDS))]
+    async fn stratum_flow_run_bg(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_run_bg as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_flow_poll", description = tools::flow_poll::DESCRIPTION, input_schema = args::schema(tools::flow_poll::FIELDS))]
+    async fn stratum_flow_poll(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_poll as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_flow_cancel_bg", description = tools::flow_cancel_bg::DESCRIPTION, input_schema = args::schema(tools::flow_cancel_bg::FIELDS))]
+    async fn stratum_flow_cancel_bg(&self, raw: JsonObject) -> CallToolResult {
+        use tools::flow_cancel_bg as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_usage_report", description = tools::usage_report::DESCRIPTION, input_schema = args::schema(tools::usage_report::FIELDS))]
     async fn stratum_usage_report(&self, raw: JsonObject) -> CallToolResult {
         use tools::usage_report as t;
@@ -234,11 +340,17 @@ mod tests {
         assert_eq!(
             names,
             [
+                "stratum_agent_poll",
+                "stratum_agent_run",
                 "stratum_audit",
+                "stratum_cancel_agent_run",
                 "stratum_commit",
                 "stratum_compile_speckit",
                 "stratum_cost",
                 "stratum_flow_cancel",
+                "stratum_flow_cancel_bg",
+                "stratum_flow_poll",
+                "stratum_flow_run_bg",
                 "stratum_gate_resolve",
                 "stratum_plan",
                 "stratum_resume",

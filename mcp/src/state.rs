@@ -34,6 +34,8 @@ pub struct State {
     operator: Option<PathBuf>,
     /// The runs whose engine entries a worker is running (crate::driver).
     pub dispatches: crate::driver::Dispatches,
+    /// The agent runs this server started (crate::agent_runs).
+    pub agent_runs: crate::agent_runs::AgentRuns,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -147,6 +149,7 @@ impl State {
             runs: HashMap::new(),
             operator,
             dispatches: crate::driver::Dispatches::default(),
+            agent_runs: crate::agent_runs::AgentRuns::default(),
         }
     }
 

@@ -360,7 +360,9 @@ async def tools_are_listed_and_teach_the_protocol():
             "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
             "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
-            "stratum_compile_speckit", "stratum_retry"]), sorted(tools)
+            "stratum_compile_speckit", "stratum_retry",
+            "stratum_agent_run", "stratum_agent_poll", "stratum_cancel_agent_run",
+            "stratum_flow_run_bg", "stratum_flow_poll", "stratum_flow_cancel_bg"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -1029,6 +1031,164 @@ async def compile_speckit_matches_the_cli_and_plans():
         assert len(bad["errors"]) == 2 and "03-bad-criteria.md" in bad["errors"][1]["message"], bad
         await c.err("stratum_compile_speckit", {"tasks_dir": str(fixtures / "sequential"), "flow": "x"},
                     "invalid_request", "accepted fields")
+
+
+def agent_workspace():
+    """A workspace whose stratum.toml gives `codex` a command agent (it reads its entry
+    on stdin and answers with it) and `claude` one that hangs, writing its pid first."""
+    ws = Path(tempfile.mkdtemp(prefix="agents-", dir=HOME))
+    (ws / "echo.py").write_text(
+        "import json, sys\n"
+        "e = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'output': {'task': e['task'], 'contract': e['contract']}, 'usage': {'tokens': 3}}))\n")
+    (ws / "stratum.toml").write_text(
+        '[agents.codex]\ncommand = "python3 echo.py"\n\n'
+        '[agents.claude]\ncommand = "echo $$ > agent.pid; exec sleep 60"\n')
+    return ws
+
+
+def pid_dead(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+async def wait_for_pid(ws):
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        text = (ws / "agent.pid").read_text().strip() if (ws / "agent.pid").exists() else ""
+        if text:
+            return int(text)
+        await asyncio.sleep(0.05)
+    raise AssertionError("the agent never started")
+
+
+@test
+async def agent_run_foreground_background_poll_and_cancel():
+    ws = agent_workspace()
+    async with server() as c:
+        # foreground: the call returns the agent's settled record
+        r = await c.ok("stratum_agent_run", {"agent": "codex", "prompt": "summarise",
+                                             "contract": {"type": "object"}, "cwd": str(ws)})
+        assert r["status"] == "completed" and r["done"] is True, r
+        assert r["output"] == {"task": "summarise", "contract": {"type": "object"}}, r
+        assert r["usage"]["tokens"] == 3 and r["pid"] == r["pgid"], r
+        # background: a durable runId, polled to its end
+        r = await c.ok("stratum_agent_run", {"agent": "codex", "prompt": "again", "cwd": str(ws),
+                                             "background": True})
+        assert r["status"] == "running" and r["background"] is True, r
+        assert r["runId"] in r["completionInstructions"], r
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            p = await c.ok("stratum_agent_poll", {"runId": r["runId"]})
+            if p["done"]:
+                break
+            assert time.monotonic() < deadline, p
+            await asyncio.sleep(0.1)
+        assert p["status"] == "completed" and p["output"]["task"] == "again", p
+        # a hanging background run is cancelled; its process is gone when the call returns
+        r = await c.ok("stratum_agent_run", {"agent": "claude", "prompt": "wait", "cwd": str(ws),
+                                             "background": True})
+        pid = await wait_for_pid(ws)
+        x = await c.ok("stratum_cancel_agent_run", {"runId": r["runId"]})
+        assert x["status"] == "cancelled" and x["cancelled"] is True, x
+        assert x["teardown"] == "reaped" and x["teardownConfirmed"] is True, x
+        assert pid_dead(pid), pid
+        x = await c.ok("stratum_cancel_agent_run", {"runId": r["runId"]})
+        assert x["cancelled"] is False and x["reason"] == "already_cancelled", x
+        # a flow link needs a cancellationId; an unknown run is refused
+        await c.err("stratum_agent_run", {"agent": "codex", "prompt": "p", "cwd": str(ws),
+                                          "flow": {"runId": "run-x"}}, "invalid_request", "cancellationId")
+        await c.err("stratum_agent_poll", {"runId": "agent-none"}, "not_found")
+
+
+@test
+async def agent_run_foreground_cancelled_by_its_cancellation_id():
+    ws = agent_workspace()
+    (ws / "agent.pid").unlink(missing_ok=True)
+    async with server() as c:
+        call = asyncio.ensure_future(c.ok("stratum_agent_run", {
+            "agent": "claude", "prompt": "wait", "cwd": str(ws), "cancellationId": "e2e-cancel-1"}))
+        pid = await wait_for_pid(ws)
+        x = await c.ok("stratum_cancel_agent_run", {"runId": "e2e-cancel-1"})
+        assert x["teardownConfirmed"] is True and x["cancellationId"] == "e2e-cancel-1", x
+        assert pid_dead(pid)
+        res = await asyncio.wait_for(call, TIMEOUT)
+        assert res["status"] == "cancelled" and "cancelled" in res["failure"], res
+
+
+BG_SPEC = """version: 1
+contracts:
+  V:
+    x: integer
+flows:
+  entry: two
+  two:
+    input: {}
+    output:
+      from: "${b.output}"
+      contract: V
+    steps:
+      - id: a
+        agent: codex
+        do: "first"
+        out: V
+      - id: b
+        agent: codex
+        after: [a]
+        do: "second"
+        out: V
+"""
+
+
+@test
+async def flow_run_bg_is_polled_to_completion_and_cancel_bg_stops_one():
+    ws = Path(tempfile.mkdtemp(prefix="bg-", dir=HOME))
+    (ws / "agent.py").write_text(
+        "import json, os, sys, time\n"
+        "e = json.load(sys.stdin)\n"
+        "time.sleep(float(open('sleep').read()) if os.path.exists('sleep') else 0)\n"
+        "print(json.dumps({'output': {'x': 1 if e['id'] == 'a' else 2}}))\n")
+    (ws / "stratum.toml").write_text('[agents.codex]\ncommand = "python3 agent.py"\n')
+    async with server() as c:
+        env = await c.ok("stratum_flow_run_bg", {"spec": BG_SPEC, "input": {}, "workspaceRoot": str(ws)})
+        assert env["background"] is True and env["driverPid"] > 0, env
+        run = env["runId"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            p = await c.ok("stratum_flow_poll", {"runId": run})
+            if p["status"] == "completed":
+                break
+            assert time.monotonic() < deadline, p
+            await asyncio.sleep(0.1)
+        assert p["output"] == {"x": 2} and p["progress"] == {"done": 2, "total": 2}, p
+        assert "ledger" in p, p
+        audit = await c.ok("stratum_audit", {"runId": run})
+        results = [e for e in audit["events"] if e["type"] == "result"]
+        assert sorted(e["stepId"] for e in results) == ["a", "b"], results
+        # a slow one is cancelled: the flow settles, the driver's agent is killed
+        (ws / "sleep").write_text("30")
+        env = await c.ok("stratum_flow_run_bg", {"spec": BG_SPEC, "input": {}, "workspaceRoot": str(ws)})
+        run = env["runId"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            p = await c.ok("stratum_flow_poll", {"runId": run})
+            if p["driver"] is not None:
+                break
+            assert time.monotonic() < deadline, p
+            await asyncio.sleep(0.1)
+        assert p["driver"]["lapsed"] is False and p["status"] == "ready", p
+        await asyncio.sleep(0.5)
+        x = await c.ok("stratum_flow_cancel_bg", {"runId": run})
+        assert x["status"] == "cancelled" and x["flowSettled"] is True, x
+        assert all(a["teardownConfirmed"] for a in x["agentRuns"]), x
+        deadline = time.monotonic() + TIMEOUT
+        while (await c.ok("stratum_flow_poll", {"runId": run}))["driver"] is not None:
+            assert time.monotonic() < deadline, "the driver kept its lease after the cancel"
+            await asyncio.sleep(0.1)
+
 
 
 # ----- issue 16 §3: the manual's and reference §2.3's shapes ---------------------------

@@ -38,6 +38,13 @@ fn call(s: &StratumServer, tool: &str, args: Value) -> Reply {
         "step_done" => (tools::step_done::FIELDS, tools::step_done::call),
         "validate" => (tools::validate::FIELDS, tools::validate::call),
         "audit" => (tools::audit::FIELDS, tools::audit::call),
+        "agent_run" => (tools::agent_run::FIELDS, tools::agent_run::call),
+        "agent_poll" => (tools::agent_poll::FIELDS, tools::agent_poll::call),
+        "cancel_agent_run" => (
+            tools::cancel_agent_run::FIELDS,
+            tools::cancel_agent_run::call,
+        ),
+        "flow_run_bg" => (tools::flow_run_bg::FIELDS, tools::flow_run_bg::call),
         "gate_resolve" => (tools::gate_resolve::FIELDS, tools::gate_resolve::call),
         "commit" => (tools::commit::FIELDS, tools::commit::call),
         "revert" => (tools::revert::FIELDS, tools::revert::call),
@@ -960,4 +967,94 @@ flows:
         ),
         (Some(2), Some(2))
     );
+}
+
+/// A workspace whose `stratum.toml` gives `codex` a command agent.
+fn agent_workspace(command: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!("[agents.codex]\ncommand = {}\n", Value::from(command));
+    std::fs::write(dir.path().join("stratum.toml"), toml).unwrap();
+    dir
+}
+
+#[test]
+fn a_background_agent_run_is_recorded_polled_and_cancelled() {
+    let s = server();
+    let ws = agent_workspace(r#"printf '{"output": {"ok": true}}'"#);
+    let cwd = ws.path().display().to_string();
+    let r = ok(call(
+        &s,
+        "agent_run",
+        json!({"agent": "codex", "prompt": "p", "cwd": cwd, "background": true}),
+    ));
+    assert_eq!(r["status"], "running", "{r}");
+    let id = r["runId"].as_str().unwrap().to_owned();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let done = loop {
+        let p = ok(call(&s, "agent_poll", json!({"runId": id})));
+        if p["done"] == true {
+            break p;
+        }
+        assert!(std::time::Instant::now() < end, "{p}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["output"], json!({"ok": true}), "{done}");
+    // a settled run is not cancelled again
+    let x = ok(call(&s, "cancel_agent_run", json!({"runId": id})));
+    assert_eq!(x["cancelled"], false, "{x}");
+    assert_eq!(x["reason"], "already_completed", "{x}");
+    assert_eq!(x["status"], "completed", "{x}");
+}
+
+#[test]
+fn agent_and_background_requests_are_refused_saying_what_to_fix() {
+    let s = server();
+    let ws = agent_workspace("true");
+    let cwd = ws.path().display().to_string();
+    let e = err(call(
+        &s,
+        "agent_run",
+        json!({"agent": "gpt", "prompt": "p", "cwd": cwd}),
+    ));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown agent `gpt`"),
+        "{e}"
+    );
+    let e = err(call(
+        &s,
+        "agent_run",
+        json!({"agent": "codex", "prompt": "p", "cwd": cwd, "flow": {"runId": "run-x"}}),
+    ));
+    assert!(
+        e["message"].as_str().unwrap().contains("cancellationId"),
+        "{e}"
+    );
+    let e = err(call(
+        &s,
+        "agent_run",
+        json!({"agent": "codex", "prompt": "p", "cwd": cwd, "cancellationId": "c",
+               "flow": {"runId": "run-x"}}),
+    ));
+    assert_eq!(e["error_type"], "not_found", "{e}");
+    let e = err(call(
+        &s,
+        "agent_run",
+        json!({"agent": "codex", "prompt": "p", "cwd": cwd, "cancellationId": "c",
+               "flow": {"runId": "run-x", "itemIndex": -1}}),
+    ));
+    assert!(e["message"].as_str().unwrap().contains("itemIndex"), "{e}");
+    let e = err(call(&s, "agent_poll", json!({"runId": "agent-none"})));
+    assert_eq!(e["error_type"], "not_found", "{e}");
+    let e = err(call(&s, "flow_run_bg", json!({})));
+    assert!(e["message"].as_str().unwrap().contains("`spec`"), "{e}");
+    let e = err(call(
+        &s,
+        "flow_run_bg",
+        json!({"spec": SPEC, "resumeRun": "run-x"}),
+    ));
+    assert_eq!(e["error_type"], "invalid_request", "{e}");
 }

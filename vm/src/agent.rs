@@ -603,13 +603,126 @@ fn finish(child: Child, job: &Job, tx: Sender<Event>, rx: Receiver<Event>) -> An
 
 /// Runs one job and reads its result.
 pub fn run_command(job: &Job, run_id: &str, cwd: &Path) -> Answer {
+    run_command_observed(job, run_id, cwd, |_| {})
+}
+
+/// [`run_command`], telling `started` the pid of the command once it runs
+/// (it leads its own process group: the pid is the group id), before it is
+/// waited for — so a durable record can name the group another process
+/// may kill ([`kill_group`]). `run_id` is the `STRATUM_RUN_ID` it sees.
+pub fn run_command_observed(
+    job: &Job,
+    run_id: &str,
+    cwd: &Path,
+    started: impl FnOnce(u32),
+) -> Answer {
     match spawn(job, run_id, cwd) {
         Ok(child) => {
+            started(child.id());
             let (tx, rx) = channel();
             finish(child, job, tx, rx)
         }
         Err(e) => never_started(job, &e),
     }
+}
+
+/// How a [`kill_group`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Teardown {
+    /// The group was signalled and no live process is left in it.
+    Reaped,
+    /// There was no live process in the group before the signal.
+    Gone,
+    /// The group was signalled but a process of it was still alive at the
+    /// deadline.
+    Unconfirmed,
+}
+
+impl Teardown {
+    /// Whether no live process of the group is left.
+    pub fn confirmed(self) -> bool {
+        self != Teardown::Unconfirmed
+    }
+
+    /// Its name, as the MCP tools report it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Teardown::Reaped => "reaped",
+            Teardown::Gone => "gone",
+            Teardown::Unconfirmed => "unconfirmed",
+        }
+    }
+}
+
+/// Sends SIGKILL to process group `pgid` (one a command of this module
+/// leads, possibly started by another process on this host) and waits up
+/// to `within` until no live process is left in it (a zombie, waiting for
+/// its parent, is not alive).
+pub fn kill_group(pgid: u32, within: Duration) -> Teardown {
+    // group 1 (init's) and no group at all are never a command's
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .filter(|&g| g > 1)
+        .and_then(Pid::from_raw)
+    else {
+        return Teardown::Gone;
+    };
+    if !group_alive(pid) {
+        return Teardown::Gone;
+    }
+    let _ = kill_process_group(pid, Signal::KILL);
+    let by = deadline(within);
+    loop {
+        if !group_alive(pid) {
+            return Teardown::Reaped;
+        }
+        if Instant::now() >= by {
+            return Teardown::Unconfirmed;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Whether group `pgid` has a live member: signal 0 reaches it, and (on
+/// Linux, where a zombie still takes signal 0) one of its processes is not
+/// a zombie.
+fn group_alive(pgid: Pid) -> bool {
+    // any other answer (EPERM: alive, but not ours to signal) means it is there
+    if let Err(rustix::io::Errno::SRCH) = rustix::process::test_kill_process_group(pgid) {
+        return false;
+    }
+    live_member_in_proc(pgid).unwrap_or(true)
+}
+
+/// Whether `/proc` lists a process of group `pgid` that is not a zombie;
+/// `None` where there is no `/proc`.
+fn live_member_in_proc(pgid: Pid) -> Option<bool> {
+    let want = pgid.as_raw_nonzero().get();
+    let dir = std::fs::read_dir("/proc").ok()?;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // a stat line is short; 1 KiB holds it whole
+        let mut buf = [0u8; 1024];
+        let Ok(n) =
+            std::fs::File::open(entry.path().join("stat")).and_then(|mut f| f.read(&mut buf))
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&buf[..n]);
+        // `PID (COMM) STATE PPID PGRP ...`: COMM may hold spaces and parens
+        let Some((_, rest)) = text.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (state, _ppid, pgrp) = (fields.next(), fields.next(), fields.next());
+        if pgrp.and_then(|g| g.parse::<i32>().ok()) == Some(want) && state != Some("Z") {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 /// A declared command (language 1.1 X12) to run without a shell: the
@@ -704,7 +817,20 @@ pub fn run_batch_watched(
     every: Duration,
     watch: impl FnMut() -> Watch,
 ) -> Result<Vec<(Value, Answer)>, Interrupted> {
-    run_batch_counted(jobs, run_id, cwd, every, watch).map(|(results, _)| results)
+    run_batch_observed(jobs, run_id, cwd, (every, watch), |_, _| {})
+}
+
+/// [`run_batch_watched`], telling `started` each command's entry and pid
+/// (its process group id) as soon as it runs, so that a durable record can
+/// name the groups another process may kill.
+pub fn run_batch_observed(
+    jobs: Vec<Job>,
+    run_id: &str,
+    cwd: &Path,
+    watching: (Duration, impl FnMut() -> Watch),
+    started: impl FnMut(&Value, u32),
+) -> Result<Vec<(Value, Answer)>, Interrupted> {
+    run_batch_core(jobs, run_id, cwd, watching, started).map(|(results, _)| results)
 }
 
 /// [`run_batch_watched`], also saying how many commands a
@@ -715,7 +841,19 @@ pub fn run_batch_counted(
     run_id: &str,
     cwd: &Path,
     every: Duration,
-    mut watch: impl FnMut() -> Watch,
+    watch: impl FnMut() -> Watch,
+) -> Result<(Vec<(Value, Answer)>, usize), Interrupted> {
+    run_batch_core(jobs, run_id, cwd, (every, watch), |_, _| {})
+}
+
+/// The one batch runner behind the three above: the results and how many
+/// commands a cancel stopped.
+fn run_batch_core(
+    jobs: Vec<Job>,
+    run_id: &str,
+    cwd: &Path,
+    (every, mut watch): (Duration, impl FnMut() -> Watch),
+    mut started: impl FnMut(&Value, u32),
 ) -> Result<(Vec<(Value, Answer)>, usize), Interrupted> {
     let n = jobs.len();
     let mut results: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
@@ -730,6 +868,7 @@ pub fn run_batch_counted(
             entries.push(job.entry.clone());
             match spawn(&job, run_id, dir) {
                 Ok(child) => {
+                    started(&job.entry, child.id());
                     let (etx, erx) = channel();
                     running[k] = Some(etx.clone());
                     let tx = tx.clone();

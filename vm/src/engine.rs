@@ -128,6 +128,13 @@ impl Engine {
         &*self.store
     }
 
+    /// The store, for the records that are not a run's state (agent runs,
+    /// leases: `crate::agent_runs`); a run's state changes only through
+    /// the engine's operations.
+    pub fn store_mut(&mut self) -> &mut dyn RunStore {
+        &mut *self.store
+    }
+
     /// Stores a plan file and returns it loaded and verified.
     pub fn add_plan(&mut self, bytes: &[u8]) -> Result<LoadedPlan, EngineError> {
         let (plan, hash) = file::load(bytes)?;
@@ -542,6 +549,25 @@ impl Engine {
     ) -> Result<Outcome, EngineError> {
         self.transition(run_id, host, |p, i, r, h| {
             Ok(interp::interrupted(p, i, r, signal, killed, h))
+        })
+    }
+
+    /// Takes over a run whose driver went away (its run lease lapsed): every
+    /// handed-out dispatch gets a new token (the dead driver's agents are
+    /// refused as stale), recorded as `driver_interrupted` (`lease_lapsed`,
+    /// `killed` of its agents reaped). Cancelled runs are refused.
+    pub fn take_over(
+        &mut self,
+        run_id: &str,
+        killed: usize,
+        host: &mut dyn Host,
+    ) -> Result<Outcome, EngineError> {
+        self.transition(run_id, host, |p, i, r, h| {
+            if r.header.status == RunStatus::Cancelled {
+                return Err(VmError::Cancelled(r.header.id.clone()));
+            }
+            interp::take_over(p, i, r, killed, h);
+            Ok(interp::view(p, i, r, h))
         })
     }
 

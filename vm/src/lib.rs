@@ -5,12 +5,15 @@
 //! types, deterministic serialization with a content hash, verification on
 //! load, and the disassembler. [`store`] — the durable run store (SQLite by
 //! default, in memory for tests). [`host`] — the workspace file jail and the
-//! judge client behind ensure predicates. [`config`] — the one reader of
+//! judge client behind ensure predicates. [`agent_runs`] — agent runs outside
+//! a dispatch loop, with durable records. [`config`] — the one reader of
 //! `stratum.toml`. [`suggest`] — the toolchain's did-you-mean.
 //! Must never: depend on the compiler or the grammar (a prebuilt plan runs
 //! without the front end), or panic on a hostile plan file.
 
 pub mod agent;
+pub mod agent_runs;
+pub mod background;
 pub mod config;
 pub mod connector;
 pub mod engine;

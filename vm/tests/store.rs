@@ -12,7 +12,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use stratum_vm::store::{
-    Delta, MemoryStore, RunMeta, RunStore, SCHEMA_VERSION, SqliteStore, StoreError,
+    AgentRun, AgentRunStatus, AgentUpdate, AgentUsage, Delta, FlowLink, Lease, LeaseGrant,
+    MAX_AGENT_OUTPUT, MemoryStore, RunMeta, RunStore, SCHEMA_VERSION, SqliteStore, StoreError,
 };
 
 fn tmpdir() -> tempfile::TempDir {
@@ -357,6 +358,228 @@ fn stores_are_object_safe_and_send() {
     fn assert_send<T: Send>(_: &T) {}
     let boxed: Vec<Box<dyn RunStore>> = vec![Box::new(MemoryStore::new())];
     assert_send(&boxed);
+}
+
+// --- agent runs and leases (schema 4), both stores ----------------------------
+
+fn agent_run(id: &str, flow: Option<(&str, &str)>, started_ms: i64) -> AgentRun {
+    AgentRun {
+        id: id.to_owned(),
+        agent: "claude".to_owned(),
+        status: AgentRunStatus::Running,
+        pid: None,
+        pgid: None,
+        host: "box".to_owned(),
+        started_ms,
+        updated_ms: started_ms,
+        output: None,
+        failure: None,
+        usage: None,
+        flow: flow.map(|(run, step)| FlowLink {
+            run_id: run.to_owned(),
+            step_id: Some(step.to_owned()),
+            item_index: Some(2),
+        }),
+        cancellation_id: None,
+        owner: "box:1:0".to_owned(),
+    }
+}
+
+#[test]
+fn agent_runs_are_created_read_and_listed_by_flow() {
+    on_both(|s| {
+        let a = agent_run("agent-a", Some(("r1", "draft")), 20);
+        let b = agent_run("agent-b", None, 10);
+        let c = AgentRun {
+            cancellation_id: Some("c-1".into()),
+            ..agent_run("agent-c", Some(("r1", "review")), 5)
+        };
+        for r in [&a, &b, &c] {
+            s.create_agent_run(r).unwrap();
+        }
+        assert_eq!(s.agent_run("agent-a").unwrap(), Some(a.clone()));
+        assert_eq!(s.agent_run("agent-x").unwrap(), None);
+        assert_eq!(s.agent_run_by_cancellation("c-1").unwrap(), Some(c.clone()));
+        assert_eq!(s.agent_run_by_cancellation("c-2").unwrap(), None);
+        // oldest first, only the flow's
+        assert_eq!(
+            s.agent_runs_of_flow("r1").unwrap(),
+            vec![c.clone(), a.clone()]
+        );
+        assert!(s.agent_runs_of_flow("r2").unwrap().is_empty());
+        // an id or a cancellation id is taken once
+        assert_eq!(
+            s.create_agent_run(&a),
+            Err(StoreError::Exists("agent-a".into()))
+        );
+        let again = AgentRun {
+            cancellation_id: Some("c-1".into()),
+            ..agent_run("agent-d", None, 1)
+        };
+        assert_eq!(
+            s.create_agent_run(&again),
+            Err(StoreError::Exists("agent-c".into()))
+        );
+        assert_eq!(s.agent_run("agent-d").unwrap(), None);
+    });
+}
+
+#[test]
+fn a_settled_agent_run_never_changes_again() {
+    on_both(|s| {
+        let mut r = agent_run("agent-a", Some(("r1", "draft")), 1);
+        s.create_agent_run(&r).unwrap();
+        r.pid = Some(4242);
+        r.pgid = Some(4242);
+        assert_eq!(s.update_agent_run(&r).unwrap(), AgentUpdate::Written);
+        let cancelled = AgentRun {
+            status: AgentRunStatus::Cancelled,
+            failure: Some("cancelled".into()),
+            updated_ms: 5,
+            ..r.clone()
+        };
+        assert_eq!(
+            s.update_agent_run(&cancelled).unwrap(),
+            AgentUpdate::Written
+        );
+        // the run's own end, written after the cancel, is refused: the cancel is kept
+        let completed = AgentRun {
+            status: AgentRunStatus::Completed,
+            output: Some("{\"x\":1}".into()),
+            usage: Some(AgentUsage {
+                tokens: 12,
+                usd: Some(0.25),
+            }),
+            ..r.clone()
+        };
+        assert_eq!(
+            s.update_agent_run(&completed).unwrap(),
+            AgentUpdate::Settled(Box::new(cancelled.clone()))
+        );
+        assert_eq!(s.agent_run("agent-a").unwrap(), Some(cancelled));
+        assert_eq!(
+            s.update_agent_run(&agent_run("agent-none", None, 1)),
+            Err(StoreError::NotFound("agent-none".into()))
+        );
+    });
+}
+
+#[test]
+fn agent_run_output_usage_and_bounds_round_trip() {
+    on_both(|s| {
+        let done = AgentRun {
+            status: AgentRunStatus::Completed,
+            pid: Some(7),
+            pgid: Some(7),
+            output: Some("{\"answer\": \"ok\"}".into()),
+            usage: Some(AgentUsage {
+                tokens: 1_000,
+                usd: None,
+            }),
+            ..agent_run("agent-a", None, 3)
+        };
+        s.create_agent_run(&done).unwrap();
+        assert_eq!(s.agent_run("agent-a").unwrap(), Some(done));
+        let big = AgentRun {
+            output: Some("x".repeat(MAX_AGENT_OUTPUT + 1)),
+            ..agent_run("agent-big", None, 3)
+        };
+        assert!(
+            matches!(s.create_agent_run(&big), Err(StoreError::Invalid(m)) if m.contains("cut it first"))
+        );
+        assert_eq!(s.agent_run("agent-big").unwrap(), None);
+    });
+}
+
+fn lease(holder: &str, now: i64, ttl: i64) -> Lease {
+    Lease {
+        run_id: "r1".into(),
+        holder: holder.into(),
+        host: "box".into(),
+        pid: 9,
+        heartbeat_ms: now,
+        expires_ms: now + ttl,
+    }
+}
+
+#[test]
+fn a_lease_is_held_renewed_taken_over_when_lapsed_and_released() {
+    on_both(|s| {
+        assert_eq!(s.lease("r1").unwrap(), None);
+        assert_eq!(
+            s.acquire_lease(&lease("a", 0, 100)).unwrap(),
+            LeaseGrant::Granted
+        );
+        assert_eq!(
+            s.acquire_lease(&lease("a", 50, 100)).unwrap(),
+            LeaseGrant::Renewed
+        );
+        // b is refused while a's heartbeat is fresh, and nothing changes
+        assert_eq!(
+            s.acquire_lease(&lease("b", 149, 100)).unwrap(),
+            LeaseGrant::Held(lease("a", 50, 100))
+        );
+        assert_eq!(s.lease("r1").unwrap(), Some(lease("a", 50, 100)));
+        // a stopped beating: b takes the run over and is told whose lease lapsed
+        assert_eq!(
+            s.acquire_lease(&lease("b", 150, 100)).unwrap(),
+            LeaseGrant::TakenOver(lease("a", 50, 100))
+        );
+        assert!(!s.release_lease("r1", "a").unwrap(), "a no longer holds it");
+        assert_eq!(s.lease("r1").unwrap(), Some(lease("b", 150, 100)));
+        assert!(s.release_lease("r1", "b").unwrap());
+        assert_eq!(s.lease("r1").unwrap(), None);
+    });
+}
+
+#[test]
+fn sqlite_keeps_agent_runs_and_leases_across_processes_and_checks_them() {
+    let dir = tmpdir();
+    let path = dir.path().join("stratum.db");
+    {
+        let mut s = SqliteStore::open(&path).unwrap();
+        s.create_agent_run(&agent_run("agent-a", Some(("r1", "draft")), 1))
+            .unwrap();
+        s.acquire_lease(&lease("a", 0, 100)).unwrap();
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.agent_runs_of_flow("r1").unwrap().len(), 1);
+    assert_eq!(s.lease("r1").unwrap(), Some(lease("a", 0, 100)));
+    drop(s);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("UPDATE agent_runs SET pgid = 1 WHERE id = 'agent-a'", [])
+            .unwrap();
+        conn.execute("UPDATE leases SET expires_ms = 999999", [])
+            .unwrap();
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    let e = s.agent_run("agent-a").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains("agent run `agent-a` does not match its checksum")),
+        "{e}"
+    );
+    let e = s.lease("r1").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains("the lease of run `r1`")),
+        "{e}"
+    );
+    // `stratumc store check` names both
+    let found: Vec<String> = s
+        .check()
+        .unwrap()
+        .damage
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        found.contains(&"agent run `agent-a` does not match its checksum".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"run `r1`: lease does not match its checksum".to_string()),
+        "{found:?}"
+    );
 }
 
 // --- SQLite specifics --------------------------------------------------------

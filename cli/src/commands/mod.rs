@@ -12,6 +12,7 @@ pub mod flow;
 pub mod gate;
 pub mod graph;
 pub mod init;
+pub mod lease;
 pub mod lsp;
 pub mod migrate;
 pub mod models;

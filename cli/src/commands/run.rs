@@ -10,6 +10,12 @@
 //! A new run from a spec gets the cost model's per-step estimate recorded
 //! in its audit (`estimated`); one from a prebuilt plan file gets none (a
 //! plan holds no IR), nor does a retry.
+//! Every driver holds the run's lease while it drives (`lease`: one driver
+//! at a time, a heartbeat; a run whose driver died is taken over once its
+//! lease lapses: the dead driver's agents are killed, the outstanding
+//! dispatches get new tokens), and records each dispatch's agent (pid,
+//! process group) in the store. `--detach` starts the run, then re-runs
+//! this binary with `--resume RUN` as a background driver.
 //! Must never: apply an execution rule itself — every decision is the
 //! engine's; this only moves JSON between the engine and the agent.
 
@@ -22,6 +28,8 @@ use serde_json::{Value, json};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use stratum_vm::agent::{self, Answer, Job, Watch};
+
+use super::lease::{self, Held};
 use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
@@ -70,6 +78,13 @@ pub struct RunArgs {
     /// `json` prints one final JSON object on stdout.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Start the run, then drive it from a background driver process (this
+    /// binary again, `--resume RUN`, in a process group of its own, its
+    /// output in `$STRATUM_HOME/drivers/RUN.log`) that outlives this one;
+    /// prints the run id and the driver's pid at once. Gates are decided
+    /// by `--gate` rules, else the run waits at them.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 /// One `--gate` rule: a decision for one gate (or, without a step, for
@@ -449,7 +464,7 @@ struct Round {
 /// cancel` (another process) stops the agents still running; a signal to
 /// this process kills them and reports only the agents that had ended.
 fn run_ready(
-    engine: &mut Engine,
+    (engine, held): (&mut Engine, &mut Held),
     host: &mut StdHost,
     (args, config): (&RunArgs, &config::Config),
     run_id: &str,
@@ -471,29 +486,34 @@ fn run_ready(
             )),
         }
     }
-    let watched = agent::run_batch_watched(
-        jobs,
-        run_id,
-        workspace_dir,
-        Duration::from_millis(250),
-        || {
-            if signalled().is_some() {
-                return Watch::Interrupt;
-            }
-            let cancelled = engine
-                .poll(run_id, host)
-                .is_ok_and(|o| o.status == RunStatus::Cancelled);
-            if cancelled { Watch::Cancel } else { Watch::Go }
-        },
-    );
+    let lost = held.lost_flag();
+    let watch = || {
+        if signalled().is_some() || lost.load(Ordering::SeqCst) {
+            return Watch::Interrupt;
+        }
+        let cancelled = engine
+            .poll(run_id, host)
+            .is_ok_and(|o| o.status == RunStatus::Cancelled);
+        if cancelled { Watch::Cancel } else { Watch::Go }
+    };
+    // each agent's pid and group go into the store as it starts (a driver
+    // taking the run over kills them if this one dies)
+    let started = |entry: &Value, pid: u32| {
+        let agent = entry["agent"].as_str().unwrap_or_default().to_owned();
+        held.started(entry, pid, &agent);
+    };
+    let every = Duration::from_millis(250);
+    let watched = agent::run_batch_observed(jobs, run_id, workspace_dir, (every, watch), started);
     let (results, interrupted) = match watched {
         Ok(results) => (results, None),
         Err(stop) => {
             let finished = stop.finished.into_iter();
-            let answers = finished.map(|(e, r)| (e, Answer::Report(r))).collect();
+            let answers: Vec<(Value, Answer)> =
+                finished.map(|(e, r)| (e, Answer::Report(r))).collect();
             (answers, Some(stop.killed))
         }
     };
+    held.ended(&results);
     // results are the entries' in order; an interrupted batch gives back only
     // those that had ended, each with its entry; an agent killed at its
     // dispatch lease reports nothing (the lease expires: an orphan, X7)
@@ -723,6 +743,31 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
     eprintln!("run: {run_id}");
+    if args.detach {
+        return detach(args, &run_id, &workspace_dir);
+    }
+    let mut held = match lease::acquire(&run_id) {
+        Ok(acquired) => {
+            if let Some((prev, killed)) = &acquired.taken_over {
+                eprintln!(
+                    "run {run_id}: taken over from driver pid {} on `{}` (its lease lapsed); {killed} of its agent(s) killed, outstanding dispatches reissued with new tokens",
+                    prev.pid, prev.host
+                );
+                match engine.take_over(&run_id, *killed, &mut host) {
+                    Ok(o) => outcome = o,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Exit::Usage;
+                    }
+                }
+            }
+            acquired.held
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
     if let Some(old) = &args.retry {
         let from = args
             .from
@@ -735,6 +780,12 @@ pub fn run(args: &RunArgs) -> Exit {
         if outcome.status.is_terminal() {
             break;
         }
+        if held.lost() {
+            eprintln!(
+                "error: run {run_id}: this driver lost its lease (its heartbeat could not be renewed in time) and another driver took the run over; stopping"
+            );
+            return Exit::Errors;
+        }
         if let Some(sig) = signalled() {
             let stop = Stopped {
                 engine: &mut engine,
@@ -746,7 +797,7 @@ pub fn run(args: &RunArgs) -> Exit {
         if !outcome.ready.is_empty() {
             let ready = &outcome.ready;
             let round = run_ready(
-                &mut engine,
+                (&mut engine, &mut held),
                 &mut host,
                 (args, &config),
                 &run_id,
@@ -755,6 +806,12 @@ pub fn run(args: &RunArgs) -> Exit {
             );
             if let Some(o) = round.outcome {
                 outcome = o;
+            }
+            if round.interrupted.is_some() && signalled().is_none() && held.lost() {
+                eprintln!(
+                    "error: run {run_id}: this driver lost its lease (its heartbeat could not be renewed in time) and another driver took the run over; its agents were killed, nothing was reported for them"
+                );
+                return Exit::Errors;
             }
             if let Some(killed) = round.interrupted {
                 let sig = signalled().unwrap_or(SIGTERM);
@@ -807,6 +864,47 @@ pub fn run(args: &RunArgs) -> Exit {
         break;
     }
     finish(args.format, &run_id, &outcome)
+}
+
+/// `--detach`: the run is started; a driver process (this binary, `run
+/// --resume RUN` with the same agent, gate, workspace and config options)
+/// drives it in a process group of its own, stdin closed, its output in
+/// `$STRATUM_HOME/drivers/RUN.log`. Prints the run id and the driver's pid.
+fn detach(args: &RunArgs, run_id: &str, workspace_dir: &Path) -> Exit {
+    let mut extra: Vec<std::ffi::OsString> = vec!["--format".into(), "json".into()];
+    extra.push("--workspace".into());
+    extra.push(workspace_dir.into());
+    if let Some(a) = &args.agent {
+        extra.extend(["--agent".into(), a.into()]);
+    }
+    if let Some(t) = args.agent_timeout {
+        extra.extend(["--agent-timeout".into(), t.to_string().into()]);
+    }
+    if let Some(c) = &args.config {
+        extra.extend(["--config".into(), c.into()]);
+    }
+    for g in &args.gate {
+        let rule = match (&g.step, &g.choice) {
+            (Some(s), Some(c)) => format!("{s}={}:{c}", g.decision),
+            (Some(s), None) => format!("{s}={}", g.decision),
+            (None, _) => g.decision.clone(),
+        };
+        extra.extend(["--gate".into(), rule.into()]);
+    }
+    let d = match stratum_vm::background::spawn_driver(run_id, &extra) {
+        Ok(d) => d,
+        Err(e) => return super::usage(e),
+    };
+    eprintln!(
+        "run {run_id} is driven in the background by pid {} (log: {}); watch it with `stratumc watch {run_id}`, stop it with `stratumc flow cancel {run_id}`",
+        d.pid,
+        d.log.display()
+    );
+    if args.format == Format::Json {
+        let doc = json!({"version": 1, "runId": run_id, "status": "running", "detached": true, "driverPid": d.pid, "log": d.log.display().to_string()});
+        super::emit(&format!("{doc}\n"));
+    }
+    Exit::Ok
 }
 
 fn finish(format: Format, run_id: &str, outcome: &Outcome) -> Exit {

@@ -44,6 +44,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         true => state.dispatches.reap(run, TEARDOWN_WAIT),
         false => Reaped::default(),
     };
+    crate::agent_runs::cancel_linked(state, run, &mut v);
     if let Some(m) = v.as_object_mut() {
         m.insert("flowSettled".into(), Value::from(c.settled()));
         m.insert("acknowledged".into(), Value::from(c.acknowledged));

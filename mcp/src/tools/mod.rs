@@ -6,11 +6,17 @@
 //! Must never: validate requests (`args` does) or hold state between calls
 //! (the [`State`] does).
 
+pub mod agent_poll;
+pub mod agent_run;
 pub mod audit;
+pub mod cancel_agent_run;
 pub mod commit;
 pub mod compile_speckit;
 pub mod cost;
 pub mod flow_cancel;
+pub mod flow_cancel_bg;
+pub mod flow_poll;
+pub mod flow_run_bg;
 pub mod gate_resolve;
 pub mod plan;
 pub mod resume;
@@ -62,11 +68,17 @@ pub type Call = fn(&mut State, &Args) -> Reply;
 /// same names; a test holds the two equal). The fuzz target decodes
 /// arguments through it.
 pub const ALL: &[(&str, &[Field])] = &[
+    (agent_poll::NAME, agent_poll::FIELDS),
+    (agent_run::NAME, agent_run::FIELDS),
     (audit::NAME, audit::FIELDS),
+    (cancel_agent_run::NAME, cancel_agent_run::FIELDS),
     (commit::NAME, commit::FIELDS),
     (compile_speckit::NAME, compile_speckit::FIELDS),
     (cost::NAME, cost::FIELDS),
     (flow_cancel::NAME, flow_cancel::FIELDS),
+    (flow_cancel_bg::NAME, flow_cancel_bg::FIELDS),
+    (flow_poll::NAME, flow_poll::FIELDS),
+    (flow_run_bg::NAME, flow_run_bg::FIELDS),
     (gate_resolve::NAME, gate_resolve::FIELDS),
     (plan::NAME, plan::FIELDS),
     (resume::NAME, resume::FIELDS),

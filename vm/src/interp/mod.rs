@@ -36,7 +36,7 @@ pub use machine::{
     GateDecision, JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE, MAX_ORPHANS, ORPHANED, Overdue,
     Prior, RetryRefused, Saved, cancel, checkpoint_allowed, checkpoint_label, expire, interrupted,
     overdue, prior, record_estimate, report, resolve_gate, resume, retried, revert, start,
-    start_retry, usage_report, view,
+    start_retry, take_over, usage_report, view,
 };
 pub use outcome::{Dispatch, Outcome, ReadyEntry, WaitingGate};
 pub use state::*;

@@ -5,7 +5,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Delta, RunMeta, RunStore, Snapshot, StoreError, check_delta, check_run_id};
+use super::agents::grant;
+use super::{
+    AgentRun, AgentUpdate, Delta, Lease, LeaseGrant, RunMeta, RunStore, Snapshot, StoreError,
+    check_delta, check_run_id,
+};
 
 #[derive(Debug, Clone)]
 struct Run {
@@ -23,6 +27,9 @@ struct Run {
 pub struct MemoryStore {
     plans: HashMap<String, Vec<u8>>,
     runs: HashMap<String, Run>,
+    /// Agent runs in the order they were created.
+    agent_runs: Vec<AgentRun>,
+    leases: HashMap<String, Lease>,
 }
 
 impl MemoryStore {
@@ -159,5 +166,76 @@ impl RunStore for MemoryStore {
     fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
         let run = self.run(run_id)?;
         Ok(run.checkpoints.iter().map(|(l, _)| l.clone()).collect())
+    }
+
+    fn create_agent_run(&mut self, run: &AgentRun) -> Result<(), StoreError> {
+        run.check()?;
+        let taken = |r: &AgentRun| {
+            r.id == run.id
+                || (run.cancellation_id.is_some() && r.cancellation_id == run.cancellation_id)
+        };
+        if let Some(r) = self.agent_runs.iter().find(|r| taken(r)) {
+            return Err(StoreError::Exists(r.id.clone()));
+        }
+        self.agent_runs.push(run.clone());
+        Ok(())
+    }
+
+    fn update_agent_run(&mut self, run: &AgentRun) -> Result<AgentUpdate, StoreError> {
+        run.check()?;
+        let stored = self
+            .agent_runs
+            .iter_mut()
+            .find(|r| r.id == run.id)
+            .ok_or_else(|| StoreError::NotFound(run.id.clone()))?;
+        if stored.is_settled() {
+            return Ok(AgentUpdate::Settled(Box::new(stored.clone())));
+        }
+        *stored = run.clone();
+        Ok(AgentUpdate::Written)
+    }
+
+    fn agent_run(&self, id: &str) -> Result<Option<AgentRun>, StoreError> {
+        Ok(self.agent_runs.iter().find(|r| r.id == id).cloned())
+    }
+
+    fn agent_run_by_cancellation(&self, id: &str) -> Result<Option<AgentRun>, StoreError> {
+        Ok(self
+            .agent_runs
+            .iter()
+            .find(|r| r.cancellation_id.as_deref() == Some(id))
+            .cloned())
+    }
+
+    fn agent_runs_of_flow(&self, run_id: &str) -> Result<Vec<AgentRun>, StoreError> {
+        let mut out: Vec<AgentRun> = self
+            .agent_runs
+            .iter()
+            .filter(|r| r.flow.as_ref().is_some_and(|f| f.run_id == run_id))
+            .cloned()
+            .collect();
+        out.sort_by_key(|r| r.started_ms);
+        Ok(out)
+    }
+
+    fn acquire_lease(&mut self, asked: &Lease) -> Result<LeaseGrant, StoreError> {
+        check_run_id(&asked.run_id)?;
+        let granted = grant(self.leases.get(&asked.run_id), asked);
+        if !matches!(granted, LeaseGrant::Held(_)) {
+            self.leases.insert(asked.run_id.clone(), asked.clone());
+        }
+        Ok(granted)
+    }
+
+    fn release_lease(&mut self, run_id: &str, holder: &str) -> Result<bool, StoreError> {
+        if self.leases.get(run_id).is_some_and(|l| l.holder == holder) {
+            self.leases.remove(run_id);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError> {
+        Ok(self.leases.get(run_id).cloned())
     }
 }

@@ -5,6 +5,12 @@
 //! [`MemoryStore`] (tests, non-durable benchmarks) and [`SqliteStore`] (the
 //! default, an embedded SQLite database shared by several processes).
 //!
+//! Beside the runs (schema 4): durable [`AgentRun`] records (an agent CLI
+//! started by `stratum_agent_run` or a background driver: its pid, process
+//! group, host, output, usage) and one [`Lease`] per driven run (the driver
+//! that holds it, its heartbeat), so that another process can poll, cancel
+//! or take over what it did not start.
+//!
 //! The store knows nothing of the interpreter's types. A run is stored as
 //! - a small [`RunMeta`] record (indexed columns for listing),
 //! - a `header` blob (the run-wide state, rewritten on every transition),
@@ -27,10 +33,15 @@
 //! acknowledge a write before it is durable (the SQLite store runs with
 //! `synchronous=FULL`).
 
+mod agents;
 mod memory;
 mod sqlite;
 mod sum;
 
+pub use agents::{
+    AgentRun, AgentRunStatus, AgentUpdate, AgentUsage, FlowLink, Lease, LeaseGrant,
+    MAX_AGENT_FAILURE, MAX_AGENT_OUTPUT,
+};
 pub use memory::MemoryStore;
 pub use sqlite::{
     Damage, Durability, Place, Problem, SCHEMA_VERSION, SqliteStore, StoreCheck, default_home,
@@ -171,6 +182,40 @@ pub trait RunStore: Send {
 
     /// The run's checkpoint labels in the order they were first stored.
     fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Stores a new agent run record. [`StoreError::Exists`] when its id,
+    /// or its cancellation id, is taken; [`StoreError::Invalid`] for an
+    /// output or failure past its bound.
+    fn create_agent_run(&mut self, run: &AgentRun) -> Result<(), StoreError>;
+
+    /// Replaces a running agent run's record, in one transaction with the
+    /// read of the stored one: a record that has settled is never changed
+    /// ([`AgentUpdate::Settled`] hands it back), so of a cancel and the
+    /// run's own end, whichever is written first is the one kept.
+    /// [`StoreError::NotFound`] when absent.
+    fn update_agent_run(&mut self, run: &AgentRun) -> Result<AgentUpdate, StoreError>;
+
+    /// The agent run `id`, if stored.
+    fn agent_run(&self, id: &str) -> Result<Option<AgentRun>, StoreError>;
+
+    /// The agent run with cancellation id `id`, if any.
+    fn agent_run_by_cancellation(&self, id: &str) -> Result<Option<AgentRun>, StoreError>;
+
+    /// The agent runs linked to flow run `run_id`, oldest first.
+    fn agent_runs_of_flow(&self, run_id: &str) -> Result<Vec<AgentRun>, StoreError>;
+
+    /// Asks for the lease of `asked.run_id` as `asked.holder` at
+    /// `asked.heartbeat_ms` (see [`LeaseGrant`]): written unless someone
+    /// else holds a lease that has not lapsed, in one transaction with the
+    /// read of the stored one, so of two askers exactly one gets it.
+    fn acquire_lease(&mut self, asked: &Lease) -> Result<LeaseGrant, StoreError>;
+
+    /// Gives up the lease of `run_id` if `holder` holds it (true), else
+    /// changes nothing (false).
+    fn release_lease(&mut self, run_id: &str, holder: &str) -> Result<bool, StoreError>;
+
+    /// The stored lease of `run_id` (lapsed or not), if any.
+    fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError>;
 }
 
 /// Checks a delta against itself before any store work.

@@ -35,6 +35,20 @@ impl Summer {
         self
     }
 
+    fn opt_bytes(self, b: Option<&[u8]>) -> Summer {
+        match b {
+            None => self.int(0),
+            Some(b) => self.int(1).bytes(b),
+        }
+    }
+
+    fn opt_int(self, v: Option<i64>) -> Summer {
+        match v {
+            None => self.int(0),
+            Some(v) => self.int(1).int(v),
+        }
+    }
+
     fn finish(self) -> Sum {
         *self.0.finalize().as_bytes()
     }
@@ -99,6 +113,47 @@ pub(crate) fn plan(hash: &str, bytes: &[u8]) -> Sum {
     Summer::new("stratum run store v2: plan")
         .bytes(hash.as_bytes())
         .bytes(bytes)
+        .finish()
+}
+
+/// An agent run record (schema 4), every field.
+pub(crate) fn agent_run(r: &super::AgentRun) -> Sum {
+    let flow = r.flow.as_ref();
+    let usage = r.usage.as_ref();
+    Summer::new("stratum run store v4: agent run")
+        .bytes(r.id.as_bytes())
+        .bytes(r.agent.as_bytes())
+        .bytes(r.status.as_str().as_bytes())
+        .opt_int(r.pid.map(i64::from))
+        .opt_int(r.pgid.map(i64::from))
+        .bytes(r.host.as_bytes())
+        .int(r.started_ms)
+        .int(r.updated_ms)
+        .opt_bytes(r.output.as_deref().map(str::as_bytes))
+        .opt_bytes(r.failure.as_deref().map(str::as_bytes))
+        .opt_int(usage.map(|u| i64::from_le_bytes(u.tokens.to_le_bytes())))
+        .opt_int(
+            usage
+                .and_then(|u| u.usd)
+                .map(|d| i64::from_le_bytes(d.to_bits().to_le_bytes())),
+        )
+        .opt_bytes(flow.map(|f| f.run_id.as_bytes()))
+        .opt_bytes(flow.and_then(|f| f.step_id.as_deref()).map(str::as_bytes))
+        .opt_int(flow.and_then(|f| f.item_index).map(i64::from))
+        .opt_bytes(r.cancellation_id.as_deref().map(str::as_bytes))
+        .bytes(r.owner.as_bytes())
+        .finish()
+}
+
+/// A run's lease (schema 4).
+pub(crate) fn lease(l: &super::Lease) -> Sum {
+    Summer::new("stratum run store v4: lease")
+        .bytes(l.run_id.as_bytes())
+        .bytes(l.holder.as_bytes())
+        .bytes(l.host.as_bytes())
+        .int(i64::from(l.pid))
+        .int(l.heartbeat_ms)
+        .int(l.expires_ms)
         .finish()
 }
 

@@ -133,6 +133,51 @@ pub fn expire(plan: &Plan, index: &PlanIndex, run: &mut Run, host: &mut dyn Host
     due.len()
 }
 
+/// A driver takes over a run whose driver went away (its run lease lapsed,
+/// issue 16 §2): every handed-out dispatch gets a new token, so a report
+/// with the old one — from an agent of the dead driver that still runs —
+/// is refused as stale, and the same attempt is handed out again (no
+/// attempt is consumed). Records `driver_interrupted` with `signal`
+/// `lease_lapsed` and how many of the dead driver's agents were `killed`.
+/// Returns how many dispatches were reissued.
+pub fn take_over(
+    plan: &Plan,
+    index: &PlanIndex,
+    run: &mut Run,
+    killed: usize,
+    host: &mut dyn Host,
+) -> usize {
+    if run.header.status.is_terminal() {
+        return 0;
+    }
+    let slots: Vec<Slot> = run.header.ready.iter().copied().collect();
+    let mut t = Transition::new(plan, index, run, host);
+    let kind = EventKind::DriverInterrupted {
+        signal: "lease_lapsed".to_string(),
+        killed,
+    };
+    t.event(kind, None);
+    let mut n = 0;
+    for slot in slots {
+        let handed_out = match slot.item {
+            None => t.st_mut(slot.at).token.is_some(),
+            Some(k) => t.item_mut(slot.at, k).token.is_some(),
+        };
+        if !handed_out {
+            continue;
+        }
+        let token = Some(t.mint("d"));
+        match slot.item {
+            None => t.st_mut(slot.at).token = token,
+            Some(k) => t.item_mut(slot.at, k).token = token,
+        }
+        t.start_lease(slot);
+        n += 1;
+    }
+    t.advance();
+    n
+}
+
 impl Transition<'_> {
     /// Records when a dispatch just handed out was issued, if it has a lease.
     pub(super) fn start_lease(&mut self, slot: Slot) {

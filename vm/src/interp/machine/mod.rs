@@ -44,7 +44,7 @@ use serde_json::Value;
 
 pub use checks::{JUDGE_BACKOFF_MS, JUDGE_TRIES, JUDGE_UNAVAILABLE};
 pub use gates::GateDecision;
-pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue};
+pub use leases::{MAX_ORPHANS, ORPHANED, Overdue, expire, overdue, take_over};
 pub use ops::{Saved, checkpoint_allowed, checkpoint_label};
 pub use reuse::{Prior, RetryRefused, prior, retried, start_retry};
 

@@ -33,6 +33,7 @@
 //! `BEGIN IMMEDIATE` transaction, or hand out a record whose checksum does
 //! not match.
 
+mod agents;
 mod scan;
 mod schema;
 
@@ -41,7 +42,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
-use super::{Delta, RunMeta, RunStore, Snapshot, StoreError, check_delta, check_run_id, sum};
+use super::{
+    AgentRun, AgentUpdate, Delta, Lease, LeaseGrant, RunMeta, RunStore, Snapshot, StoreError,
+    check_delta, check_run_id, sum,
+};
 pub use scan::{Damage, Place, Problem, StoreCheck};
 pub use schema::SCHEMA_VERSION;
 
@@ -812,6 +816,38 @@ impl RunStore for SqliteStore {
             )));
         }
         Ok(labels)
+    }
+
+    fn create_agent_run(&mut self, run: &AgentRun) -> Result<(), StoreError> {
+        self.create_agent_run_impl(run)
+    }
+
+    fn update_agent_run(&mut self, run: &AgentRun) -> Result<AgentUpdate, StoreError> {
+        self.update_agent_run_impl(run)
+    }
+
+    fn agent_run(&self, id: &str) -> Result<Option<AgentRun>, StoreError> {
+        self.agent_run_impl(id)
+    }
+
+    fn agent_run_by_cancellation(&self, id: &str) -> Result<Option<AgentRun>, StoreError> {
+        self.agent_run_by_cancellation_impl(id)
+    }
+
+    fn agent_runs_of_flow(&self, run_id: &str) -> Result<Vec<AgentRun>, StoreError> {
+        self.agent_runs_of_flow_impl(run_id)
+    }
+
+    fn acquire_lease(&mut self, asked: &Lease) -> Result<LeaseGrant, StoreError> {
+        self.acquire_lease_impl(asked)
+    }
+
+    fn release_lease(&mut self, run_id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.release_lease_impl(run_id, holder)
+    }
+
+    fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError> {
+        self.lease_impl(run_id)
     }
 }
 

@@ -71,6 +71,10 @@ pub enum Place {
     Table(&'static str),
     /// A run as a whole (what the engine loads from its records).
     Run,
+    /// An agent run record (schema 4), by id.
+    AgentRun(String),
+    /// A run's lease (schema 4).
+    Lease,
 }
 
 /// What is wrong with a damaged record.
@@ -101,6 +105,8 @@ impl std::fmt::Display for Place {
             Place::Checkpoint(l) => write!(f, "checkpoint `{l}`"),
             Place::Table(t) => write!(f, "table `{t}`"),
             Place::Run => f.write_str("state"),
+            Place::AgentRun(id) => write!(f, "agent run `{id}`"),
+            Place::Lease => f.write_str("lease"),
         }
     }
 }
@@ -148,6 +154,8 @@ impl SqliteStore {
         scan.rows();
         scan.events(&counts);
         scan.checkpoints();
+        scan.agent_runs();
+        scan.leases();
         let Scan { damage, .. } = scan;
         tx.finish().map_err(map_err)?;
         Ok(StoreCheck {
@@ -244,6 +252,46 @@ impl Scan<'_> {
             run: None,
             place: Place::Table(table),
             problem: Problem::Unreadable(e),
+        });
+    }
+
+    fn agent_runs(&mut self) {
+        let sql = format!("SELECT {} FROM agent_runs", super::agents::AGENT_COLUMNS);
+        self.each("agent_runs", false, &sql, |r| {
+            let (record, stored) = super::agents::agent_from_row(r)?;
+            let record = record.map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    Box::new(std::io::Error::other(e)),
+                )
+            })?;
+            Ok(Seen {
+                run: None,
+                computed: sum::agent_run(&record),
+                place: Place::AgentRun(record.id),
+                stored,
+            })
+        });
+    }
+
+    fn leases(&mut self) {
+        let sql = "SELECT run_id, holder, host, pid, heartbeat_ms, expires_ms, sum FROM leases";
+        self.each("leases", true, sql, |r| {
+            let lease = crate::store::Lease {
+                run_id: r.get(0)?,
+                holder: r.get(1)?,
+                host: r.get(2)?,
+                pid: r.get(3)?,
+                heartbeat_ms: r.get(4)?,
+                expires_ms: r.get(5)?,
+            };
+            Ok(Seen {
+                computed: sum::lease(&lease),
+                run: Some(lease.run_id),
+                place: Place::Lease,
+                stored: r.get(6)?,
+            })
         });
     }
 

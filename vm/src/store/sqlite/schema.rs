@@ -11,6 +11,11 @@
 //!   checksums of the existing records once, in the migration's transaction:
 //!   what v1 wrote is accepted as written, and from then on a record without
 //!   a checksum is damage.
+//! - v3: (another branch's step; absent here, stacked by the merge).
+//! - v4: the `agent_runs` table (durable agent-run records: pid, process
+//!   group, host, bounded output, usage, linked flow step, cancellation id,
+//!   owner) and the `leases` table (one per driven run: holder, heartbeat,
+//!   expiry), each record checksummed (`sum`). Nothing existing changes.
 //!
 //! A fresh store is built in a private temporary file next to the target and
 //! hard-linked into place, so `stratum.db` never exists as an empty file
@@ -28,11 +33,12 @@ use super::super::{StoreError, sum};
 use super::map_err;
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 4;
 
 type Migration = fn(&Connection) -> Result<(), StoreError>;
 
-/// Migrations, in order: `MIGRATIONS[i]` takes schema `i` to `i + 1`.
+/// Migrations, in order: `MIGRATIONS[i]` takes schema `i` to `i + 1`; later
+/// steps are blocks of their own in [`migrate`] (`if found < N`).
 const MIGRATIONS: &[Migration] = &[v1_initial, v2_checksums];
 
 const V1: &str = "CREATE TABLE plans (
@@ -152,6 +158,42 @@ fn v2_checksums(conn: &Connection) -> Result<(), StoreError> {
     )
 }
 
+const V4: &str = "CREATE TABLE agent_runs (
+         id TEXT PRIMARY KEY NOT NULL,
+         agent TEXT NOT NULL,
+         status TEXT NOT NULL,
+         pid INTEGER,
+         pgid INTEGER,
+         host TEXT NOT NULL,
+         started_ms INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         output TEXT,
+         failure TEXT,
+         usage_tokens INTEGER,
+         usage_usd REAL,
+         flow_run_id TEXT,
+         flow_step_id TEXT,
+         flow_item INTEGER,
+         cancellation_id TEXT UNIQUE,
+         owner TEXT NOT NULL,
+         sum BLOB NOT NULL
+     );
+     CREATE INDEX agent_runs_by_flow ON agent_runs (flow_run_id, started_ms);
+     CREATE TABLE leases (
+         run_id TEXT PRIMARY KEY NOT NULL,
+         holder TEXT NOT NULL,
+         host TEXT NOT NULL,
+         pid INTEGER NOT NULL,
+         heartbeat_ms INTEGER NOT NULL,
+         expires_ms INTEGER NOT NULL,
+         sum BLOB NOT NULL
+     );";
+
+/// Adds the agent-run and lease tables (nothing to backfill).
+fn v4_agent_runs(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(V4).map_err(map_err)
+}
+
 type Keyed = (Vec<rusqlite::types::Value>, Vec<u8>);
 
 /// Computes a value for every record `select` returns and writes it with
@@ -216,6 +258,10 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             StoreError::Corrupt(m) => StoreError::Corrupt(m),
             other => StoreError::Io(format!("migration from schema {from} failed: {other}")),
         })?;
+    }
+    if found < 4 {
+        v4_agent_runs(&tx)
+            .map_err(|e| StoreError::Io(format!("migration to schema 4 failed: {e}")))?;
     }
     if found < SCHEMA_VERSION {
         tx.execute(
