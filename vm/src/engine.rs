@@ -128,6 +128,12 @@ impl Engine {
         &*self.store
     }
 
+    /// The store for writes outside runs (the guarded resources of
+    /// STRAT-GUARD, which share the run store's connection).
+    pub fn store_mut(&mut self) -> &mut dyn RunStore {
+        &mut *self.store
+    }
+
     /// Stores a plan file and returns it loaded and verified.
     pub fn add_plan(&mut self, bytes: &[u8]) -> Result<LoadedPlan, EngineError> {
         let (plan, hash) = file::load(bytes)?;

@@ -12,6 +12,7 @@ pub mod compile_speckit;
 pub mod cost;
 pub mod flow_cancel;
 pub mod gate_resolve;
+pub mod guard;
 pub mod plan;
 pub mod resume;
 pub mod retry;
@@ -68,6 +69,13 @@ pub const ALL: &[(&str, &[Field])] = &[
     (cost::NAME, cost::FIELDS),
     (flow_cancel::NAME, flow_cancel::FIELDS),
     (gate_resolve::NAME, gate_resolve::FIELDS),
+    (guard::register::NAME, guard::register::FIELDS),
+    (guard::transition::NAME, guard::transition::FIELDS),
+    (guard::history::NAME, guard::history::FIELDS),
+    (guard::upgrade::NAME, guard::upgrade::FIELDS),
+    (guard::override_edge::NAME, guard::override_edge::FIELDS),
+    (guard::migrate::NAME, guard::migrate::FIELDS),
+    (guard::apply_upgrade::NAME, guard::apply_upgrade::FIELDS),
     (plan::NAME, plan::FIELDS),
     (resume::NAME, resume::FIELDS),
     (retry::NAME, retry::FIELDS),

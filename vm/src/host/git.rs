@@ -151,6 +151,24 @@ pub(super) fn safe_name(s: &str) -> String {
         .collect()
 }
 
+/// Whether `sha` (hexadecimal, 4 to 64 digits) names a commit object in the
+/// repository holding `root` (STRAT-GUARD's `git_commit_exists`): `git
+/// cat-file -t` must answer `commit`, so a tree, a blob or an unknown or
+/// ambiguous name is `false`. `Err` when `root` is not in a repository.
+pub fn commit_exists(root: &Path, sha: &str) -> Result<bool, GitError> {
+    if !(4..=64).contains(&sha.len()) || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(false);
+    }
+    git(root, &["rev-parse", "--git-dir"], None).map_err(|e| GitError::NotARepository {
+        source: Box::new(e),
+    })?;
+    match git(root, &["cat-file", "-t", sha], None) {
+        Ok(kind) => Ok(trimmed(kind) == "commit"),
+        Err(GitError::Exit { .. }) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
 /// Creates (or finds) the worktree `name` of run `run_id`: a detached
 /// checkout of HEAD of the repository holding `root`, under the system temp
 /// directory. Returns the directory that corresponds to `root` inside it (the

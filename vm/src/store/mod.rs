@@ -27,9 +27,12 @@
 //! acknowledge a write before it is durable (the SQLite store runs with
 //! `synchronous=FULL`).
 
+mod guard;
 mod memory;
 mod sqlite;
 mod sum;
+
+pub use guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow};
 
 pub use memory::MemoryStore;
 pub use sqlite::{
@@ -114,8 +117,9 @@ pub enum StoreError {
 ///
 /// Implementations are used from one thread at a time (`&mut self` for
 /// writes); sharing between threads or processes is done by opening several
-/// stores on the same database.
-pub trait RunStore: Send {
+/// stores on the same database. Every run store also keeps the guarded
+/// resources of STRAT-GUARD ([`GuardStore`]), so one connection serves both.
+pub trait RunStore: GuardStore + Send {
     /// Stores plan bytes under their hash. Idempotent: storing the same hash
     /// again is a no-op (the first bytes are kept).
     fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError>;

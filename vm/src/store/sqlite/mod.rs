@@ -33,6 +33,7 @@
 //! `BEGIN IMMEDIATE` transaction, or hand out a record whose checksum does
 //! not match.
 
+mod guard;
 mod scan;
 mod schema;
 
