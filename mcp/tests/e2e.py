@@ -360,7 +360,10 @@ async def tools_are_listed_and_teach_the_protocol():
             "stratum_validate", "stratum_plan", "stratum_step_done", "stratum_gate_resolve",
             "stratum_audit", "stratum_commit", "stratum_revert", "stratum_resume",
             "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
-            "stratum_compile_speckit", "stratum_retry"]), sorted(tools)
+            "stratum_compile_speckit", "stratum_retry",
+            "stratum_guard_register", "stratum_guard_transition", "stratum_guard_history",
+            "stratum_guard_upgrade", "stratum_guard_override", "stratum_guard_migrate",
+            "stratum_guard_apply_upgrade"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
