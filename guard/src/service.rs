@@ -170,15 +170,26 @@ impl Guard<'_> {
             .ok_or_else(|| GuardError::UnknownResource(id.to_owned()))
     }
 
-    fn rows(&self, id: &str) -> Result<Vec<LedgerRow>, GuardError> {
-        Ok(self.store.guard_ledger(id, 0, MAX_LEDGER_ENTRIES)?)
+    /// The whole ledger of `rec` (refused past [`MAX_LEDGER_ENTRIES`], so a
+    /// long ledger is never mistaken for a truncated one).
+    fn rows(&self, rec: &GuardRecord) -> Result<Vec<LedgerRow>, GuardError> {
+        if rec.ledger_len > MAX_LEDGER_ENTRIES {
+            return Err(GuardError::InvalidRequest(format!(
+                "the ledger of `{}` has {} entries; this stratumc reads at most {MAX_LEDGER_ENTRIES}",
+                rec.resource_id, rec.ledger_len
+            )));
+        }
+        // one row more than recorded: an inserted row shows as damage
+        Ok(self
+            .store
+            .guard_ledger(&rec.resource_id, 0, rec.ledger_len + 1)?)
     }
 
     /// The record, its policy and its ledger entries, after a walk of the
     /// chain (a broken ledger refuses every write).
     fn checked(&self, id: &str) -> Result<(GuardRecord, Policy, Vec<Entry>), GuardError> {
         let rec = self.record(id)?;
-        let walk = ledger::walk(&rec, &self.rows(id)?);
+        let walk = ledger::walk(&rec, &self.rows(&rec)?);
         if let Some(broken) = walk.broken {
             return Err(GuardError::LedgerBroken {
                 resource_id: id.to_owned(),
@@ -477,7 +488,7 @@ impl Guard<'_> {
     /// Re-walks one resource's chain.
     pub fn verify(&self, resource_id: &str) -> Result<Verified, GuardError> {
         let rec = self.record(resource_id)?;
-        let rows = self.rows(resource_id)?;
+        let rows = self.rows(&rec)?;
         let walk = ledger::walk(&rec, &rows);
         Ok(Verified {
             resource_id: rec.resource_id,
