@@ -238,7 +238,13 @@ fn history_and_verify_read_the_ledger_and_every_tampering_is_named() {
     assert_eq!(code, 2);
     assert!(err.contains("no guarded resource `feat:nope`"), "{err}");
 
-    let cases: [(&str, &str, &str); 5] = [
+    let cases: [(&str, &str, &str); 6] = [
+        (
+            "insert",
+            "INSERT INTO guard_ledger (resource_id, seq, hash, idempotency_key, json)
+                 SELECT resource_id, 4, hash, NULL, json FROM guard_ledger WHERE seq = 3",
+            "BROKEN at entry 4 of 5: it is stored at position 4 but says it is entry 3",
+        ),
         (
             "edit",
             "UPDATE guard_ledger SET json = replace(json, '\"resolved_by\":\"agent\"', '\"resolved_by\":\"human\"') WHERE seq = 2",
