@@ -2,24 +2,25 @@
 # The test command of the README: installs what the end-to-end tests drive
 # (the official Python MCP SDK and jsonschema from PyPI; Neovim for the
 # language-server editor test, Graphviz for SVG graphs and Chromium for the
-# HTML report test, from Debian's packages, when they are missing), then runs
+# HTML report test, ssh-keygen (openssh-client) for the STRAT-GUARD signature
+# tests, from Debian's packages, when they are missing), then runs
 # every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install --quiet mcp jsonschema
 
-if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then
         if ! command -v sudo >/dev/null 2>&1; then
-            echo "error: nvim, dot (graphviz) and chromium are needed by the tests; install the Debian packages neovim, graphviz and chromium" >&2
+            echo "error: nvim, dot (graphviz), chromium and ssh-keygen are needed by the tests; install the Debian packages neovim, graphviz, chromium and openssh-client" >&2
             exit 2
         fi
         sudo="sudo"
     fi
     $sudo apt-get update -qq >/dev/null
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim graphviz chromium >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim graphviz chromium openssh-client >/dev/null
 fi
 
 cargo test --workspace "$@"
