@@ -34,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let declared = |argv: &[String]| argv.first().is_some_and(|a| a.starts_with("ok"));
     if let Ok(p) = policy::validate(&input, &declared) {
-        let stored = policy::Policy::from_stored(&p.canonical()).expect("a canonical policy reads back");
+        let stored =
+            policy::Policy::from_stored(&p.canonical()).expect("a canonical policy reads back");
         assert_eq!(stored, p);
         let again = policy::from_value(p.to_value()).expect("a canonical policy is an input");
         let q = policy::validate(&again, &declared).expect("a canonical policy validates");
