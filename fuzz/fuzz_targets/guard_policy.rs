@@ -3,7 +3,8 @@
 //! and the deterministic built-ins' parser (`stratum_guard::builtin`).
 //!
 //! What must hold: nothing panics; the canonical text of any JSON value
-//! parses back to the same value and is its own canonical text; a policy
+//! without non-integer numbers (guard hashes none: see `canon`) parses back
+//! to the same value and is its own canonical text; a policy
 //! that validates has a canonical form that reads back (`from_stored`) to
 //! the same policy and validates again to the same checksum; every
 //! statement that parses prints (`Display`) to a statement that parses to
@@ -27,8 +28,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let c = canon::canonical(&value);
     let back: Value = serde_json::from_str(&c).expect("canonical text is JSON");
-    assert_eq!(back, value);
-    assert_eq!(canon::canonical(&back), c);
+    if !has_float(&value) {
+        assert_eq!(back, value);
+        assert_eq!(canon::canonical(&back), c);
+    }
     let Ok(input) = policy::from_value(value) else {
         return;
     };
@@ -42,3 +45,12 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(q.checksum(), p.checksum());
     }
 });
+
+fn has_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(m) => m.values().any(has_float),
+        _ => false,
+    }
+}

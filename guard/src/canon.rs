@@ -4,6 +4,12 @@
 //! Owns: the canonical text of a JSON value (object keys sorted by their
 //! UTF-8 bytes, no whitespace, strings and numbers as `serde_json` writes
 //! them) and `sha256:`-prefixed digests of it.
+//! Every value guard hashes (policies, ledger entries, payloads) is made of
+//! strings, booleans, integers, lists and maps by its types; a non-integer
+//! number is written as `serde_json` writes it, but such a text is not
+//! promised to read back to the same `f64` (serde_json parses floats
+//! without `float_roundtrip`; the fuzz target found it), so nothing here
+//! relies on floats.
 //! Must never: depend on the order a map was built in, or accept a
 //! non-finite number (`serde_json::Value` cannot hold one).
 
