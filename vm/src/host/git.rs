@@ -321,6 +321,29 @@ mod tests {
     }
 
     #[test]
+    fn commit_exists_names_commit_objects_only() {
+        let repo = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            commit_exists(outside.path(), "abcd"),
+            Err(GitError::NotARepository { .. })
+        ));
+        fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+        git_ok(repo.path(), &["init", "-q"]);
+        git_ok(repo.path(), &["add", "a.txt"]);
+        git_ok(repo.path(), &["commit", "-q", "-m", "one"]);
+        let head = trimmed(git(repo.path(), &["rev-parse", "HEAD"], None).unwrap());
+        let tree = trimmed(git(repo.path(), &["rev-parse", "HEAD^{tree}"], None).unwrap());
+        assert!(commit_exists(repo.path(), &head).unwrap());
+        assert!(commit_exists(repo.path(), &head[..8]).unwrap());
+        // a tree, an unknown name, a revision expression, an option: not commits
+        assert!(!commit_exists(repo.path(), &tree).unwrap());
+        assert!(!commit_exists(repo.path(), &"0".repeat(40)).unwrap());
+        assert!(!commit_exists(repo.path(), "HEAD").unwrap());
+        assert!(!commit_exists(repo.path(), "--all").unwrap());
+    }
+
+    #[test]
     fn worktrees_start_at_head_and_merge_their_patches_in_order() {
         let repo = tempfile::tempdir().unwrap();
         let root = repo.path().join("sub");
