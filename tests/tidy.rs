@@ -43,7 +43,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_module_has_a_doc_and_no_test_is_ignored() {
     let mut files = Vec::new();
     for krate in [
-        "grammar", "compiler", "vm", "mcp", "cli", "tests", "fuzz", "lsp",
+        "grammar", "compiler", "vm", "guard", "mcp", "cli", "tests", "fuzz", "lsp",
     ] {
         rust_files(&root().join(krate), &mut files);
     }
@@ -81,10 +81,30 @@ fn vm_never_depends_on_the_front_end() {
         "lsp-types",
         "rmcp",
         "tokio",
+        "stratum-guard",
     ] {
         assert!(
             !manifest.contains(other),
             "vm/Cargo.toml must not depend on {other}"
+        );
+    }
+}
+
+#[test]
+fn guard_depends_only_on_the_vm() {
+    let manifest = std::fs::read_to_string(root().join("guard/Cargo.toml")).unwrap();
+    for other in [
+        "stratum-compiler",
+        "stratum-grammar",
+        "stratum-mcp",
+        "stratumc",
+        "rmcp",
+        "tokio",
+    ] {
+        assert!(
+            !manifest.contains(&format!("{other}.workspace"))
+                && !manifest.contains(&format!("{other} =")),
+            "guard/Cargo.toml must not depend on {other}"
         );
     }
 }

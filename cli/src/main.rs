@@ -76,6 +76,8 @@ enum Command {
     Verify(commands::verify::VerifyArgs),
     /// Check the run store for damage: `store check` (exit 0: healthy; 1: damage found; 2: cannot open).
     Store(commands::store::StoreArgs),
+    /// Guarded resources (STRAT-GUARD): `history RESOURCE`, `verify RESOURCE|--all`, `authorize` (stdin → the payload to sign), `descriptors` (exit 0: ok; 1: a broken ledger; 2: unknown resource or store error).
+    Guard(commands::guard::GuardArgs),
     /// Operate on runs: `flow cancel RUN`.
     Flow(commands::flow::FlowArgs),
     /// Follow a run live until it ends (exit 0: completed; 1: ended otherwise; 2: unknown run).
@@ -147,6 +149,7 @@ fn main() -> ExitCode {
         Command::Query(args) => commands::query::run(args),
         Command::Gate(args) => commands::gate::run(args),
         Command::Flow(args) => commands::flow::run(args),
+        Command::Guard(args) => commands::guard::run(args),
         Command::Store(args) => commands::store::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Watch(args) => commands::watch::run(args),

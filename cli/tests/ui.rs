@@ -505,7 +505,7 @@ fn the_pages_work_in_chromium() {
     let shots = dir.join("shots");
     std::fs::create_dir_all(&shots).unwrap();
     let out = Command::new("python3")
-        .arg(support::root().join("cli/tests/fixtures/ui_browser.py"))
+        .arg(support::root().join("cli/tests/scripts/ui_browser.py"))
         .arg(&s.base)
         .arg(&id)
         .arg(&shots)

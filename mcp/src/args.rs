@@ -25,6 +25,8 @@ pub enum Kind {
     StrOrObj,
     /// A boolean.
     Bool,
+    /// An array.
+    Arr,
     /// Anything.
     Any,
 }
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Obj => v.is_object(),
             Kind::StrOrObj => v.is_string() || v.is_object(),
             Kind::Bool => v.is_boolean(),
+            Kind::Arr => v.is_array(),
             Kind::Any => true,
         }
     }
@@ -46,6 +49,7 @@ impl Kind {
             Kind::Obj => "an object",
             Kind::StrOrObj => "a string (YAML text) or an object",
             Kind::Bool => "true or false",
+            Kind::Arr => "an array",
             Kind::Any => "any JSON value",
         }
     }
@@ -56,6 +60,7 @@ impl Kind {
             Kind::Obj => json!({"type": "object"}),
             Kind::StrOrObj => json!({"type": ["string", "object"]}),
             Kind::Bool => json!({"type": "boolean"}),
+            Kind::Arr => json!({"type": "array"}),
             Kind::Any => json!({}),
         }
     }

@@ -214,6 +214,48 @@ impl StratumServer {
         self.run(t::NAME, t::FIELDS, raw, t::call)
     }
 
+    #[tool(name = "stratum_guard_register", description = tools::guard::register::DESCRIPTION, input_schema = args::schema(tools::guard::register::FIELDS))]
+    async fn stratum_guard_register(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::register as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_transition", description = tools::guard::transition::DESCRIPTION, input_schema = args::schema(tools::guard::transition::FIELDS))]
+    async fn stratum_guard_transition(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::transition as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_history", description = tools::guard::history::DESCRIPTION, input_schema = args::schema(tools::guard::history::FIELDS))]
+    async fn stratum_guard_history(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::history as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_upgrade", description = tools::guard::upgrade::DESCRIPTION, input_schema = args::schema(tools::guard::upgrade::FIELDS))]
+    async fn stratum_guard_upgrade(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::upgrade as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_override", description = tools::guard::override_edge::DESCRIPTION, input_schema = args::schema(tools::guard::override_edge::FIELDS))]
+    async fn stratum_guard_override(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::override_edge as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_migrate", description = tools::guard::migrate::DESCRIPTION, input_schema = args::schema(tools::guard::migrate::FIELDS))]
+    async fn stratum_guard_migrate(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::migrate as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
+    #[tool(name = "stratum_guard_apply_upgrade", description = tools::guard::apply_upgrade::DESCRIPTION, input_schema = args::schema(tools::guard::apply_upgrade::FIELDS))]
+    async fn stratum_guard_apply_upgrade(&self, raw: JsonObject) -> CallToolResult {
+        use tools::guard::apply_upgrade as t;
+        self.run(t::NAME, t::FIELDS, raw, t::call)
+    }
+
     #[tool(name = "stratum_plan", description = tools::plan::DESCRIPTION, input_schema = args::schema(tools::plan::FIELDS))]
     async fn stratum_plan(&self, raw: JsonObject) -> CallToolResult {
         use tools::plan as t;
@@ -352,6 +394,13 @@ mod tests {
                 "stratum_flow_poll",
                 "stratum_flow_run_bg",
                 "stratum_gate_resolve",
+                "stratum_guard_apply_upgrade",
+                "stratum_guard_history",
+                "stratum_guard_migrate",
+                "stratum_guard_override",
+                "stratum_guard_register",
+                "stratum_guard_transition",
+                "stratum_guard_upgrade",
                 "stratum_plan",
                 "stratum_resume",
                 "stratum_retry",

@@ -153,6 +153,11 @@ impl State {
         }
     }
 
+    /// The operator's configuration file, when one was given (`--config`).
+    pub fn operator(&self) -> Option<&Path> {
+        self.operator.as_deref()
+    }
+
     /// The host, the agent commands and the configuration to freeze of a new
     /// run rooted at `root`: the operator's file merged with the
     /// workspace's (a workspace file that widens it is refused).

@@ -362,7 +362,10 @@ async def tools_are_listed_and_teach_the_protocol():
             "stratum_flow_cancel", "stratum_cost", "stratum_usage_report",
             "stratum_compile_speckit", "stratum_retry",
             "stratum_agent_run", "stratum_agent_poll", "stratum_cancel_agent_run",
-            "stratum_flow_run_bg", "stratum_flow_poll", "stratum_flow_cancel_bg"]), sorted(tools)
+            "stratum_flow_run_bg", "stratum_flow_poll", "stratum_flow_cancel_bg",
+            "stratum_guard_register", "stratum_guard_transition", "stratum_guard_history",
+            "stratum_guard_upgrade", "stratum_guard_override", "stratum_guard_migrate",
+            "stratum_guard_apply_upgrade"]), sorted(tools)
         assert "call this first" in tools["stratum_plan"].description
         assert "dispatchToken" in tools["stratum_step_done"].description
         assert "violations" in tools["stratum_step_done"].description
@@ -1523,13 +1526,171 @@ async def audit_counts_iterate_cycles():
             ("work", "failed"), ("work", "succeeded")], a["trace"]
 
 
+# ----- STRAT-GUARD (issue 17) ----------------------------------------------------------
+
+
+def guard_workspace(toml):
+    """A git repository with one commit and `toml` as its stratum.toml; (root, sha)."""
+    root = Path(tempfile.mkdtemp(prefix="guard-ws-", dir=HOME))
+    (root / "stratum.toml").write_text(toml)
+    (root / "NOTES.md").write_text("notes\n")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+    for args in (["init", "-q"], ["add", "NOTES.md"], ["commit", "-q", "-m", "first"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, env=env)
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return root, sha
+
+
+def feature_tracker(resource, root, sha, slow=False):
+    """The README's worked example: planned -> in_progress -> review -> done."""
+    start = ([{"id": "slow", "type": "deterministic", "statement": "command_exit_zero(['sleep', '1'])"}]
+             if slow else [])
+    return {
+        "resourceId": resource,
+        "graph": {"planned": ["in_progress"], "in_progress": ["review"], "review": ["done", "in_progress"]},
+        "edgePredicates": {
+            "planned->in_progress": start,
+            "in_progress->review": [{"id": "committed", "type": "deterministic",
+                                     "statement": f"git_commit_exists('{sha}')"}],
+            "review->done": [{"id": "tests", "type": "deterministic", "statement": "command_exit_zero(['true'])"}],
+        },
+        "initial": "planned",
+        "terminal": ["done"],
+        "stakes": {"review->done": "paranoid"},
+        "workspaceRoot": str(root),
+    }
+
+
+GUARD_TOML = '[commands.ok]\nargv = ["true"]\n[commands.slow]\nargv = ["sleep", "1"]\n'
+
+
+@test
+async def guard_register_transition_history():
+    root, sha = guard_workspace(GUARD_TOML)
+    async with server() as c:
+        policy = feature_tracker("e2e:feat-1", root, sha)
+        reg = await c.ok("stratum_guard_register", policy)
+        assert reg["status"] == "registered" and reg["checksum"].startswith("sha256:"), reg
+        again = await c.ok("stratum_guard_register", policy)
+        assert again["status"] == "unchanged" and again["guard_id"] == reg["guard_id"], again
+        changed = dict(policy, stakes={"review->done": "paranoid", "planned->in_progress": "cheap"})
+        await c.err("stratum_guard_register", changed, "policy_exists", "stratum_guard_upgrade")
+        bad = dict(policy, resourceId="e2e:bad", edgePredicates={
+            "review->done": [{"id": "x", "type": "deterministic", "statement": "command_exit_zero(['rm', '-rf', '/'])"}]})
+        await c.err("stratum_guard_register", bad, "undeclared_command", "[commands.NAME] argv")
+        t = lambda a, b, **kw: c.ok("stratum_guard_transition", dict(
+            {"resource_id": "e2e:feat-1", "from_state": a, "to_state": b, "resolved_by": "agent"}, **kw))
+        illegal = await t("planned", "done")
+        assert illegal["status"] == "refused" and illegal["refusal"]["code"] == "illegal_edge", illegal
+        first = await t("planned", "in_progress", idempotency_key="k1")
+        assert first["status"] == "applied" and first["current_state"] == "in_progress", first
+        replay = await t("planned", "in_progress", idempotency_key="k1")
+        assert replay["status"] == "replayed" and replay["ledger_ref"] == first["ledger_ref"], replay
+        review = await t("in_progress", "review")
+        assert review["status"] == "applied", review
+        ev = review["verdict"]["predicates"][0]["evidence"]
+        assert ev == {"kind": "commit", "sha": sha, "exists": True}, ev
+        done = await t("review", "done")
+        assert done["status"] == "applied" and done["verdict"]["predicates"][0]["evidence"]["exit"] == 0, done
+        h = await c.ok("stratum_guard_history", {"resourceId": "e2e:feat-1"})
+        assert h["current_state"] == "done" and h["graph_version"] == 1, h
+        kinds = [(e["kind"], e["status"]) for e in h["ledger"]]
+        assert kinds == [("registered", "applied"), ("transition", "refused"), ("transition", "applied"),
+                         ("transition", "applied"), ("transition", "applied")], kinds
+        assert all(e["prev"] == p["hash"] for p, e in zip(h["ledger"], h["ledger"][1:])), h["ledger"]
+        # the CLI re-walks the same chain
+        out = subprocess.run([str(BINARY), "guard", "verify", "e2e:feat-1"], capture_output=True, text=True,
+                             env=dict(os.environ, STRATUM_HOME=str(HOME / "store")))
+        assert out.returncode == 0 and "ok (5 entries)" in out.stdout, out
+
+
+@test
+async def guard_upgrade_is_additive_only():
+    root, sha = guard_workspace(GUARD_TOML)
+    async with server() as c:
+        policy = feature_tracker("e2e:feat-up", root, sha)
+        await c.ok("stratum_guard_register", policy)
+        base = {"resourceId": "e2e:feat-up", "rationale": "add blocked",
+                "newGraph": dict(policy["graph"], in_progress=["review", "blocked"], blocked=[]),
+                "newEdgePredicates": policy["edgePredicates"], "newTerminal": ["done"], "newStakes": policy["stakes"]}
+        up = await c.ok("stratum_guard_upgrade", base)
+        assert up["status"] == "migrated" and up["graph_version"] == 2, up
+        same = await c.ok("stratum_guard_upgrade", base)
+        assert same["status"] == "unchanged" and "ledger_ref" not in same, same
+        removed = dict(base, newGraph=dict(base["newGraph"], review=["done"]))
+        await c.err("stratum_guard_upgrade", removed, "incompatible_policy_upgrade", "edge `review->in_progress` would be removed")
+        loosened = dict(base, newStakes={})
+        await c.err("stratum_guard_upgrade", loosened, "incompatible_policy_upgrade", "stakes of existing edge")
+
+
+@test
+async def guard_racing_transitions_from_two_servers():
+    root, sha = guard_workspace(GUARD_TOML)
+    async with server() as a, server() as b:
+        await a.ok("stratum_guard_register", feature_tracker("e2e:race", root, sha, slow=True))
+        args = {"resourceId": "e2e:race", "fromState": "planned", "toState": "in_progress", "resolvedBy": "agent"}
+        ra, rb = await asyncio.gather(a.ok("stratum_guard_transition", args), b.ok("stratum_guard_transition", args))
+        statuses = sorted([ra["status"], rb["status"]])
+        assert statuses == ["applied", "refused"], (ra, rb)
+        loser = ra if ra["status"] == "refused" else rb
+        assert loser["refusal"]["code"] in ("stale", "wrong_state"), loser
+        h = await b.ok("stratum_guard_history", {"resourceId": "e2e:race"})
+        assert h["current_state"] == "in_progress" and len(h["ledger"]) == 3, h
+
+
+@test
+async def guard_signed_override_needs_the_installed_trust_root():
+    root, sha = guard_workspace(GUARD_TOML)
+    keys = Path(tempfile.mkdtemp(prefix="guard-keys-", dir=HOME))
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(keys / "alice")], check=True)
+    prefix = Path(tempfile.mkdtemp(prefix="guard-prefix-", dir=HOME))
+    (prefix / "bin").mkdir()
+    (prefix / "share" / "stratumc").mkdir(parents=True)
+    shutil.copy2(BINARY, prefix / "bin" / "stratumc")
+    (prefix / "share" / "stratumc" / "guard-signers.allowed").write_text(
+        "alice@example.com " + (keys / "alice.pub").read_text())
+    store = HOME / "guard-signed-store"
+    async with server(home=store) as plain:
+        await plain.ok("stratum_guard_register", feature_tracker("e2e:signed", root, sha))
+        req = {"resourceId": "e2e:signed", "fromState": "planned", "toState": "in_progress",
+               "resolvedBy": "human", "rationale": "hotfix", "authorization": "x"}
+        # the binary under test has no trust root: signed operations are unavailable
+        await plain.err("stratum_guard_override", req, "signatures_unavailable")
+    installed = prefix / "bin" / "stratumc"
+    env = dict(os.environ, STRATUM_HOME=str(store))
+    ask = json.dumps({"kind": "override", "resource_id": "e2e:signed", "from_state": "planned",
+                      "to_state": "in_progress", "rationale": "hotfix"})
+    payload = subprocess.run([str(installed), "guard", "authorize"], input=ask, capture_output=True,
+                             text=True, env=env, check=True).stdout
+    (keys / "payload").write_text(payload)
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "stratum-guard-override", "-f", str(keys / "alice"),
+                    str(keys / "payload")], check=True, capture_output=True)
+    sig = (keys / "payload.sig").read_text()
+    params = StdioServerParameters(command=str(installed), args=["mcp"], env=env, cwd=str(REPO))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await asyncio.wait_for(session.initialize(), TIMEOUT)
+            c = Client(session, "/dev/null")
+            done = await c.ok("stratum_guard_override", dict(req, authorization=sig))
+            assert done["current_state"] == "in_progress", done
+            assert done["authorized_by"]["principal"] == "alice@example.com", done
+            await c.err("stratum_guard_override", dict(req, authorization=sig), "invalid_request")
+            h = await c.ok("stratum_guard_history", {"resource_id": "e2e:signed"})
+            assert h["ledger"][-1]["kind"] == "deviation", h
+
+
 # ----- main --------------------------------------------------------------------------
 
 
 async def main():
     assert BINARY.is_file(), f"no binary at {BINARY}"
     passed, failed = 0, []
+    only = os.environ.get("STRATUM_E2E_ONLY")
     for t in TESTS:
+        if only and only not in t.__name__:
+            continue
         started = time.perf_counter()
         try:
             await asyncio.wait_for(t(), 300)

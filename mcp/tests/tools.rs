@@ -38,6 +38,13 @@ fn call(s: &StratumServer, tool: &str, args: Value) -> Reply {
         "step_done" => (tools::step_done::FIELDS, tools::step_done::call),
         "validate" => (tools::validate::FIELDS, tools::validate::call),
         "audit" => (tools::audit::FIELDS, tools::audit::call),
+        "guard_register" => (tools::guard::register::FIELDS, tools::guard::register::call),
+        "guard_transition" => (
+            tools::guard::transition::FIELDS,
+            tools::guard::transition::call,
+        ),
+        "guard_history" => (tools::guard::history::FIELDS, tools::guard::history::call),
+        "guard_upgrade" => (tools::guard::upgrade::FIELDS, tools::guard::upgrade::call),
         "agent_run" => (tools::agent_run::FIELDS, tools::agent_run::call),
         "agent_poll" => (tools::agent_poll::FIELDS, tools::agent_poll::call),
         "cancel_agent_run" => (
@@ -1057,4 +1064,65 @@ fn agent_and_background_requests_are_refused_saying_what_to_fix() {
         json!({"spec": SPEC, "resumeRun": "run-x"}),
     ));
     assert_eq!(e["error_type"], "invalid_request", "{e}");
+}
+
+#[test]
+fn guard_tools_take_both_name_styles_and_refuse_unknown_fields() {
+    let s = server();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+    let policy = json!({
+        "resource_id": "t:1",
+        "graph": {"open": ["closed"]},
+        "edge_predicates": {"open->closed": [{"id": "f", "type": "deterministic", "statement": "server_file_exists('a.txt')"}]},
+        "initial": "open",
+        "terminal": ["closed"],
+        "workspace_root": dir.path().display().to_string()
+    });
+    let r = ok(call(&s, "guard_register", policy.clone()));
+    assert_eq!(r["status"], "registered");
+    let mut camel = policy.clone();
+    let m = camel.as_object_mut().unwrap();
+    let id = m.remove("resource_id").unwrap();
+    m.insert("resourceId".into(), id);
+    assert_eq!(ok(call(&s, "guard_register", camel))["status"], "unchanged");
+    let e = err(call(
+        &s,
+        "guard_register",
+        json!({"resourceId": "t:2", "graph": {}, "initial": "x", "workspaceRoot": "/", "force": true}),
+    ));
+    assert_eq!(e["error_type"], "invalid_request");
+    let e = err(call(
+        &s,
+        "guard_register",
+        json!({"resourceId": "t:2", "graph": {"a": "b"}, "initial": "a", "workspaceRoot": "/"}),
+    ));
+    assert_eq!(e["error_type"], "invalid_policy", "{e}");
+    let t = ok(call(
+        &s,
+        "guard_transition",
+        json!({"resourceId": "t:1", "fromState": "open", "toState": "closed", "resolvedBy": "agent"}),
+    ));
+    assert_eq!(t["status"], "applied", "{t}");
+    assert_eq!(t["verdict"]["predicates"][0]["evidence"]["kind"], "file");
+    let e = err(call(
+        &s,
+        "guard_transition",
+        json!({"resourceId": "t:9", "fromState": "a", "toState": "b", "resolvedBy": "x"}),
+    ));
+    assert_eq!(e["error_type"], "unknown_resource");
+    let h = ok(call(&s, "guard_history", json!({"resourceId": "t:1"})));
+    assert_eq!(
+        (
+            h["current_state"].clone(),
+            h["ledger"].as_array().unwrap().len()
+        ),
+        (json!("closed"), 2)
+    );
+    let e = err(call(
+        &s,
+        "guard_upgrade",
+        json!({"resourceId": "t:1", "newGraph": {"open": [], "closed": []}, "newTerminal": ["closed"], "rationale": "x"}),
+    ));
+    assert_eq!(e["error_type"], "incompatible_policy_upgrade", "{e}");
 }

@@ -128,9 +128,10 @@ impl Engine {
         &*self.store
     }
 
-    /// The store, for the records that are not a run's state (agent runs,
-    /// leases: `crate::agent_runs`); a run's state changes only through
-    /// the engine's operations.
+    /// The store, for the records that are not a run's state (agent runs and
+    /// leases: `crate::agent_runs`; the guarded resources of STRAT-GUARD,
+    /// which share the run store's connection); a run's state changes only
+    /// through the engine's operations.
     pub fn store_mut(&mut self) -> &mut dyn RunStore {
         &mut *self.store
     }

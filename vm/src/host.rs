@@ -63,7 +63,8 @@ pub mod snapshot;
 mod std_host;
 mod workspace;
 pub use git::{
-    GitError, MAX_PATCH_BYTES, merge_patches, worktree_create, worktree_patch, worktree_remove,
+    GitError, MAX_PATCH_BYTES, commit_exists, merge_patches, worktree_create, worktree_patch,
+    worktree_remove,
 };
 pub use std_host::{HostSetupError, StdHost, read_judge_inputs};
 pub use workspace::{Capped, JailError, MAX_FILE_BYTES, Refusal, Workspace};

@@ -11,6 +11,7 @@ pub mod explain;
 pub mod flow;
 pub mod gate;
 pub mod graph;
+pub mod guard;
 pub mod init;
 pub mod lease;
 pub mod lsp;

@@ -18,6 +18,7 @@ pub mod flow_cancel_bg;
 pub mod flow_poll;
 pub mod flow_run_bg;
 pub mod gate_resolve;
+pub mod guard;
 pub mod plan;
 pub mod resume;
 pub mod retry;
@@ -80,6 +81,13 @@ pub const ALL: &[(&str, &[Field])] = &[
     (flow_poll::NAME, flow_poll::FIELDS),
     (flow_run_bg::NAME, flow_run_bg::FIELDS),
     (gate_resolve::NAME, gate_resolve::FIELDS),
+    (guard::apply_upgrade::NAME, guard::apply_upgrade::FIELDS),
+    (guard::history::NAME, guard::history::FIELDS),
+    (guard::migrate::NAME, guard::migrate::FIELDS),
+    (guard::override_edge::NAME, guard::override_edge::FIELDS),
+    (guard::register::NAME, guard::register::FIELDS),
+    (guard::transition::NAME, guard::transition::FIELDS),
+    (guard::upgrade::NAME, guard::upgrade::FIELDS),
     (plan::NAME, plan::FIELDS),
     (resume::NAME, resume::FIELDS),
     (retry::NAME, retry::FIELDS),

@@ -151,6 +151,24 @@ pub(super) fn safe_name(s: &str) -> String {
         .collect()
 }
 
+/// Whether `sha` (hexadecimal, 4 to 64 digits) names a commit object in the
+/// repository holding `root` (STRAT-GUARD's `git_commit_exists`): `git
+/// cat-file -t` must answer `commit`, so a tree, a blob or an unknown or
+/// ambiguous name is `false`. `Err` when `root` is not in a repository.
+pub fn commit_exists(root: &Path, sha: &str) -> Result<bool, GitError> {
+    if !(4..=64).contains(&sha.len()) || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(false);
+    }
+    git(root, &["rev-parse", "--git-dir"], None).map_err(|e| GitError::NotARepository {
+        source: Box::new(e),
+    })?;
+    match git(root, &["cat-file", "-t", sha], None) {
+        Ok(kind) => Ok(trimmed(kind) == "commit"),
+        Err(GitError::Exit { .. }) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
 /// Creates (or finds) the worktree `name` of run `run_id`: a detached
 /// checkout of HEAD of the repository holding `root`, under the system temp
 /// directory. Returns the directory that corresponds to `root` inside it (the
@@ -300,6 +318,29 @@ mod tests {
             .status
             .success();
         assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn commit_exists_names_commit_objects_only() {
+        let repo = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            commit_exists(outside.path(), "abcd"),
+            Err(GitError::NotARepository { .. })
+        ));
+        fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+        git_ok(repo.path(), &["init", "-q"]);
+        git_ok(repo.path(), &["add", "a.txt"]);
+        git_ok(repo.path(), &["commit", "-q", "-m", "one"]);
+        let head = trimmed(git(repo.path(), &["rev-parse", "HEAD"], None).unwrap());
+        let tree = trimmed(git(repo.path(), &["rev-parse", "HEAD^{tree}"], None).unwrap());
+        assert!(commit_exists(repo.path(), &head).unwrap());
+        assert!(commit_exists(repo.path(), &head[..8]).unwrap());
+        // a tree, an unknown name, a revision expression, an option: not commits
+        assert!(!commit_exists(repo.path(), &tree).unwrap());
+        assert!(!commit_exists(repo.path(), &"0".repeat(40)).unwrap());
+        assert!(!commit_exists(repo.path(), "HEAD").unwrap());
+        assert!(!commit_exists(repo.path(), "--all").unwrap());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::agents::grant;
+use super::guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow, check_write};
 use super::{
     AgentRun, AgentUpdate, Delta, Lease, LeaseGrant, RunMeta, RunStore, Snapshot, StoreError,
     check_delta, check_run_id,
@@ -30,6 +31,7 @@ pub struct MemoryStore {
     /// Agent runs in the order they were created.
     agent_runs: Vec<AgentRun>,
     leases: HashMap<String, Lease>,
+    guards: BTreeMap<String, (GuardRecord, Vec<LedgerRow>)>,
 }
 
 impl MemoryStore {
@@ -237,5 +239,79 @@ impl RunStore for MemoryStore {
 
     fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError> {
         Ok(self.leases.get(run_id).cloned())
+    }
+}
+
+impl GuardStore for MemoryStore {
+    fn guard(&self, resource_id: &str) -> Result<Option<GuardRecord>, StoreError> {
+        Ok(self.guards.get(resource_id).map(|(r, _)| r.clone()))
+    }
+
+    fn guard_write(&mut self, write: &GuardWrite<'_>) -> Result<u64, StoreError> {
+        let id = &write.record.resource_id;
+        let stored = self.guards.get(id);
+        let (version, len) = match (stored, write.expected_version) {
+            (Some(_), None) => return Err(StoreError::Exists(id.clone())),
+            (None, Some(_)) => return Err(StoreError::NotFound(id.clone())),
+            (None, None) => (0, 0),
+            (Some((r, _)), Some(expected)) if r.version != expected => {
+                return Err(StoreError::Conflict {
+                    expected,
+                    current: r.version,
+                });
+            }
+            (Some((r, rows)), Some(_)) => (r.version, rows.len() as u64),
+        };
+        check_write(write, len)?;
+        let rows = stored.map(|(_, rows)| rows.clone()).unwrap_or_default();
+        for row in write.entries {
+            if let Some(key) = &row.idempotency_key
+                && rows.iter().any(|r| r.idempotency_key.as_ref() == Some(key))
+            {
+                return Err(StoreError::Invalid(format!(
+                    "idempotency key `{key}` is already recorded for `{id}`"
+                )));
+            }
+        }
+        let mut record = write.record.clone();
+        record.version = version + 1;
+        let mut rows = rows;
+        rows.extend(write.entries.iter().cloned());
+        self.guards.insert(id.clone(), (record, rows));
+        Ok(version + 1)
+    }
+
+    fn guard_ledger(
+        &self,
+        resource_id: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<Vec<LedgerRow>, StoreError> {
+        let Some((_, rows)) = self.guards.get(resource_id) else {
+            return Ok(Vec::new());
+        };
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(rows.iter().skip(from).take(limit).cloned().collect())
+    }
+
+    fn guard_entry(&self, hash: &str) -> Result<Option<(String, LedgerRow)>, StoreError> {
+        Ok(self.guards.iter().find_map(|(id, (_, rows))| {
+            rows.iter()
+                .find(|r| r.hash == hash)
+                .map(|r| (id.clone(), r.clone()))
+        }))
+    }
+
+    fn guard_by_key(&self, resource_id: &str, key: &str) -> Result<Option<LedgerRow>, StoreError> {
+        Ok(self.guards.get(resource_id).and_then(|(_, rows)| {
+            rows.iter()
+                .find(|r| r.idempotency_key.as_deref() == Some(key))
+                .cloned()
+        }))
+    }
+
+    fn guard_ids(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.guards.keys().cloned().collect())
     }
 }

@@ -34,6 +34,7 @@
 //! `synchronous=FULL`).
 
 mod agents;
+mod guard;
 mod memory;
 mod sqlite;
 mod sum;
@@ -42,6 +43,8 @@ pub use agents::{
     AgentRun, AgentRunStatus, AgentUpdate, AgentUsage, FlowLink, Lease, LeaseGrant,
     MAX_AGENT_FAILURE, MAX_AGENT_OUTPUT,
 };
+pub use guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow};
+
 pub use memory::MemoryStore;
 pub use sqlite::{
     Damage, Durability, Place, Problem, SCHEMA_VERSION, SqliteStore, StoreCheck, default_home,
@@ -125,8 +128,9 @@ pub enum StoreError {
 ///
 /// Implementations are used from one thread at a time (`&mut self` for
 /// writes); sharing between threads or processes is done by opening several
-/// stores on the same database.
-pub trait RunStore: Send {
+/// stores on the same database. Every run store also keeps the guarded
+/// resources of STRAT-GUARD ([`GuardStore`]), so one connection serves both.
+pub trait RunStore: GuardStore + Send {
     /// Stores plan bytes under their hash. Idempotent: storing the same hash
     /// again is a no-op (the first bytes are kept).
     fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError>;

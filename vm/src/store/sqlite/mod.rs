@@ -34,6 +34,7 @@
 //! not match.
 
 mod agents;
+mod guard;
 mod scan;
 mod schema;
 

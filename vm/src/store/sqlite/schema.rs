@@ -11,7 +11,10 @@
 //!   checksums of the existing records once, in the migration's transaction:
 //!   what v1 wrote is accepted as written, and from then on a record without
 //!   a checksum is damage.
-//! - v3: (another branch's step; absent here, stacked by the merge).
+//! - v3: the STRAT-GUARD tables (`guards`: one record per guarded resource;
+//!   `guard_ledger`: its append-only, hash-chained entries, looked up by
+//!   hash and by idempotency key). Ledger rows carry no blake3 sum: the
+//!   chain is their integrity check (`stratumc guard verify`).
 //! - v4: the `agent_runs` table (durable agent-run records: pid, process
 //!   group, host, bounded output, usage, linked flow step, cancellation id,
 //!   owner) and the `leases` table (one per driven run: holder, heartbeat,
@@ -94,6 +97,33 @@ const V2: &str = "ALTER TABLE plans ADD COLUMN sum BLOB;
      ALTER TABLE run_rows ADD COLUMN sum BLOB;
      ALTER TABLE events ADD COLUMN sum BLOB;
      ALTER TABLE checkpoints ADD COLUMN sum BLOB;";
+
+const V3: &str = "CREATE TABLE guards (
+         resource_id TEXT PRIMARY KEY NOT NULL,
+         policy TEXT NOT NULL,
+         checksum TEXT NOT NULL,
+         state TEXT NOT NULL,
+         graph_version INTEGER NOT NULL,
+         version INTEGER NOT NULL,
+         ledger_len INTEGER NOT NULL,
+         head TEXT NOT NULL
+     );
+     CREATE TABLE guard_ledger (
+         resource_id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         hash TEXT NOT NULL,
+         idempotency_key TEXT,
+         json TEXT NOT NULL,
+         PRIMARY KEY (resource_id, seq)
+     ) WITHOUT ROWID;
+     CREATE INDEX guard_ledger_by_hash ON guard_ledger (hash);
+     CREATE UNIQUE INDEX guard_ledger_by_key ON guard_ledger (resource_id, idempotency_key)
+         WHERE idempotency_key IS NOT NULL;";
+
+/// Schema 3: the STRAT-GUARD tables (issue 17).
+fn v3_guard(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(V3).map_err(map_err)
+}
 
 /// Adds the checksum columns and computes them for what v1 wrote.
 fn v2_checksums(conn: &Connection) -> Result<(), StoreError> {
@@ -258,6 +288,9 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             StoreError::Corrupt(m) => StoreError::Corrupt(m),
             other => StoreError::Io(format!("migration from schema {from} failed: {other}")),
         })?;
+    }
+    if found < 3 {
+        v3_guard(&tx).map_err(|e| StoreError::Io(format!("migration to schema 3 failed: {e}")))?;
     }
     if found < 4 {
         v4_agent_runs(&tx)
