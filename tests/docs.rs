@@ -332,3 +332,119 @@ fn the_language_reference_links_every_code() {
         "docs/reference/language.md does not link these codes (add them to its \"Static rules\" table): {missing:?}"
     );
 }
+
+/// The anchors a Markdown file offers: GitHub's heading slugs (lower case,
+/// punctuation dropped, spaces to `-`, `-1`, `-2` for repeats) and explicit
+/// `<a id="...">` anchors. Headings inside code fences do not count.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut fenced = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("<a id=\"") {
+            rest = &rest[i + 7..];
+            if let Some(j) = rest.find('"') {
+                out.insert(rest[..j].to_string());
+            }
+        }
+        if let Some(h) = line.strip_prefix('#') {
+            let title = h.trim_start_matches('#').trim();
+            let slug: String = title
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect();
+            let n = seen.entry(slug.clone()).or_insert(0);
+            out.insert(if *n == 0 {
+                slug.clone()
+            } else {
+                format!("{slug}-{n}")
+            });
+            *n += 1;
+        }
+    }
+    out
+}
+
+/// The relative link targets of a Markdown file outside code (`](target)`).
+fn relative_links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(k) = rest.find("](") {
+            rest = &rest[k + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = &rest[..end];
+            if !target.contains("://") && !target.starts_with("mailto:") && !target.contains(' ') {
+                out.push((i + 1, target.to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let root = root();
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    markdown_files(&root.join("docs"), &mut files);
+    let mut broken = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        for (line, target) in relative_links(&text) {
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let dest = if path.is_empty() {
+                f.clone()
+            } else {
+                f.parent().unwrap_or(&root).join(path)
+            };
+            if !dest.exists() {
+                broken.push(format!("{rel}:{line}: `{target}`: no such file"));
+                continue;
+            }
+            if !anchor.is_empty() && dest.extension().is_some_and(|e| e == "md") {
+                let dest_text = std::fs::read_to_string(&dest).unwrap_or_default();
+                if !anchors(&dest_text).contains(anchor) {
+                    broken.push(format!("{rel}:{line}: `{target}`: no such anchor"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_follow_the_github_slugs() {
+    let a = anchors(
+        "# X6 — Cost hints\n## Running: `stratumc run`\n## Running: `stratumc run`\n<a id=\"s0305\"></a>\n```\n# not a heading\n```\n",
+    );
+    let want: BTreeSet<String> = [
+        "x6--cost-hints",
+        "running-stratumc-run",
+        "running-stratumc-run-1",
+        "s0305",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(a, want);
+}
