@@ -448,3 +448,49 @@ fn anchors_follow_the_github_slugs() {
     .collect();
     assert_eq!(a, want);
 }
+
+#[test]
+fn the_docs_point_nowhere_outside_the_repository() {
+    // the design notes the project was built from live outside this
+    // repository; a user has only what is here
+    let outside = [
+        "../shared/",
+        "shared/LANGUAGE.md",
+        "shared/EXTENSIONS.md",
+        "shared/DESIGN.md",
+        "LANGUAGE.md E",
+        "LANGUAGE.md C",
+        "EXTENSIONS.md",
+        "DESIGN.md",
+        "v1-language",
+        "v1-runtime",
+    ];
+    let root = root();
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    markdown_files(&root.join("docs"), &mut files);
+    markdown_files(
+        &root.join("compiler/src/diagnostics/explanations"),
+        &mut files,
+    );
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+        for (i, line) in text.lines().enumerate() {
+            // an explanation's example of a path that leaves the workspace is not a pointer
+            if line.contains("# <- S") {
+                continue;
+            }
+            for pat in outside {
+                if line.contains(pat) {
+                    found.push(format!("{rel}:{}: `{pat}`", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "pointers outside the repository (link a page of docs/ instead):\n{}",
+        found.join("\n")
+    );
+}
