@@ -18,7 +18,12 @@
 //!   `docs/diagnostics.md`) claims that the checker reports exactly those
 //!   codes, errors and warnings together.
 //!
-//! Also: the language reference links every diagnostic code of the catalogue.
+//! Blocks are checked as `stratumc check` checks a file with no
+//! `stratum.toml` near it (no environment: commands and judges unknown).
+//!
+//! Also: the language reference links every diagnostic code of the
+//! catalogue, every relative link and anchor resolves, and nothing points at
+//! files outside the repository.
 //!
 //! Must never: know a language rule; the checker decides, this only compares.
 
