@@ -499,3 +499,45 @@ fn the_docs_point_nowhere_outside_the_repository() {
         found.join("\n")
     );
 }
+
+#[test]
+fn the_language_reference_names_every_key() {
+    use stratum_compiler::syntax::decode as d;
+    let text =
+        std::fs::read_to_string(root().join("docs/reference/language.md")).unwrap_or_default();
+    let tables: &[(&str, &[&str])] = &[
+        ("the root", d::ROOT_FIELDS),
+        ("a flow", d::FLOW_FIELDS),
+        ("a step", d::STEP_FIELDS),
+        ("a route entry", d::ROUTE_FIELDS),
+        ("an on_fail entry", d::ON_FAIL_FIELDS),
+        ("the constructs", d::CONSTRUCTS),
+        ("a fanout stage", d::STAGE_FIELDS),
+        ("scope", d::SCOPE_FIELDS),
+        ("cost", d::COST_FIELDS),
+        ("fanout", d::FANOUT_FIELDS),
+        ("gate", d::GATE_FIELDS),
+        ("budget", d::BUDGET_FIELDS),
+        ("iterate", d::ITERATE_FIELDS),
+        ("output", d::OUTPUT_FIELDS),
+        ("carry", d::CARRY_FIELDS),
+        ("file_contains", d::FILE_CONTAINS_FIELDS),
+        ("judged", d::JUDGED_FIELDS),
+        ("the predicate forms", d::PREDICATE_FORMS),
+        ("evaluate", d::EVALUATE_FIELDS),
+        ("exec", d::EXEC_FIELDS),
+    ];
+    let mut missing = Vec::new();
+    for (place, keys) in tables {
+        for key in *keys {
+            if !text.contains(&format!("`{key}`")) {
+                missing.push(format!("`{key}` of {place}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/reference/language.md does not name these keys: {}",
+        missing.join(", ")
+    );
+}
