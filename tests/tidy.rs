@@ -1,7 +1,10 @@
 //! Repository hygiene, enforced as a test (rust-analyzer's tidy): every Rust
 //! source file opens with a `//!` module doc, no test is ignored or expected to
 //! panic, layering holds (the grammar crate depends on no other workspace
-//! crate), and `docs/diagnostics.md` matches the code catalogue.
+//! crate), and the generated documents match the code they come from:
+//! `docs/diagnostics.md` (the code catalogue), `docs/events.md` (the event
+//! kinds), `docs/reference/builtins.md` (the VM's builtin table) and
+//! `docs/reference/stratum.schema.json` (`stratumc schema`).
 
 use std::path::{Path, PathBuf};
 
@@ -190,4 +193,69 @@ fn events_doc_is_up_to_date() {
         current == generated,
         "docs/events.md is stale: run `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`"
     );
+}
+
+/// Writes `generated` to `rel` under `UPDATE_DOCS=1`, then asserts the file holds it.
+fn assert_generated(rel: &str, generated: &str) {
+    let path = root().join(rel);
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, generated).unwrap();
+    }
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        current == generated,
+        "{rel} is stale: run `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`"
+    );
+}
+
+/// The builtin table of the expression language, from the VM's own tables
+/// (`BUILTINS` for names and arity, `BUILTIN_DOCS` for signatures,
+/// `LAMBDA_FORMS` for the forms that take a lambda).
+fn builtins_markdown() -> String {
+    use stratum_vm::plan::op::{BUILTIN_DOCS, BUILTINS, LAMBDA_FORMS, VARIADIC, lambda_only};
+    assert_eq!(
+        BUILTINS.len(),
+        BUILTIN_DOCS.len(),
+        "every builtin in vm/src/plan/op.rs BUILTINS needs a line in BUILTIN_DOCS"
+    );
+    let mut out = String::from(
+        "# Expression built-ins\n\n\
+         <!-- Generated from vm/src/plan/op.rs (BUILTINS, BUILTIN_DOCS, LAMBDA_FORMS); \
+         regenerate with `UPDATE_DOCS=1 cargo test -p stratum-conformance --test tidy`. -->\n\n\
+         Every function the expression language knows, in the order of the VM's table \
+         (the index is part of the plan format). Calling any other name is S0604; a wrong \
+         number of arguments is S0605. How expressions are evaluated, and which bindings \
+         each context has, is in [the language reference](language.md#expressions).\n\n\
+         | function | arguments | lambda | signature and meaning |\n|---|---|---|---|\n",
+    );
+    for ((name, arity), doc) in BUILTINS.iter().zip(BUILTIN_DOCS) {
+        let args = if *arity == VARIADIC {
+            "1 or more".to_string()
+        } else {
+            arity.to_string()
+        };
+        let lambda = if lambda_only(name) {
+            "required"
+        } else if LAMBDA_FORMS.contains(name) {
+            "optional"
+        } else {
+            ""
+        };
+        let doc = doc.replace('|', "\\|");
+        out.push_str(&format!("| `{name}` | {args} | {lambda} | {doc} |\n"));
+    }
+    out
+}
+
+#[test]
+fn builtins_doc_is_up_to_date() {
+    assert_generated("docs/reference/builtins.md", &builtins_markdown());
+}
+
+#[test]
+fn json_schema_doc_is_up_to_date() {
+    let schema = stratum_compiler::schema::schema();
+    let text = format!("{}\n", serde_json::to_string_pretty(&schema).unwrap());
+    assert_generated("docs/reference/stratum.schema.json", &text);
 }

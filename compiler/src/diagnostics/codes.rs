@@ -206,7 +206,12 @@ pub fn catalogue_markdown() -> String {
         ));
     }
     for c in Code::ALL {
-        out.push('\n');
+        // an explicit anchor: the heading's own slug also holds its title,
+        // and links (the table above, the language reference) use the code alone
+        out.push_str(&format!(
+            "\n<a id=\"{}\"></a>\n\n",
+            c.as_str().to_lowercase()
+        ));
         let text = c.explanation().trim_end();
         // demote headings one level so that each code is a section
         for line in text.lines() {
