@@ -546,3 +546,63 @@ fn the_pages_work_in_chromium() {
         assert!(size > 10_000, "{shot}: {size} bytes");
     }
 }
+
+/// A run's artifacts are shown with their status now: `ok` while the file
+/// is as recorded, `changed` once it was edited (the same re-hash as
+/// `stratumc verify`).
+#[test]
+fn a_runs_artifacts_are_verified_as_stratumc_verify_does() {
+    const SPEC: &str = r#"version: 1
+contracts:
+  Report:
+    title: string
+flows:
+  entry: main
+  main:
+    input: {}
+    output:
+      from: "${write.output}"
+      contract: Report
+    steps:
+      - id: write
+        do: "Write the report"
+        out: Report
+        artifacts: ["out/report.md"]
+"#;
+    const AGENT: &str = r#"mkdir -p out && printf 'the report' > out/report.md && printf '{"output": {"title": "done"}}'"#;
+    let dir = support::scratch("ui", "verify");
+    let home = dir.join("home");
+    std::fs::write(dir.join("report.stratum.yaml"), SPEC).unwrap();
+    let (code, stdout, stderr) = stratumc(
+        &dir,
+        &home,
+        &[
+            "run",
+            "report.stratum.yaml",
+            "--agent",
+            AGENT,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let id = serde_json::from_str::<Value>(&stdout).unwrap()["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let s = serve(&home, "127.0.0.1:0", &[]);
+    let (_, run) = get_json(&s, &format!("/api/v1/runs/{id}"));
+    assert_eq!(run["verify"]["ok"], true, "{}", run["verify"]);
+    assert_eq!(run["verify"]["files"][0]["status"], "ok");
+    std::fs::write(dir.join("out/report.md"), "edited").unwrap();
+    let (_, run) = get_json(&s, &format!("/api/v1/runs/{id}"));
+    assert_eq!(
+        run["verify"]["files"][0]["status"], "changed",
+        "{}",
+        run["verify"]
+    );
+    // the same document as the CLI's
+    let (code, cli, _) = stratumc(&dir, &home, &["verify", &id, "--format", "json"]);
+    assert_eq!(code, 1);
+    assert_eq!(serde_json::from_str::<Value>(&cli).unwrap(), run["verify"]);
+}

@@ -239,12 +239,33 @@ async fn run(State(ui): State<Ui>, Path(run): Path<String>) -> Result<Response, 
             "run": wire::run_json(&v),
             "events": events,
             "manifests": manifests,
+            "verify": verified(engine, &run),
             "patches": patches,
             "receipts": receipts,
         }))
     })
     .await?;
     Ok(axum::Json(body).into_response())
+}
+
+/// The recorded artifacts re-hashed in the run's workspace now, as
+/// `stratumc verify RUN --format json` shows them; `null` when the run has
+/// no recorded workspace or no artifacts, or it cannot be read (the reason).
+fn verified(engine: &mut Engine, run: &str) -> Value {
+    let root = match engine.workspace_of(run) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Value::Null,
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    let mut host = match StdHost::for_root(Some(std::path::Path::new(&root))) {
+        Ok(h) => h,
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    match view::verify(engine, run, &mut host) {
+        Ok(files) if files.is_empty() => Value::Null,
+        Ok(files) => wire::verified_json(run, &root, &files),
+        Err(e) => json!({"error": e.to_string()}),
+    }
 }
 
 /// `GET /api/v1/runs/{run}/version`: the run's store version, which every

@@ -6,9 +6,9 @@
 //! Must never: change a run or a file (the re-hashing is
 //! `stratum_vm::view::verify`, through the standard host's jail).
 
-use serde_json::{Value, json};
 use stratum_vm::host::StdHost;
-use stratum_vm::view::{self, FileCheck, VerifiedFile};
+use stratum_vm::view::wire::{check_status as status, owner};
+use stratum_vm::view::{self, VerifiedFile, wire};
 
 use super::query::{is_unknown_run, open, table, unknown_run};
 use crate::{Exit, Format};
@@ -62,7 +62,7 @@ pub fn run(args: &VerifyArgs) -> Exit {
         }
     };
     let text = match args.format {
-        Format::Json => format!("{}\n", document(&args.run, &root, &files)),
+        Format::Json => format!("{}\n", wire::verified_json(&args.run, &root, &files)),
         Format::Human => human(&args.run, &files),
     };
     super::emit(&text);
@@ -71,46 +71,6 @@ pub fn run(args: &VerifyArgs) -> Exit {
     } else {
         Exit::Errors
     }
-}
-
-fn status(c: &FileCheck) -> &'static str {
-    match c {
-        FileCheck::Same => "ok",
-        FileCheck::Changed { .. } => "changed",
-        FileCheck::Missing => "missing",
-        FileCheck::Unreadable(_) => "unreadable",
-    }
-}
-
-fn owner(f: &VerifiedFile) -> String {
-    match f.item {
-        Some(k) => format!("{}/{k}", f.step),
-        None => f.step.clone(),
-    }
-}
-
-fn document(run: &str, root: &str, files: &[VerifiedFile]) -> Value {
-    let files: Vec<Value> = files
-        .iter()
-        .map(|f| {
-            let mut v = json!({
-                "step": owner(f), "attempt": f.attempt, "path": f.recorded.path,
-                "size": f.recorded.size, "sha256": f.recorded.sha256, "status": status(&f.check),
-            });
-            match &f.check {
-                FileCheck::Changed { sha256, size } => {
-                    v["nowSha256"] = json!(sha256);
-                    v["nowSize"] = json!(size);
-                }
-                FileCheck::Unreadable(why) => v["reason"] = json!(why),
-                FileCheck::Same | FileCheck::Missing => {}
-            }
-            v
-        })
-        .collect();
-    let differences = files.iter().filter(|f| f["status"] != "ok").count();
-    json!({"version": 1, "runId": run, "workspace": root, "ok": differences == 0,
-           "differences": differences, "files": files})
 }
 
 fn human(run: &str, files: &[VerifiedFile]) -> String {

@@ -122,10 +122,22 @@ async function runPage(id) {
       <td>${esc(s.kind)}</td><td>${status(s.status)}</td><td>${s.attempts}</td>
       <td>${s.gateRounds != null ? s.gateRounds + (s.gateMaxRounds != null ? "/" + s.gateMaxRounds : "") : ""}${s.decision ? " " + esc(s.decision) : ""}</td>
       <td>${esc(s.outputSummary || "")}</td><td>${s.failure ? esc(s.failure.reason || JSON.stringify(s.failure)) : ""}</td></tr>`).join("");
-  const verdicts = doc.events.filter(e => e.type === "judged").map(e => `<tr><td>${esc(e.stepId || "")}</td>
-      <td><code>${esc(JSON.stringify(e.detail)).slice(0, 400)}</code></td></tr>`).join("");
-  const files = doc.manifests.flatMap(m => (m.files || []).map(f => `<tr><td>${esc(m.step)}</td><td>${m.attempt}</td>
-      <td>${esc(f.path)}</td><td><code>${esc(f.sha256 || "")}</code></td></tr>`)).join("");
+  const verdicts = doc.events.filter(e => e.type === "judged").map(e => {
+    const d = e.detail || {};
+    const score = d.score != null ? `${d.score}${d.threshold != null ? " / " + d.threshold : ""}` : "";
+    const reasons = (d.reasons && d.reasons.length ? d.reasons : [d.reason]).filter(Boolean);
+    return `<tr><td>${esc(e.stepId || "")}</td><td>${esc(d.statement)}</td>
+      <td><span class="status ${d.holds ? "succeeded" : "failed"}">${d.holds ? "holds" : "fails"}</span></td>
+      <td>${esc(score)}</td><td>${esc(d.judge || "")} ${esc(d.model || "")}</td>
+      <td>${reasons.map(r => esc(r)).join("<br>")}</td></tr>`;
+  }).join("");
+  const now = new Map(((doc.verify && doc.verify.files) || []).map(f => [`${f.step}|${f.attempt}|${f.path}`, f.status]));
+  const files = doc.manifests.flatMap(m => (m.files || []).map(f => {
+    const owner = m.itemIndex != null ? `${m.step}/${m.itemIndex}` : m.step;
+    const st = now.get(`${owner}|${m.attempt}|${f.path}`) || "";
+    return `<tr><td>${esc(owner)}</td><td>${m.attempt}</td>
+      <td>${esc(f.path)}</td><td><code>${esc(f.sha256 || "")}</code></td><td class="verify ${esc(st)}">${esc(st)}</td></tr>`;
+  })).join("");
   const patches = doc.patches.map(p => `<details><summary>${esc(p.step)}${p.itemIndex != null ? "/" + p.itemIndex : ""} attempt ${p.attempt}:
       ${p.files.map(f => esc(f.path)).join(", ")}</summary><pre>${esc(p.diff)}</pre></details>`).join("");
   const receipts = doc.receipts.map(c => `<tr><td>${esc(c.step || "")}</td><td>${esc(c.command || "")}</td>
@@ -139,8 +151,8 @@ async function runPage(id) {
     ${r.gates.map(g => gateForm(r.runId, g)).join("")}
     <h2>Graph</h2><div class="graph"><img id="graph" alt="the run's flow graph" src="/api/v1/runs/${encodeURIComponent(id)}/graph.svg?v=${r.storeVersion}"></div>
     <h2>Steps</h2><table id="steps"><tr><th>step</th><th>kind</th><th>status</th><th>attempts</th><th>rounds</th><th>output</th><th>failure</th></tr>${steps}</table>
-    ${section("Verdicts", verdicts && `<table><tr><th>step</th><th>verdict</th></tr>${verdicts}</table>`)}
-    ${section("Artifacts", files && `<table><tr><th>step</th><th>attempt</th><th>file</th><th>sha256</th></tr>${files}</table>`)}
+    ${section("Verdicts", verdicts && `<table id="verdicts"><tr><th>step</th><th>statement</th><th>verdict</th><th>score</th><th>judge</th><th>reasons</th></tr>${verdicts}</table>`)}
+    ${section("Artifacts", files && `<table id="artifacts"><tr><th>step</th><th>attempt</th><th>file</th><th>sha256</th><th>now</th></tr>${files}</table>`)}
     ${section("Patches", patches)}
     ${section("Command receipts", receipts && `<table><tr><th>step</th><th>command</th><th>exit</th><th>ms</th></tr>${receipts}</table>`)}
     ${r.output ? section("Output", `<pre>${esc(JSON.stringify(r.output, null, 2))}</pre>`) : ""}

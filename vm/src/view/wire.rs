@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use super::{GateView, RunView, StepView};
+use super::{FileCheck, GateView, RunView, StepView, VerifiedFile};
 use crate::interp::Spend;
 use crate::store::RunMeta;
 
@@ -123,4 +123,49 @@ pub fn run_json(v: &RunView) -> Value {
         run["retriedBy"] = json!(v.retried_by);
     }
     run
+}
+
+/// The status word of a re-hashed file (`stratumc verify`).
+pub fn check_status(c: &FileCheck) -> &'static str {
+    match c {
+        FileCheck::Same => "ok",
+        FileCheck::Changed { .. } => "changed",
+        FileCheck::Missing => "missing",
+        FileCheck::Unreadable(_) => "unreadable",
+    }
+}
+
+/// `step` or `step/item` of a re-hashed file.
+pub fn owner(f: &VerifiedFile) -> String {
+    match f.item {
+        Some(k) => format!("{}/{k}", f.step),
+        None => f.step.clone(),
+    }
+}
+
+/// The document of `stratumc verify RUN --format json`: every recorded
+/// file with its status now (`ok`, `changed` with the new digest and size,
+/// `missing`, `unreadable` with the reason).
+pub fn verified_json(run: &str, root: &str, files: &[VerifiedFile]) -> Value {
+    let files: Vec<Value> = files
+        .iter()
+        .map(|f| {
+            let mut v = json!({
+                "step": owner(f), "attempt": f.attempt, "path": f.recorded.path,
+                "size": f.recorded.size, "sha256": f.recorded.sha256, "status": check_status(&f.check),
+            });
+            match &f.check {
+                FileCheck::Changed { sha256, size } => {
+                    v["nowSha256"] = json!(sha256);
+                    v["nowSize"] = json!(size);
+                }
+                FileCheck::Unreadable(why) => v["reason"] = json!(why),
+                FileCheck::Same | FileCheck::Missing => {}
+            }
+            v
+        })
+        .collect();
+    let differences = files.iter().filter(|f| f["status"] != "ok").count();
+    json!({"version": 1, "runId": run, "workspace": root, "ok": differences == 0,
+           "differences": differences, "files": files})
 }
