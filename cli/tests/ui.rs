@@ -478,7 +478,8 @@ fn playwright() -> bool {
 
 /// The pages in headless Chromium: open the runs page, open the run,
 /// approve its gate with a note and a choice, watch it complete live as
-/// `stratumc run --resume` drives it. The screenshots are kept in the
+/// `stratumc run --resume` drives it; then a run an MCP client starts and
+/// finishes through `stratumc mcp` shows up and moves on live. The screenshots are kept in the
 /// scratch directory (`ui-browser-*`) for a person to look at.
 #[test]
 fn the_pages_work_in_chromium() {
@@ -511,6 +512,8 @@ fn the_pages_work_in_chromium() {
         .arg(&shots)
         .arg(&browser)
         .arg(resume.to_string())
+        .arg(env!("CARGO_BIN_EXE_stratumc"))
+        .env("STRATUM_HOME", &home)
         .current_dir(&dir)
         .output()
         .expect("python3 runs");
@@ -540,8 +543,22 @@ fn the_pages_work_in_chromium() {
         seen["output"].as_str().unwrap().contains("Publish ship"),
         "{seen}"
     );
+    assert_eq!(seen["mcp_before"], "running");
+    assert_eq!(seen["mcp_after"], "completed");
+    assert!(
+        seen["mcp_output"]
+            .as_str()
+            .unwrap()
+            .contains("from the MCP client"),
+        "{seen}"
+    );
     assert_eq!(seen["errors"], json!([]), "no script errors on the pages");
-    for shot in ["runs.png", "run-waiting.png", "run-completed.png"] {
+    for shot in [
+        "runs.png",
+        "run-waiting.png",
+        "run-completed.png",
+        "mcp-run-completed.png",
+    ] {
         let size = std::fs::metadata(shots.join(shot)).map_or(0, |m| m.len());
         assert!(size > 10_000, "{shot}: {size} bytes");
     }
