@@ -8,7 +8,7 @@
 //! `gate` a diamond, `fanout` a double box, `run` a dashed box, `evaluate` a
 //! box with a thick border — the edge styles (order and data solid, state
 //! reads dotted, `on_fail` red and dashed, `on_approve` green, `on_kill`
-//! grey), and escaping every text that reaches the document.
+//! grey, a gate's `on_revise` an orange dashed arc back), and escaping every text that reaches the document.
 //! Must never: decide anything about the flow (edges and kinds are the
 //! plan's), or depend on a renderer outside the binary.
 
@@ -88,7 +88,8 @@ pub fn svg(plan: &Plan, run: &RunView) -> String {
     let cols = column.iter().max().map_or(0, |m| m + 1);
     let rows = used.iter().max().copied().unwrap_or(0).max(1);
     let width = PAD * 2 + cols * W + (cols - 1).max(0) * GAP_X;
-    let height = PAD * 2 + rows * H + (rows - 1) * GAP_Y;
+    // room under the last row for revise arcs
+    let height = PAD * 2 + rows * H + rows * GAP_Y;
     let at = |i: usize| (PAD + column[i] * (W + GAP_X), PAD + row[i] * (H + GAP_Y));
     let mut out = String::new();
     let _ = write!(
@@ -121,6 +122,32 @@ pub fn svg(plan: &Plan, run: &RunView) -> String {
             x2,
             y2 + H / 2
         );
+    }
+    // revise edges go back to an earlier step: an orange dashed arc under the row
+    for (i, step) in flow.steps.iter().enumerate() {
+        if let StepKindDef::Gate {
+            on_revise: Some(t), ..
+        } = &step.kind
+        {
+            let t = *t as usize;
+            if t >= n {
+                continue;
+            }
+            let ((x1, y1), (x2, y2)) = (at(i), at(t));
+            let below = y1.max(y2) + H + GAP_Y - 6;
+            let _ = write!(
+                out,
+                "<path class=\"edge revise\" d=\"M{} {} C{} {} {} {} {} {}\" fill=\"none\" stroke=\"#d97706\" stroke-dasharray=\"6 4\" marker-end=\"url(#arrow)\"><title>revise</title></path>",
+                x1 + W / 2,
+                y1 + H,
+                x1 + W / 2,
+                below,
+                x2 + W / 2,
+                below,
+                x2 + W / 2,
+                y2 + H
+            );
+        }
     }
     for (i, step) in flow.steps.iter().enumerate() {
         let id = plan.str(step.id);
