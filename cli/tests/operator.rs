@@ -1544,6 +1544,15 @@ fn a_gate_with_options_is_decided_at_the_terminal_by_number_or_name() {
         ],
     );
     assert_eq!(code, 0, "{shown}");
+    // on a terminal the progress line is drawn, then cleared for the results
+    assert!(
+        shown.contains("\r\x1b[Kprogress: 0/4 steps done; dispatching work; spent $0.00, 1 dispatch, 0 tokens ("),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("progress: 3/4 steps done; dispatching publish"),
+        "{shown}"
+    );
     assert!(
         shown.contains("`wide` is not one of the options"),
         "{shown}"

@@ -1405,3 +1405,54 @@ fn worktree_fanout_with_a_failing_item_leaves_the_workspace_untouched() {
     assert!(!repo.join("premerge.log").exists());
     assert_eq!(extra_worktrees(&repo), 0);
 }
+
+/// Piped, `run` prints one plain progress line per batch: the steps done
+/// of total, what it dispatches and what the run has spent (no terminal
+/// control codes; the terminal form is tested on a pseudo-terminal in
+/// operator.rs).
+#[test]
+fn piped_progress_is_one_plain_line_per_batch() {
+    let dir = support::scratch("run", "progress");
+    std::fs::write(
+        dir.join("two.stratum.yaml"),
+        r#"version: 1
+contracts:
+  Out: {text: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${b.output}", contract: Out}
+    steps:
+      - {id: a, do: "A", out: Out}
+      - {id: b, do: "B ${a.output.text}", out: Out}
+"#,
+    )
+    .unwrap();
+    let agent = r#"printf '{"output": {"text": "x"}, "usage": {"tokens": 10, "usd": 0.5}}'"#;
+    let home = dir.join("home");
+    let (code, _, stderr) = support::stratumc_in(
+        &dir,
+        Some(&home),
+        &["run", "two.stratum.yaml", "--agent", agent],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("progress: 0/2 steps done; dispatching a; spent $0.00"),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("progress: 1/2 steps done; dispatching b; spent $0.50"),
+        "{stderr}"
+    );
+    assert!(lines[1].contains("10 tokens"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "no control codes when piped: {stderr:?}"
+    );
+}

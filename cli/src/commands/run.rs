@@ -30,6 +30,7 @@ use signal_hook::iterator::Signals;
 use stratum_vm::agent::{self, Answer, Job, Watch};
 
 use super::lease::{self, Held};
+use super::progress::Progress;
 use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
@@ -466,7 +467,7 @@ struct Round {
 fn run_ready(
     (engine, held): (&mut Engine, &mut Held),
     host: &mut StdHost,
-    (args, config): (&RunArgs, &config::Config),
+    (args, config, progress): (&RunArgs, &config::Config, &Progress),
     run_id: &str,
     workspace_dir: &Path,
     ready: &[ReadyEntry],
@@ -488,6 +489,7 @@ fn run_ready(
     }
     let lost = held.lost_flag();
     let watch = || {
+        progress.tick();
         if signalled().is_some() || lost.load(Ordering::SeqCst) {
             return Watch::Interrupt;
         }
@@ -514,6 +516,7 @@ fn run_ready(
         }
     };
     held.ended(&results);
+    progress.clear();
     // results are the entries' in order; an interrupted batch gives back only
     // those that had ended, each with its entry; an agent killed at its
     // dispatch lease reports nothing (the lease expires: an orphan, X7)
@@ -776,6 +779,7 @@ pub fn run(args: &RunArgs) -> Exit {
             .unwrap_or_default();
         eprintln!("retry of {old}{from}: reused steps are not dispatched");
     }
+    let mut progress = Progress::new();
     loop {
         if outcome.status.is_terminal() {
             break;
@@ -796,10 +800,11 @@ pub fn run(args: &RunArgs) -> Exit {
         }
         if !outcome.ready.is_empty() {
             let ready = &outcome.ready;
+            progress.batch(&mut engine, &run_id, ready);
             let round = run_ready(
                 (&mut engine, &mut held),
                 &mut host,
-                (args, &config),
+                (args, &config, &progress),
                 &run_id,
                 &workspace_dir,
                 ready,
