@@ -552,6 +552,11 @@ fn the_pages_work_in_chromium() {
             .contains("from the MCP client"),
         "{seen}"
     );
+    assert!(seen["violations"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(
+        seen["violation_text"].as_str().unwrap().contains("text"),
+        "{seen}"
+    );
     assert_eq!(seen["errors"], json!([]), "no script errors on the pages");
     for shot in [
         "runs.png",

@@ -106,6 +106,23 @@ async function gatesPage() {
   wireGateForms();
 }
 
+// The violations of a step's last failed attempt, from its `result` events.
+function lastViolations(events, id) {
+  const failed = events.filter(e => e.type === "result" && e.stepId === id && e.detail && e.detail.failure);
+  return failed.length ? (failed[failed.length - 1].detail.failure.violations || []) : [];
+}
+
+// A step's failure (its reason), then each violation (kind and what it says).
+function failure(reason, violations) {
+  if (!reason) return "";
+  const items = violations.map(v => {
+    const kind = v && typeof v === "object" ? (v.kind || v.type || "") : "";
+    const text = v && typeof v === "object" ? (v.message || v.statement || v.path || JSON.stringify(v)) : String(v);
+    return `<li><b>${esc(kind)}</b> ${esc(String(text).slice(0, 300))}</li>`;
+  }).join("");
+  return `${esc(typeof reason === "string" ? reason : reason.reason || "")}${items ? `<ul class="violations">${items}</ul>` : ""}`;
+}
+
 function section(title, body) { return body ? `<h2>${title}</h2>${body}` : ""; }
 
 function timeline(events) {
@@ -121,7 +138,7 @@ async function runPage(id) {
   const steps = r.steps.map(s => `<tr data-step="${esc(s.id)}"><td>${"&nbsp;".repeat(2 * s.depth)}${esc(s.id)}</td>
       <td>${esc(s.kind)}</td><td>${status(s.status)}</td><td>${s.attempts}</td>
       <td>${s.gateRounds != null ? s.gateRounds + (s.gateMaxRounds != null ? "/" + s.gateMaxRounds : "") : ""}${s.decision ? " " + esc(s.decision) : ""}</td>
-      <td>${esc(s.outputSummary || "")}</td><td>${s.failure ? esc(s.failure.reason || JSON.stringify(s.failure)) : ""}</td></tr>`).join("");
+      <td>${esc(s.outputSummary || "")}</td><td>${failure(s.failure, lastViolations(doc.events, s.id))}</td></tr>`).join("");
   const verdicts = doc.events.filter(e => e.type === "judged").map(e => {
     const d = e.detail || {};
     const score = d.score != null ? `${d.score}${d.threshold != null ? " / " + d.threshold : ""}` : "";
