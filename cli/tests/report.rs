@@ -7,7 +7,9 @@
 //! it and sets `STRATUM_REQUIRE_CHROMIUM=1`, which makes its absence a
 //! failure instead of a skipped check.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -145,22 +147,6 @@ fn a_report_lists_attempts_files_decisions_spend_and_the_timeline() {
     assert!(String::from_utf8_lossy(&code.stderr).contains("no run `run-nope`"));
 }
 
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("STRATUM_REQUIRE_CHROMIUM").is_none(),
-        "STRATUM_REQUIRE_CHROMIUM is set but {} does not exist",
-        path.display()
-    );
-    eprintln!("skipped: no Chromium at {}", path.display());
-    None
-}
-
 /// Headless Chromium with the flags a closed network needs.
 fn headless(browser: &Path, profile: &Path) -> Command {
     let mut c = Command::new(browser);
@@ -181,7 +167,7 @@ fn headless(browser: &Path, profile: &Path) -> Command {
 
 #[test]
 fn the_html_report_is_one_file_that_a_browser_renders() {
-    let Some(browser) = chromium() else {
+    let Some(browser) = support::chromium() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -155,30 +155,14 @@ fn raw(s: &Client, request: &str) -> (u16, String) {
     (code, text)
 }
 
-fn stratumc(dir: &Path, home: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumc"))
-        .args(args)
-        .current_dir(dir)
-        .env("STRATUM_HOME", home)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("stratumc runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// A run paused at its gate `review`: (scratch dir, home, run id).
 fn paused_run(name: &str) -> (PathBuf, PathBuf, String) {
     let dir = support::scratch("ui", name);
     let home = dir.join("home");
     std::fs::write(dir.join("gated.stratum.yaml"), GATED).unwrap();
-    let (code, stdout, stderr) = stratumc(
+    let (code, stdout, stderr) = support::stratumc_in(
         &dir,
-        &home,
+        Some(&home),
         &[
             "run",
             "gated.stratum.yaml",
@@ -230,7 +214,11 @@ fn the_api_lists_shows_decides_and_follows_a_run() {
     );
 
     // the same document as `stratumc query flow --format json`
-    let (_, q, _) = stratumc(&dir, &home, &["query", "flow", &id, "--format", "json"]);
+    let (_, q, _) = support::stratumc_in(
+        &dir,
+        Some(&home),
+        &["query", "flow", &id, "--format", "json"],
+    );
     let q: Value = serde_json::from_str(&q).unwrap();
     assert_eq!(q["run"], run["run"]);
 
@@ -348,9 +336,9 @@ fn the_api_lists_shows_decides_and_follows_a_run() {
     assert_eq!(resolved[0]["detail"]["resolvedBy"], "human");
 
     // the run moves on under `run --resume`, and the version moves with it
-    let (code, out, err) = stratumc(
+    let (code, out, err) = support::stratumc_in(
         &dir,
-        &home,
+        Some(&home),
         &["run", "--resume", &id, "--agent", ECHO, "--format", "json"],
     );
     assert_eq!(code, 0, "{err}");
@@ -462,13 +450,6 @@ fn off_loopback_every_request_needs_the_token() {
     );
 }
 
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    path.is_file().then_some(path)
-}
-
 fn playwright() -> bool {
     Command::new("python3")
         .args(["-c", "import playwright.sync_api"])
@@ -483,14 +464,17 @@ fn playwright() -> bool {
 /// scratch directory (`ui-browser-*`) for a person to look at.
 #[test]
 fn the_pages_work_in_chromium() {
-    let (Some(browser), true) = (chromium(), playwright()) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but Chromium or the Python package playwright is missing (scripts/test.sh installs them)"
-        );
-        eprintln!("skipped: Chromium or playwright is not installed");
+    let Some(browser) = support::chromium() else {
         return;
     };
+    if !playwright() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but the Python package playwright is missing (scripts/test.sh installs it)"
+        );
+        eprintln!("skipped: the Python package playwright is not installed");
+        return;
+    }
     let (dir, home, id) = paused_run("browser");
     let s = serve(&home, "127.0.0.1:0", &[]);
     let resume = json!([
@@ -595,9 +579,9 @@ flows:
     let dir = support::scratch("ui", "verify");
     let home = dir.join("home");
     std::fs::write(dir.join("report.stratum.yaml"), SPEC).unwrap();
-    let (code, stdout, stderr) = stratumc(
+    let (code, stdout, stderr) = support::stratumc_in(
         &dir,
-        &home,
+        Some(&home),
         &[
             "run",
             "report.stratum.yaml",
@@ -624,7 +608,8 @@ flows:
         run["verify"]
     );
     // the same document as the CLI's
-    let (code, cli, _) = stratumc(&dir, &home, &["verify", &id, "--format", "json"]);
+    let (code, cli, _) =
+        support::stratumc_in(&dir, Some(&home), &["verify", &id, "--format", "json"]);
     assert_eq!(code, 1);
     assert_eq!(serde_json::from_str::<Value>(&cli).unwrap(), run["verify"]);
 }

@@ -300,23 +300,18 @@ async fn run_graph(State(ui): State<Ui>, Path(run): Path<String>) -> Result<Resp
 /// first, as `query gates --format json` lists them.
 async fn gates(State(ui): State<Ui>) -> Result<Response, ApiError> {
     let body = with_engine(&ui, move |engine| {
-        let metas = engine.store().list(Some("running")).map_err(|e| {
+        // an unreadable run is left out here; its own page says why
+        let (found, _unreadable) = view::waiting_gates(engine).map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "store_error",
                 e.to_string(),
             )
         })?;
-        let mut gates = Vec::new();
-        for m in metas.iter().rev() {
-            if let Ok(v) = view::load(engine, &m.run_id) {
-                gates.extend(
-                    v.gates
-                        .iter()
-                        .map(|g| wire::gate_json(&m.run_id, &m.flow, g)),
-                );
-            }
-        }
+        let gates: Vec<Value> = found
+            .iter()
+            .map(|w| wire::gate_json(&w.run_id, &w.flow, &w.gate))
+            .collect();
         Ok(json!({"version": 1, "gates": gates}))
     })
     .await?;
@@ -386,29 +381,8 @@ async fn decide(
         };
         let d = operator::decide_gate(engine, &v, &step, body.token.as_deref(), &answer, "human")
             .map_err(decide_error)?;
-        let ready: Vec<&str> = d.outcome.ready.iter().map(|r| r.id.as_str()).collect();
-        let waiting: Vec<Value> = d
-            .outcome
-            .gates
-            .iter()
-            .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
-            .collect();
-        let mut doc = json!({
-            "version": 1,
-            "runId": run,
-            "stepId": step,
-            "decision": decision,
-            "note": body.note,
-            "resolvedBy": "human",
-            "round": d.gate.round,
-            "status": d.outcome.wire_status(),
-            "ready": ready,
-            "gates": waiting,
-            "warnings": d.warnings,
-        });
-        if let Some(c) = &body.choice {
-            doc["choice"] = json!(c);
-        }
+        let mut doc = wire::decision_json((&run, &step, None), &answer, d.gate.round, &d.outcome);
+        doc["warnings"] = json!(d.warnings);
         Ok(doc)
     })
     .await?;

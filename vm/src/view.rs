@@ -177,6 +177,40 @@ impl RunView {
     }
 }
 
+/// A gate waiting in some running run, as `stratumc query gates` and the
+/// operator UI list them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunGate {
+    /// The run.
+    pub run_id: String,
+    /// Its flow.
+    pub flow: String,
+    /// The gate.
+    pub gate: GateView,
+}
+
+/// The gates [`waiting_gates`] found, and the runs it could not read.
+pub type GatesFound = (Vec<RunGate>, Vec<(String, EngineError)>);
+
+/// Every gate waiting in a running run, oldest run first; the runs that
+/// cannot be read are returned beside them (each with why), so a listing
+/// still shows the others.
+pub fn waiting_gates(engine: &mut Engine) -> Result<GatesFound, EngineError> {
+    let runs = engine.store().list(Some("running"))?;
+    let (mut found, mut unreadable) = (Vec::new(), Vec::new());
+    for m in runs.iter().rev() {
+        match load(engine, &m.run_id) {
+            Ok(v) => found.extend(v.gates.into_iter().map(|gate| RunGate {
+                run_id: m.run_id.clone(),
+                flow: m.flow.clone(),
+                gate,
+            })),
+            Err(e) => unreadable.push((m.run_id.clone(), e)),
+        }
+    }
+    Ok((found, unreadable))
+}
+
 /// Reads a run: [`crate::store::StoreError::NotFound`] (inside
 /// [`EngineError::Store`]) when the run does not exist. Overdue dispatches
 /// are computed at the system clock's time.

@@ -13,10 +13,9 @@
 //! run (dispatching is `stratumc run --resume`'s or the MCP client's job).
 
 use clap::ValueEnum;
-use serde_json::json;
 use stratum_vm::interp::{GateDecision, Outcome, RunStatus};
 use stratum_vm::operator;
-use stratum_vm::view::GateView;
+use stratum_vm::view::{GateView, wire};
 
 use super::query;
 use crate::{Exit, Format};
@@ -114,30 +113,18 @@ fn decide(args: &GateArgs) -> Result<Exit, Exit> {
 
 /// The decision and what runs next, as one JSON document.
 fn json_report(args: &GateArgs, gate: &GateView, outcome: &Outcome) -> String {
-    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
-    let gates: Vec<_> = outcome
-        .gates
-        .iter()
-        .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
-        .collect();
-    let mut doc = json!({
-        "version": 1,
-        "runId": args.run,
-        "stepId": args.step,
-        "action": format!("{:?}", args.action).to_lowercase(),
-        "decision": args.action.decision(),
-        "note": args.note,
-        "resolvedBy": "human",
-        "round": gate.round,
-        "status": outcome.wire_status(),
-        "ready": ready,
-        "gates": gates,
-    });
-    // X10: the choice, after the note, only when one was given
-    if let (Some(c), Some(obj)) = (&args.choice, doc.as_object_mut()) {
-        obj.insert("choice".into(), json!(c));
-    }
-    format!("{doc}\n")
+    let answer = GateDecision {
+        decision: args.action.decision(),
+        note: args.note.as_deref(),
+        choice: args.choice.as_deref(),
+        tokenless: false,
+    };
+    let action = format!("{:?}", args.action).to_lowercase();
+    let at = (args.run.as_str(), args.step.as_str(), Some(action.as_str()));
+    format!(
+        "{}\n",
+        wire::decision_json(at, &answer, gate.round, outcome)
+    )
 }
 
 /// The decision and what runs next, as text.

@@ -407,25 +407,21 @@ fn link_text(link: Option<&(String, Option<String>)>) -> String {
 }
 
 fn gates(engine: &mut Engine, format: Format) -> Exit {
-    let runs = match engine.store().list(Some("running")) {
-        Ok(r) => r,
+    let (waiting, unreadable) = match view::waiting_gates(engine) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::Usage;
         }
     };
-    let mut found: Vec<(&str, &str, GateView)> = Vec::new();
-    for m in runs.iter().rev() {
-        match view::load(engine, &m.run_id) {
-            Ok(v) => found.extend(
-                v.gates
-                    .into_iter()
-                    .map(|g| (m.run_id.as_str(), m.flow.as_str(), g)),
-            ),
-            // a run that is unreadable is reported, the others are still listed
-            Err(e) => eprintln!("warning: run `{}`: {e}", m.run_id),
-        }
+    // a run that is unreadable is reported, the others are still listed
+    for (run, e) in &unreadable {
+        eprintln!("warning: run `{run}`: {e}");
     }
+    let found: Vec<(&str, &str, &GateView)> = waiting
+        .iter()
+        .map(|w| (w.run_id.as_str(), w.flow.as_str(), &w.gate))
+        .collect();
     if format == Format::Json {
         let gates: Vec<Value> = found.iter().map(|(r, f, g)| gate_json(r, f, g)).collect();
         super::emit(&format!("{}\n", json!({"version": 1, "gates": gates})));

@@ -185,3 +185,22 @@ pub fn chain_spec(n: usize) -> String {
     }
     s
 }
+
+/// Debian's Chromium (or `$CHROMIUM`) for the browser tests; `None`, with a
+/// note, when it is missing — a failure when `STRATUM_REQUIRE_CHROMIUM` is
+/// set (CI sets it: there its absence must not pass as a skip).
+pub fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("STRATUM_REQUIRE_CHROMIUM").is_none(),
+        "STRATUM_REQUIRE_CHROMIUM is set but {} does not exist",
+        path.display()
+    );
+    eprintln!("skipped: no Chromium at {}", path.display());
+    None
+}

@@ -13,7 +13,7 @@
 use serde_json::{Value, json};
 
 use super::{FileCheck, GateView, RunView, StepView, VerifiedFile};
-use crate::interp::Spend;
+use crate::interp::{GateDecision, Outcome, Spend};
 use crate::store::RunMeta;
 
 /// One run of a listing (`query flows`): its meta record and, for a retry
@@ -168,4 +168,44 @@ pub fn verified_json(run: &str, root: &str, files: &[VerifiedFile]) -> Value {
     let differences = files.iter().filter(|f| f["status"] != "ok").count();
     json!({"version": 1, "runId": run, "workspace": root, "ok": differences == 0,
            "differences": differences, "files": files})
+}
+
+/// A recorded gate decision and what the run does next (`stratumc gate
+/// --format json`, the UI's decision reply): the gate's round when it was
+/// decided, the run's status, its ready steps and waiting gates; `choice`
+/// only when one was given (X10). `action` is the command's own word for
+/// the decision (`stratumc gate reject` is the engine's `kill`), after the
+/// step when given.
+pub fn decision_json(
+    (run, step, action): (&str, &str, Option<&str>),
+    answer: &GateDecision<'_>,
+    round: u32,
+    outcome: &Outcome,
+) -> Value {
+    let ready: Vec<&str> = outcome.ready.iter().map(|r| r.id.as_str()).collect();
+    let gates: Vec<Value> = outcome
+        .gates
+        .iter()
+        .map(|g| json!({"stepId": g.step_id, "gateToken": g.gate_token, "round": g.round}))
+        .collect();
+    let mut doc = json!({"version": 1, "runId": run, "stepId": step});
+    if let Some(a) = action {
+        doc["action"] = json!(a);
+    }
+    let rest = json!({
+        "decision": answer.decision,
+        "note": answer.note,
+        "resolvedBy": "human",
+        "round": round,
+        "status": outcome.wire_status(),
+        "ready": ready,
+        "gates": gates,
+    });
+    if let (Some(doc), Value::Object(rest)) = (doc.as_object_mut(), rest) {
+        doc.extend(rest);
+    }
+    if let Some(c) = answer.choice {
+        doc["choice"] = json!(c);
+    }
+    doc
 }
