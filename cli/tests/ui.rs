@@ -613,3 +613,102 @@ flows:
     assert_eq!(code, 1);
     assert_eq!(serde_json::from_str::<Value>(&cli).unwrap(), run["verify"]);
 }
+
+/// A fanout with two stages and a sub-flow paused at its own gate.
+const NESTED: &str = r#"version: 1
+contracts:
+  Work:
+    result: string
+flows:
+  entry: main
+  main:
+    input:
+      items: string[]
+    output:
+      from: "${child.output}"
+      contract: Work
+    steps:
+      - id: fan
+        fanout:
+          over: "${input.items}"
+          concurrency: 1
+          isolation: none
+          require: all
+          merge: sequential
+          steps:
+            - do: "Look at ${item}"
+              out: Work
+            - do: "Fix ${item}"
+              out: Work
+      - id: child
+        after: [fan]
+        run: sub
+        with:
+          text: "${input.items}"
+  sub:
+    input:
+      text: string[]
+    output:
+      from: "${inner.output}"
+      contract: Work
+    max_rounds: 2
+    steps:
+      - id: inner
+        do: "Work on ${input.text}"
+        out: Work
+      - id: check
+        after: [inner]
+        gate:
+          on_approve: null
+          on_revise: inner
+          on_kill: null
+"#;
+
+#[test]
+fn the_graph_draws_fanout_stages_and_sub_flow_steps_by_status() {
+    let dir = support::scratch("ui", "nested");
+    let home = dir.join("home");
+    std::fs::write(dir.join("nested.stratum.yaml"), NESTED).unwrap();
+    let (code, stdout, stderr) = support::stratumc_in(
+        &dir,
+        Some(&home),
+        &[
+            "run",
+            "nested.stratum.yaml",
+            "--inputs",
+            r#"{"items": ["a", "b"]}"#,
+            "--agent",
+            ECHO,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 1, "paused at the sub-flow's gate: {stdout}{stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let id = doc["runId"].as_str().unwrap();
+    let s = serve(&home, "127.0.0.1:0", &[]);
+    let (code, svg) = get(&s, &format!("/api/v1/runs/{id}/graph.svg"));
+    assert_eq!(code, 200);
+    for (step, status) in [
+        ("fan", "succeeded"),
+        ("child", "running"),
+        ("child/inner", "succeeded"),
+        ("child/check", "waiting_gate"),
+    ] {
+        assert!(
+            svg.contains(&format!(r#"data-step="{step}" data-status="{status}""#)),
+            "{step} {status}: {svg}"
+        );
+    }
+    // the fanout and the run are boxes around what they hold
+    assert!(
+        svg.contains(r#"<g class="step group" data-step="fan""#),
+        "{svg}"
+    );
+    assert!(svg.contains(r#"data-step="fan#1""#) && svg.contains(r#"data-step="fan#2""#));
+    assert!(svg.contains("2/2 items"), "{svg}");
+    assert!(svg.contains("run child → flow sub"), "{svg}");
+    // the sub-flow's revise arc is drawn inside it
+    assert_eq!(svg.matches("class=\"edge revise\"").count(), 1, "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -588,8 +588,18 @@ fn report_all(
     let mut last = None;
     for (entry, report) in results {
         let (id, token) = (entry.id.as_str(), Some(entry.dispatch_token.as_str()));
+        // an item's attempts count over all its stages: say which stage this is
+        let stage = entry
+            .item
+            .as_ref()
+            .map_or_else(String::new, |it| format!(" stage {}", it.stage + 1));
+        let which = if entry.item.is_some() {
+            "item attempt"
+        } else {
+            "attempt"
+        };
         eprintln!(
-            "  {id} (attempt {}): {}",
+            "  {id}{stage} ({which} {}): {}",
             entry.attempt,
             if report.failure.is_some() {
                 "failed"
