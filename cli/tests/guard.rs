@@ -299,7 +299,142 @@ fn history_and_verify_read_the_ledger_and_every_tampering_is_named() {
             json!({"resourceId": "feat:1", "fromState": "review", "toState": "done", "resolvedBy": "agent"}),
         );
         assert!(refused && v["error_type"] == "ledger_broken", "{name}: {v}");
+        // and `store check` counts a broken chain as damage
+        let (code, out, err) = stratumc(&binary(), &copy, &["store", "check"], None);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        assert!(
+            out.contains("damaged: the ledger of guarded resource `feat:1`"),
+            "{name}: {out}"
+        );
     }
+    let (code, out, err) = stratumc(&binary(), &home, &["store", "check"], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("and 1 guard ledgers checked"), "{out}");
+}
+
+const ONE_STEP: &str = r#"version: 1
+contracts:
+  Out:
+    result: string
+flows:
+  entry: main
+  main:
+    input:
+      text: string
+    output:
+      from: "${work.output}"
+      contract: Out
+    steps:
+      - id: work
+        do: "Do ${input.text}"
+        out: Out
+"#;
+
+#[test]
+fn store_migrate_copies_runs_and_ledgers_verifies_them_and_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tracked_home(dir.path());
+    let spec = dir.path().join("one.stratum.yaml");
+    std::fs::write(&spec, ONE_STEP).unwrap();
+    let (code, out, err) = stratumc(
+        &binary(),
+        &home,
+        &[
+            "run",
+            spec.to_str().unwrap(),
+            "--inputs",
+            r#"{"text": "x"}"#,
+            "--agent",
+            r#"echo '{"output": {"result": "done"}}'"#,
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let run = serde_json::from_str::<Value>(&out).unwrap()["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let dest_home = dir.path().join("dest");
+    std::fs::create_dir_all(&dest_home).unwrap();
+    let dest = dest_home.join("stratum.db");
+    let to = dest.to_str().unwrap();
+    let migrate = |format: &str| {
+        stratumc(
+            &binary(),
+            &home,
+            &["store", "migrate", "--to", to, "--format", format],
+            None,
+        )
+    };
+    let (code, out, err) = migrate("json");
+    assert_eq!(code, 0, "{out}{err}");
+    let first: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(first["runsCopied"], 1, "{first}");
+    assert_eq!(first["guardsCopied"], 1);
+    assert_eq!(first["ledgerRows"], 4);
+    assert_eq!(first["verified"], true);
+    assert_eq!(first["sourceDigest"], first["destinationDigest"]);
+    assert!(first["events"].as_u64().unwrap() > 2, "{first}");
+
+    // a second copy writes nothing and verifies the same digest
+    let (code, out, _) = migrate("human");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 runs written, 1 already there"), "{out}");
+    assert!(
+        out.contains("verified: the destination holds every record"),
+        "{out}"
+    );
+
+    // the copy is a working store: the run, its audit and the ledger read back
+    let (code, out, err) = stratumc(&binary(), &dest_home, &["query", "flow", &run], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("completed"), "{out}");
+    let (code, out, _) = stratumc(&binary(), &dest_home, &["guard", "verify", "feat:1"], None);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("feat:1: ok (4 entries)"), "{out}");
+    let (code, out, _) = stratumc(&binary(), &dest_home, &["store", "check"], None);
+    assert_eq!(code, 0, "{out}");
+
+    // a record changed in the destination is named, not overwritten
+    let conn = rusqlite::Connection::open(&dest).unwrap();
+    conn.execute_batch("UPDATE guards SET state = 'done'")
+        .unwrap();
+    drop(conn);
+    let (code, out, _) = migrate("human");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("differs: guard `feat:1` is in the destination with other content"),
+        "{out}"
+    );
+    assert!(
+        out.contains("failed: the destination does not match"),
+        "{out}"
+    );
+
+    // the source itself, a directory and a missing source are refused
+    let src = home.join("stratum.db");
+    let (code, _, err) = stratumc(
+        &binary(),
+        &home,
+        &["store", "migrate", "--to", src.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("is the source store itself"), "{err}");
+    let (code, _, err) = stratumc(
+        &binary(),
+        &home,
+        &["store", "migrate", "--to", dest_home.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("is a directory; name the database file"),
+        "{err}"
+    );
 }
 
 #[test]

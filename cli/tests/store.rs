@@ -59,7 +59,7 @@ fn a_healthy_store_passes_and_a_flipped_byte_names_the_run() {
     let (code, out, err) = check(&dir, "human");
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
-        out.contains("healthy: 1 runs checked, no damage found"),
+        out.contains("healthy: 1 runs and 0 guard ledgers checked, no damage found"),
         "{out}"
     );
     let (_, good, _) = support::stratumc_in(

@@ -24,6 +24,7 @@ pub mod run;
 pub mod schema;
 pub mod speckit;
 pub mod store;
+pub mod store_migrate;
 pub mod ui;
 pub mod verify;
 pub mod watch;

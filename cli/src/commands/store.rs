@@ -1,8 +1,9 @@
 //! `stratumc store check [--format json]`: whether the run store
 //! (`$STRATUM_HOME/stratum.db`) is intact — SQLite's integrity check, every
-//! record's checksum, and every run loaded as the operator views load it
-//! (header decodes, one row per step of every frame, plan present) — with
-//! each damaged record named.
+//! record's checksum, every run loaded as the operator views load it
+//! (header decodes, one row per step of every frame, plan present), and
+//! every guard ledger's hash chain — with each damaged record named; and
+//! `stratumc store migrate` (in `store_migrate`).
 //!
 //! Exit codes: 0 healthy, 1 damage found, 2 the store cannot be opened.
 //!
@@ -13,6 +14,8 @@
 
 use clap::Subcommand;
 use serde_json::{Value, json};
+use stratum_guard::service::Verified;
+use stratum_guard::{ConfigHosts, Guard};
 use stratum_vm::engine::Engine;
 use stratum_vm::store::{Damage, Place, Problem, SqliteStore, StoreCheck, default_home};
 
@@ -35,12 +38,22 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Copy every run, event, checkpoint and guard ledger of this store into another, then verify the copy by content digests (idempotent: run it again after an interruption).
+    Migrate {
+        /// The destination store: the path of a SQLite database file.
+        #[arg(long, value_name = "DEST")]
+        to: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
 }
 
 /// Runs `stratumc store`.
 pub fn run(args: &StoreArgs) -> Exit {
     match &args.what {
         Cmd::Check { format } => check(*format),
+        Cmd::Migrate { to, format } => super::store_migrate::migrate(to, *format),
     }
 }
 
@@ -49,7 +62,7 @@ fn check(format: Format) -> Exit {
         Ok(home) => home.join("stratum.db"),
         Err(e) => return super::usage(e),
     };
-    let store = match SqliteStore::open_existing(&path) {
+    let mut store = match SqliteStore::open_existing(&path) {
         Ok(s) => s,
         Err(e) => return super::usage(e),
     };
@@ -57,18 +70,34 @@ fn check(format: Format) -> Exit {
         Ok(r) => r,
         Err(e) => return super::usage(format!("cannot read {}: {e}", path.display())),
     };
+    let ledgers = match ledger_chains(&mut store) {
+        Ok(l) => l,
+        Err(e) => return super::usage(format!("cannot read the guard ledgers: {e}")),
+    };
     load_runs(store, &mut report);
     let shown = path.display().to_string();
     let text = match format {
-        Format::Json => format!("{}\n", document(&shown, &report)),
-        Format::Human => human(&shown, &report),
+        Format::Json => format!("{}\n", document(&shown, &report, &ledgers)),
+        Format::Human => human(&shown, &report, &ledgers),
     };
     super::emit(&text);
-    if report.healthy() {
+    if report.healthy() && ledgers.iter().all(|l| l.ok) {
         Exit::Ok
     } else {
         Exit::Errors
     }
+}
+
+/// Every guarded resource's ledger walked as `stratumc guard verify --all`
+/// walks it (the hash chain, the record's length and head).
+fn ledger_chains(store: &mut SqliteStore) -> Result<Vec<Verified>, String> {
+    let hosts = ConfigHosts { operator: None };
+    let guard = Guard {
+        store,
+        hosts: &hosts,
+        now_ms: stratum_guard::now_ms(),
+    };
+    guard.verify_all().map_err(|e| e.to_string())
 }
 
 /// Loads every run the scan found undamaged, as the operator views do; a
@@ -99,7 +128,7 @@ fn damaged_runs(report: &StoreCheck) -> Vec<&str> {
     runs
 }
 
-fn human(path: &str, report: &StoreCheck) -> String {
+fn human(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> String {
     let mut out = format!("checking {path} (schema {})\n", report.schema_version);
     if report.integrity.is_empty() {
         out.push_str("sqlite integrity check: ok\n");
@@ -110,16 +139,27 @@ fn human(path: &str, report: &StoreCheck) -> String {
     for d in &report.damage {
         out.push_str(&format!("damaged: {d}\n"));
     }
-    let runs = damaged_runs(report);
-    if report.healthy() {
+    let broken: Vec<&Verified> = ledgers.iter().filter(|l| !l.ok).collect();
+    for l in &broken {
         out.push_str(&format!(
-            "healthy: {} runs checked, no damage found\n",
-            report.runs.len()
+            "damaged: the ledger of guarded resource `{}`{}: {} (`stratumc guard verify {}` names the link)\n",
+            l.resource_id,
+            l.broken_at.map_or_else(String::new, |at| format!(" at entry {at}")),
+            l.problem.as_deref().unwrap_or("the hash chain is broken"),
+            l.resource_id
+        ));
+    }
+    let runs = damaged_runs(report);
+    if report.healthy() && broken.is_empty() {
+        out.push_str(&format!(
+            "healthy: {} runs and {} guard ledgers checked, no damage found\n",
+            report.runs.len(),
+            ledgers.len()
         ));
     } else {
         out.push_str(&format!(
             "failed: {} problems found; {} of {} runs damaged{}. Restore stratum.db from a backup (damaged runs cannot be resumed)\n",
-            report.integrity.len() + report.damage.len(),
+            report.integrity.len() + report.damage.len() + broken.len(),
             runs.len(),
             report.runs.len(),
             if runs.is_empty() {
@@ -132,7 +172,7 @@ fn human(path: &str, report: &StoreCheck) -> String {
     out
 }
 
-fn document(path: &str, report: &StoreCheck) -> Value {
+fn document(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> Value {
     let damage: Vec<Value> = report
         .damage
         .iter()
@@ -142,10 +182,12 @@ fn document(path: &str, report: &StoreCheck) -> Value {
         "version": 1,
         "path": path,
         "schemaVersion": report.schema_version,
-        "healthy": report.healthy(),
+        "healthy": report.healthy() && ledgers.iter().all(|l| l.ok),
         "integrity": report.integrity,
         "runsChecked": report.runs.len(),
         "damagedRuns": damaged_runs(report),
         "damage": damage,
+        "ledgersChecked": ledgers.len(),
+        "brokenLedgers": ledgers.iter().filter(|l| !l.ok).collect::<Vec<_>>(),
     })
 }

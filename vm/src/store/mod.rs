@@ -34,6 +34,7 @@
 //! `synchronous=FULL`).
 
 mod agents;
+mod copy;
 mod guard;
 mod memory;
 mod sqlite;
@@ -42,6 +43,9 @@ mod sum;
 pub use agents::{
     AgentRun, AgentRunStatus, AgentUpdate, AgentUsage, FlowLink, Lease, LeaseGrant,
     MAX_AGENT_FAILURE, MAX_AGENT_OUTPUT,
+};
+pub use copy::{
+    CopyReport, Mismatch, RunRecord, copy_store, guard_digest, run_digest, verify_copy,
 };
 pub use guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow};
 
