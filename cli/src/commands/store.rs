@@ -1,5 +1,6 @@
-//! `stratumc store check [--format json]`: whether the run store
-//! (`$STRATUM_HOME/stratum.db`) is intact — SQLite's integrity check, every
+//! `stratumc store check [--format json]`: whether the run store (the one
+//! `STRATUM_STORE`/`[store] url` name, else `$STRATUM_HOME/stratum.db`) is
+//! intact — on SQLite its integrity check, on either store every
 //! record's checksum, and every run loaded as the operator views load it
 //! (header decodes, one row per step of every frame, plan present) — with
 //! each damaged record named.
@@ -14,7 +15,9 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 use stratum_vm::engine::Engine;
-use stratum_vm::store::{Damage, Place, Problem, SqliteStore, StoreCheck, default_home};
+use stratum_vm::store::{
+    Damage, Place, PostgresStore, Problem, RunStore, SqliteStore, StoreCheck, StoreLocation,
+};
 
 use crate::{Exit, Format};
 
@@ -45,23 +48,41 @@ pub fn run(args: &StoreArgs) -> Exit {
 }
 
 fn check(format: Format) -> Exit {
-    let path = match default_home() {
-        Ok(home) => home.join("stratum.db"),
+    let location = match StoreLocation::from_env() {
+        Ok(l) => l,
         Err(e) => return super::usage(e),
     };
-    let store = match SqliteStore::open_existing(&path) {
-        Ok(s) => s,
-        Err(e) => return super::usage(e),
+    let (store, report): (Box<dyn RunStore>, _) = match &location {
+        StoreLocation::Sqlite(path) => {
+            let store = match SqliteStore::open_existing(path) {
+                Ok(s) => s,
+                Err(e) => return super::usage(e),
+            };
+            let report = store.check();
+            (Box::new(store), report)
+        }
+        StoreLocation::Postgres(url) => {
+            let store = match PostgresStore::open(url) {
+                Ok(s) => s,
+                Err(e) => return super::usage(e),
+            };
+            let report = store.check();
+            (Box::new(store), report)
+        }
     };
-    let mut report = match store.check() {
+    let shown = location.shown();
+    let mut report = match report {
         Ok(r) => r,
-        Err(e) => return super::usage(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return super::usage(format!("cannot read {shown}: {e}")),
     };
     load_runs(store, &mut report);
-    let shown = path.display().to_string();
+    let engine = match location {
+        StoreLocation::Sqlite(_) => "sqlite",
+        StoreLocation::Postgres(_) => "postgresql",
+    };
     let text = match format {
-        Format::Json => format!("{}\n", document(&shown, &report)),
-        Format::Human => human(&shown, &report),
+        Format::Json => format!("{}\n", document(&shown, engine, &report)),
+        Format::Human => human(&shown, engine, &report),
     };
     super::emit(&text);
     if report.healthy() {
@@ -73,8 +94,8 @@ fn check(format: Format) -> Exit {
 
 /// Loads every run the scan found undamaged, as the operator views do; a
 /// run that does not load is damage.
-fn load_runs(store: SqliteStore, report: &mut StoreCheck) {
-    let mut engine = Engine::new(Box::new(store));
+fn load_runs(store: Box<dyn RunStore>, report: &mut StoreCheck) {
+    let mut engine = Engine::new(store);
     let damaged: std::collections::BTreeSet<String> =
         report.damage.iter().filter_map(|d| d.run.clone()).collect();
     for run in report.runs.iter().filter(|r| !damaged.contains(*r)) {
@@ -99,9 +120,9 @@ fn damaged_runs(report: &StoreCheck) -> Vec<&str> {
     runs
 }
 
-fn human(path: &str, report: &StoreCheck) -> String {
+fn human(path: &str, engine: &str, report: &StoreCheck) -> String {
     let mut out = format!("checking {path} (schema {})\n", report.schema_version);
-    if report.integrity.is_empty() {
+    if report.integrity.is_empty() && engine == "sqlite" {
         out.push_str("sqlite integrity check: ok\n");
     }
     for line in &report.integrity {
@@ -132,7 +153,7 @@ fn human(path: &str, report: &StoreCheck) -> String {
     out
 }
 
-fn document(path: &str, report: &StoreCheck) -> Value {
+fn document(path: &str, engine: &str, report: &StoreCheck) -> Value {
     let damage: Vec<Value> = report
         .damage
         .iter()
@@ -141,6 +162,7 @@ fn document(path: &str, report: &StoreCheck) -> Value {
     json!({
         "version": 1,
         "path": path,
+        "store": engine,
         "schemaVersion": report.schema_version,
         "healthy": report.healthy(),
         "integrity": report.integrity,

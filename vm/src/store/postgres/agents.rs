@@ -39,7 +39,8 @@ const BY_FLOW: &str = "SELECT id, agent, status, pid, pgid, host, started_ms, up
          owner, sum
      FROM agent_runs WHERE flow_run_id = $1 ORDER BY started_ms, id";
 
-fn agent_from_row(r: &Row) -> Result<AgentRun, StoreError> {
+/// A record and its stored checksum, not yet verified.
+pub(super) fn agent_record(r: &Row) -> Result<(AgentRun, Option<Vec<u8>>), StoreError> {
     let id: String = column(r, 0)?;
     let status: String = column(r, 2)?;
     let corrupt = |what: &str| StoreError::Corrupt(format!("agent run `{id}` has {what}"));
@@ -84,7 +85,11 @@ fn agent_from_row(r: &Row) -> Result<AgentRun, StoreError> {
         cancellation_id: column(r, 15)?,
         owner: column(r, 16)?,
     };
-    let stored: Option<Vec<u8>> = column(r, 17)?;
+    Ok((record, column(r, 17)?))
+}
+
+fn agent_from_row(r: &Row) -> Result<AgentRun, StoreError> {
+    let (record, stored) = agent_record(r)?;
     sum::verify(stored.as_deref(), &sum::agent_run(&record), || {
         format!("agent run `{}`", record.id)
     })?;

@@ -39,6 +39,7 @@ mod agents;
 mod conn;
 mod guard;
 mod runs;
+mod scan;
 mod schema;
 
 use std::sync::mpsc;
@@ -134,6 +135,13 @@ impl PostgresStore {
     /// (0: it was empty and this store created the tables).
     pub fn found_schema(&self) -> i64 {
         self.found_schema
+    }
+
+    /// Scans the whole store: every record's checksum and every run's
+    /// events against its event count (`stratumc store check`). Damage is
+    /// reported, not returned as an error.
+    pub fn check(&self) -> Result<super::StoreCheck, StoreError> {
+        self.call(scan::check)
     }
 
     /// Runs `job` on the store's thread (reconnecting first when the
