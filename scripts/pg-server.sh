@@ -45,7 +45,8 @@ else
     pg_as() { "$@"; }
 fi
 
-PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/stratum-pg.XXXXXX")"
+# under /tmp: the server's user must reach it (a TMPDIR may be private to root)
+PG_DIR="$(mktemp -d /tmp/stratum-pg.XXXXXX)"
 chmod 755 "$PG_DIR"
 if [ "$(id -u)" -eq 0 ]; then chown stratum-pg "$PG_DIR"; fi
 PG_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
