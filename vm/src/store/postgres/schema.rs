@@ -20,7 +20,7 @@ use super::super::{SCHEMA_VERSION, StoreError};
 use super::conn::{Db, column};
 
 /// The advisory lock key migrations hold ("stratum" in ASCII, as a number).
-const MIGRATION_LOCK: i64 = 0x7374_7261_7475_6d;
+const MIGRATION_LOCK: i64 = 0x73_7472_6174_756d;
 
 /// One schema step: the version it brings the database to, and its SQL.
 struct Step {
