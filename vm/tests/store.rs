@@ -1622,3 +1622,41 @@ fn two_connections_asking_for_one_lease_at_once_get_it_once() {
         }
     }
 }
+
+#[test]
+fn postgres_a_lost_connection_fails_the_call_and_the_next_call_reconnects() {
+    let Some(url) = pg_url() else { return };
+    let name = format!("stratum_reconnect_{}", std::process::id());
+    let url = format!("{url}&application_name={name}");
+    let mut s = open_pg(&url);
+    create_simple(s.as_mut(), "r1");
+    // the server ends the store's connection (as a restart or a network cut would)
+    psql(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}' AND pid <> pg_backend_pid()"
+        ),
+    );
+    let snap = loop {
+        // the call that finds the connection gone is an error, never a success
+        match s.load("r1") {
+            Ok(snap) => break snap,
+            Err(StoreError::Io(m)) => {
+                assert!(m.contains("127.0.0.1") || m.contains("localhost"), "{m}")
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(snap.version, 1);
+    let v = s
+        .commit(&Delta {
+            run_id: "r1",
+            expected_version: 1,
+            meta: &snap.meta,
+            header: b"h2",
+            rows: &[],
+            events: &[ev("after")],
+        })
+        .unwrap();
+    assert_eq!(v, 2);
+}

@@ -79,7 +79,9 @@ impl Target {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        config.application_name("stratumc");
+        if config.get_application_name().is_none() {
+            config.application_name("stratumc");
+        }
         let shown = shown(&config);
         if let Some(password) = password(&config)? {
             config.password(password);
@@ -453,8 +455,9 @@ async fn open(
 ) -> Result<(Client, UnboundedReceiver<String>), StoreError> {
     let (client, mut connection) = target.config.connect(tls.clone()).await.map_err(|e| {
         StoreError::Io(format!(
-            "cannot connect to the PostgreSQL store at {}: {e} (check STRATUM_STORE or [store] url, that the server runs, and PGPASSWORD/PGPASSFILE)",
-            target.shown()
+            "cannot connect to the PostgreSQL store at {}: {} (check STRATUM_STORE or [store] url, that the server runs, and PGPASSWORD/PGPASSFILE)",
+            target.shown(),
+            with_causes(&e)
         ))
     })?;
     let (tx, rx) = unbounded_channel();
@@ -472,8 +475,25 @@ async fn open(
     Ok((client, rx))
 }
 
+/// An error with the errors that caused it (`error connecting to server:
+/// Connection refused`), each said once.
+fn with_causes(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 pub(super) fn map_error(shown: &str, e: tokio_postgres::Error) -> StoreError {
     let code = e.code();
+    let e = with_causes(&e);
     if code == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
         || code == Some(&SqlState::T_R_DEADLOCK_DETECTED)
     {
@@ -486,7 +506,7 @@ pub(super) fn map_error(shown: &str, e: tokio_postgres::Error) -> StoreError {
             "the tables at {shown} are not the shape this stratumc writes: {e}"
         ));
     }
-    if e.is_closed() || code.is_none() {
+    if code.is_none() {
         return StoreError::Io(format!(
             "lost the connection to the PostgreSQL store at {shown}: {e}; what was not acknowledged was not written"
         ));
