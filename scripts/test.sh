@@ -5,8 +5,12 @@
 # operator UI browser test (driving Debian's Chromium); from Debian's packages
 # when they are missing: Neovim for the language-server editor test, Graphviz
 # for SVG graphs, Chromium for the HTML report test, groff for the man pages
-# and ssh-keygen (openssh-client) for the STRAT-GUARD signature tests), then
-# runs every test of the workspace.
+# and ssh-keygen (openssh-client) for the STRAT-GUARD signature tests), starts
+# a throwaway PostgreSQL server (scripts/pg-server.sh: Debian's `postgresql`
+# package, installed when missing; initdb in a temporary directory as an
+# unprivileged user, a free loopback port, stopped on exit) so that the store
+# tests, the crash test, the scenarios and the MCP end-to-end test also run on
+# PostgreSQL (STRATUM_TEST_PG), then runs every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +28,8 @@ if ! command -v nvim >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1 || ! co
     $sudo apt-get update -qq >/dev/null
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim graphviz chromium groff-base openssh-client >/dev/null
 fi
+
+# shellcheck source=scripts/pg-server.sh
+source scripts/pg-server.sh
 
 cargo test --workspace "$@"

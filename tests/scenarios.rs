@@ -17,7 +17,7 @@ use stratum_vm::interp::{
     FileEvidence, FileHash, FileRoot, Host, HostError, JudgeAsk, JudgeRequest, Outcome, Receipt,
     Report, Verdict,
 };
-use stratum_vm::store::SqliteStore;
+use stratum_vm::store::StoreLocation;
 
 // ----- YAML → JSON ---------------------------------------------------------------
 
@@ -455,7 +455,7 @@ fn coded(e: EngineError) -> String {
 
 struct Ctx {
     _dir: tempfile::TempDir,
-    db: PathBuf,
+    db: StoreLocation,
     engine: Engine,
     plan: LoadedPlan,
     run_id: Option<String>,
@@ -515,8 +515,8 @@ impl Ctx {
     }
 
     fn fresh_engine(&mut self) -> Result<(), String> {
-        let store = SqliteStore::open(&self.db).map_err(|e| e.to_string())?;
-        self.engine = Engine::new(Box::new(store));
+        let store = self.db.open().map_err(|e| e.to_string())?;
+        self.engine = Engine::new(store);
         Ok(())
     }
 
@@ -950,7 +950,9 @@ const ACTIONS: [&str; 11] = [
 ];
 
 /// Runs one scenario; the list of problems is empty when it passes.
-fn run_scenario(path: &Path) -> Vec<String> {
+/// Runs one scenario on a SQLite store in a scratch directory, or on the
+/// PostgreSQL database of `postgres`.
+fn run_scenario(path: &Path, postgres: Option<&str>) -> Vec<String> {
     let sc = match load_scenario(path) {
         Ok(v) => v,
         Err(e) => return vec![format!("cannot load: {e}")],
@@ -1028,12 +1030,15 @@ fn run_scenario(path: &Path) -> Vec<String> {
         Some(Value::Array(q)) => Some(q.iter().cloned().collect()),
         _ => None,
     };
-    let db = dir.path().join("runs.db");
-    let store = match SqliteStore::open(&db) {
+    let db = match postgres {
+        Some(url) => StoreLocation::Postgres(url.to_owned()),
+        None => StoreLocation::Sqlite(dir.path().join("runs.db")),
+    };
+    let store = match db.open() {
         Ok(s) => s,
         Err(e) => return vec![format!("harness: store: {e}")],
     };
-    let mut engine = Engine::new(Box::new(store));
+    let mut engine = Engine::new(store);
     let loaded = match engine.add_plan(&bytes) {
         Ok(p) => p,
         Err(e) => return vec![format!("add_plan failed: {e}")],
@@ -1242,6 +1247,56 @@ fn scenario_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn scenarios() {
+    run_all(false);
+}
+
+/// Every scenario again with its runs in PostgreSQL (`STRATUM_TEST_PG`,
+/// a schema of its own each): the engine behaves the same on both stores.
+#[test]
+fn scenarios_on_postgres() {
+    run_all(true);
+}
+
+/// The URL of a new, empty schema on the PostgreSQL test server; `None`
+/// (with a note) when `STRATUM_TEST_PG` is unset, a failure under `CI=true`.
+fn pg_url() -> Option<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let Some(base) = std::env::var("STRATUM_TEST_PG")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "STRATUM_TEST_PG is unset under CI=true: scripts/test.sh starts a PostgreSQL server and sets it"
+        );
+        eprintln!("note: STRATUM_TEST_PG is unset; skipping the scenarios on PostgreSQL");
+        return None;
+    };
+    let schema = format!(
+        "scenario_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let psql = std::env::var("STRATUM_TEST_PSQL").unwrap_or_else(|_| "psql".to_owned());
+    let out = std::process::Command::new(psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &base])
+        .args(["-c", &format!("CREATE SCHEMA {schema}")])
+        .output()
+        .expect("run psql (install postgresql-client, or set STRATUM_TEST_PSQL)");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}options=-csearch_path%3D{schema}"))
+}
+
+fn run_all(postgres: bool) {
+    if postgres && pg_url().is_none() {
+        return;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let filter = std::env::var("SCENARIO_FILTER").ok();
     let files: Vec<PathBuf> = scenario_files(&root)
@@ -1262,7 +1317,8 @@ fn scenarios() {
     for f in &files {
         let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
         let notyet = f.components().any(|c| c.as_os_str() == "notyet");
-        let problems = run_scenario(f);
+        let url = if postgres { pg_url() } else { None };
+        let problems = run_scenario(f, url.as_deref());
         if std::env::var_os("SCENARIO_VERBOSE").is_some() && !problems.is_empty() {
             eprintln!("{rel}{}:", if notyet { " (notyet)" } else { "" });
             for p in &problems {

@@ -83,7 +83,6 @@ fn vm_never_depends_on_the_front_end() {
         "salsa",
         "lsp-types",
         "rmcp",
-        "tokio",
         "stratum-guard",
     ] {
         assert!(
@@ -91,6 +90,23 @@ fn vm_never_depends_on_the_front_end() {
             "vm/Cargo.toml must not depend on {other}"
         );
     }
+    // tokio only for the PostgreSQL store (tokio-postgres on the store's own
+    // thread), as an optional dependency of the `postgres` feature
+    for line in manifest.lines().filter(|l| l.starts_with("tokio")) {
+        assert!(
+            line.contains("optional = true"),
+            "vm/Cargo.toml may depend on tokio only optionally, for the `postgres` feature: {line}"
+        );
+    }
+    let features = manifest
+        .split_once("[features]")
+        .map_or("", |(_, f)| f.split("\n[").next().unwrap_or(""));
+    assert!(
+        !features
+            .lines()
+            .any(|l| l.starts_with("default") && l.contains("postgres")),
+        "the vm's `postgres` feature is not on by default (the crates that serve the store enable it)"
+    );
 }
 
 #[test]

@@ -6,8 +6,23 @@
 use std::path::Path;
 use std::process::Command;
 
+mod support;
+
 #[test]
 fn python_sdk_drives_every_construct() {
+    e2e(None);
+}
+
+/// The same script with every server's runs in one PostgreSQL database
+/// (`STRATUM_STORE`; `STRATUM_TEST_PG`, a schema of its own).
+#[test]
+fn python_sdk_drives_every_construct_on_postgres() {
+    if let Some(url) = support::pg_url() {
+        e2e(Some(&url));
+    }
+}
+
+fn e2e(store: Option<&str>) {
     let binary = env!("CARGO_BIN_EXE_stratumc");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -22,12 +37,13 @@ fn python_sdk_drives_every_construct() {
         "the Python MCP SDK is missing: run `python3 -m pip install mcp` (CI installs it)\n{}",
         String::from_utf8_lossy(&probe.stderr)
     );
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(binary)
-        .current_dir(root)
-        .output()
-        .expect("python3 runs the e2e script");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&script).arg(binary).current_dir(root);
+    match store {
+        Some(url) => cmd.env("STRATUM_STORE", url),
+        None => cmd.env_remove("STRATUM_STORE"),
+    };
+    let out = cmd.output().expect("python3 runs the e2e script");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

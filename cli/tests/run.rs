@@ -24,6 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use stratum_vm::store::StoreLocation;
 
 mod support;
 use support::Ran;
@@ -55,13 +56,51 @@ fn python() -> &'static str {
     })
 }
 
-/// A scratch directory holding `STRATUM_HOME` (`home/`) and workspaces;
-/// removed on drop.
-struct Scratch(PathBuf);
+/// A scratch directory holding `STRATUM_HOME` (`home/`) and workspaces,
+/// removed on drop; its run store is `home/stratum.db`, or the PostgreSQL
+/// database of `store` (`STRATUM_STORE`).
+struct Scratch(PathBuf, Option<String>);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        Scratch(support::scratch("run", tag))
+        Scratch(support::scratch("run", tag), None)
+    }
+
+    fn on_postgres(tag: &str, url: String) -> Scratch {
+        Scratch(support::scratch("run", tag), Some(url))
+    }
+
+    /// Every run in the store: (id, status), oldest first.
+    fn runs(&self) -> Vec<(String, String)> {
+        match &self.1 {
+            None => runs(&self.db()),
+            Some(url) => {
+                let store = StoreLocation::Postgres(url.clone()).open().unwrap();
+                let mut all: Vec<(String, String)> = store
+                    .list(None)
+                    .unwrap()
+                    .into_iter()
+                    .map(|m| (m.run_id, m.status))
+                    .collect();
+                all.reverse();
+                all
+            }
+        }
+    }
+
+    /// The event log of a run, parsed.
+    fn events(&self, run_id: &str) -> Vec<Value> {
+        match &self.1 {
+            None => events(&self.db(), run_id),
+            Some(url) => StoreLocation::Postgres(url.clone())
+                .open()
+                .unwrap()
+                .events(run_id, 0, u64::MAX)
+                .unwrap()
+                .iter()
+                .map(|j| serde_json::from_str(j).unwrap())
+                .collect(),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -80,8 +119,12 @@ impl Scratch {
     /// stray `stratum.toml` is found) with stdin not a terminal.
     fn stratumc(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_stratumc"));
-        c.env("STRATUM_HOME", self.home())
-            .env_remove("STRATUM_SCENARIO")
+        c.env("STRATUM_HOME", self.home());
+        match &self.1 {
+            Some(url) => c.env("STRATUM_STORE", url),
+            None => c.env_remove("STRATUM_STORE"),
+        };
+        c.env_remove("STRATUM_SCENARIO")
             .env_remove("STRATUM_PREFER")
             .current_dir(&self.0)
             .stdin(Stdio::null());
@@ -1056,6 +1099,18 @@ fn wait_for(child: &mut Child, d: Duration) -> Option<ExitStatus> {
 
 #[test]
 fn crash_safety_sigkill_and_resume() {
+    crash_test(Scratch::new("crash"));
+}
+
+/// The crash test with the runs in PostgreSQL (`STRATUM_TEST_PG`).
+#[test]
+fn crash_safety_sigkill_and_resume_on_postgres() {
+    if let Some(url) = support::pg_url() {
+        crash_test(Scratch::on_postgres("crash-pg", url));
+    }
+}
+
+fn crash_test(s: Scratch) {
     const STEPS: usize = 200;
     const START: i64 = 1000;
     const MIN_KILLS: usize = 15;
@@ -1072,7 +1127,6 @@ fn crash_safety_sigkill_and_resume() {
     eprintln!("crash test seed: STRATUM_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
 
-    let s = Scratch::new("crash");
     let spec = s.write("chain.stratum.yaml", &support::chain_spec(STEPS));
     // The agent reads the number after "increment" in the task text, sleeps
     // 25 ms and answers x = n + 1. 200 × 25 ms of agent time alone is more
@@ -1122,7 +1176,7 @@ fn crash_safety_sigkill_and_resume() {
         }
         if run_id.is_none() {
             // killed after the run was created but before `run:` was printed?
-            let all = runs(&s.db());
+            let all = s.runs();
             assert!(all.len() <= 1, "{all:?}");
             run_id = all.into_iter().next().map(|(id, _)| id);
         }
@@ -1148,13 +1202,10 @@ fn crash_safety_sigkill_and_resume() {
     assert_doc_shape(&final_doc, &run_id);
     let expected = json!({"x": START + STEPS as i64});
     assert_eq!(final_doc["output"], expected);
-    assert_eq!(
-        runs(&s.db()),
-        vec![(run_id.clone(), "completed".to_string())]
-    );
+    assert_eq!(s.runs(), vec![(run_id.clone(), "completed".to_string())]);
 
     // the audit: exactly one accepted result per step, with the right value
-    let all = events(&s.db(), &run_id);
+    let all = s.events(&run_id);
     let resumed = all.len() - settled(&all).len();
     eprintln!("crash test: {} events, {resumed} `resumed`", all.len());
     let ev = settled(&all);
@@ -1190,7 +1241,7 @@ fn crash_safety_sigkill_and_resume() {
         "run", "--resume", &run_id, "--agent", "exit 1", "--format", "json",
     ]));
     assert_eq!(r.completed(), expected);
-    assert_eq!(settled(&events(&s.db(), &run_id)).len(), ev.len());
+    assert_eq!(settled(&s.events(&run_id)).len(), ev.len());
 }
 
 // ---------------------------------------------------------------------------

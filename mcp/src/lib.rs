@@ -40,7 +40,8 @@ pub enum Ended {
 /// commands they run, reporting nothing for them: the runs stay resumable)
 /// and returns why it ended.
 ///
-/// Opens the run store (`$STRATUM_HOME/stratum.db`) once for the whole
+/// Opens the run store (`stratum_vm::store::open_default`: `STRATUM_STORE`,
+/// `[store] url`, else `$STRATUM_HOME/stratum.db`) once for the whole
 /// process; every tool call uses that one connection.
 pub async fn serve_stdio() -> Result<Ended, Box<dyn std::error::Error + Send + Sync>> {
     serve_stdio_with(None).await
@@ -53,8 +54,8 @@ pub async fn serve_stdio_with(
     config: Option<std::path::PathBuf>,
 ) -> Result<Ended, Box<dyn std::error::Error + Send + Sync>> {
     stratum_vm::config::load_operator(config.as_deref())?;
-    let store = stratum_vm::store::SqliteStore::open_default()?;
-    let engine = stratum_vm::engine::Engine::new(Box::new(store));
+    let store = stratum_vm::store::open_default()?;
+    let engine = stratum_vm::engine::Engine::new(store);
     let server = StratumServer::with_state(state::State::with_operator_config(engine, config));
     #[cfg(unix)]
     if let Some(io) = socket_stdio() {

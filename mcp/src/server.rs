@@ -41,7 +41,7 @@ pub struct StratumServer {
 }
 
 impl StratumServer {
-    /// A server around an engine (normally on `SqliteStore::open_default()`).
+    /// A server around an engine (normally on `stratum_vm::store::open_default()`).
     pub fn new(engine: Engine) -> StratumServer {
         StratumServer::with_state(State::new(engine))
     }

@@ -5,6 +5,12 @@
 //!
 //! Child processes are this test binary re-run on `zz_child_process_entry`
 //! with `STORE_TEST_CHILD` set; without it that test does nothing.
+//!
+//! The tests written over `&mut dyn RunStore` and the concurrency tests also
+//! run on PostgreSQL when `STRATUM_TEST_PG` names a server (`scripts/test.sh`
+//! starts one): each store gets a schema of its own in that database. When
+//! it is unset they skip PostgreSQL with a printed note, and fail under
+//! `CI=true`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,6 +20,7 @@ use std::time::{Duration, Instant};
 use stratum_vm::store::{
     AgentRun, AgentRunStatus, AgentUpdate, AgentUsage, Delta, FlowLink, Lease, LeaseGrant,
     MAX_AGENT_OUTPUT, MemoryStore, RunMeta, RunStore, SCHEMA_VERSION, SqliteStore, StoreError,
+    StoreLocation,
 };
 
 fn tmpdir() -> tempfile::TempDir {
@@ -36,13 +43,88 @@ fn ev(s: &str) -> String {
     format!("{{\"type\":\"{s}\"}}")
 }
 
-/// Runs `check` on a fresh `MemoryStore` and a fresh `SqliteStore`.
+/// The URL of a new, empty schema on the test server (`STRATUM_TEST_PG`),
+/// or `None` when no server is configured (a printed note; under `CI=true`
+/// a failure, so CI cannot skip PostgreSQL by accident).
+fn pg_url() -> Option<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let Some(base) = std::env::var("STRATUM_TEST_PG")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "STRATUM_TEST_PG is unset under CI=true: scripts/test.sh starts a PostgreSQL server and sets it"
+        );
+        eprintln!(
+            "note: STRATUM_TEST_PG is unset; skipping the PostgreSQL store (scripts/test.sh sets it)"
+        );
+        return None;
+    };
+    let schema = format!(
+        "store_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    psql(&base, &format!("CREATE SCHEMA {schema}"));
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}options=-csearch_path%3D{schema}"))
+}
+
+/// Runs SQL on the test server with `psql` (`STRATUM_TEST_PSQL`, else from PATH).
+fn psql(url: &str, sql: &str) -> String {
+    let psql = std::env::var("STRATUM_TEST_PSQL").unwrap_or_else(|_| "psql".to_owned());
+    let out = Command::new(psql)
+        .args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("run psql (install postgresql-client, or set STRATUM_TEST_PSQL)");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Opens the PostgreSQL store of `url`.
+fn open_pg(url: &str) -> Box<dyn RunStore> {
+    StoreLocation::Postgres(url.to_owned())
+        .open()
+        .expect("open the PostgreSQL store")
+}
+
+/// Runs `check` on a fresh `MemoryStore`, a fresh `SqliteStore` and, when a
+/// test server is configured, a fresh PostgreSQL store.
 fn on_both(check: impl Fn(&mut dyn RunStore)) {
     let mut memory = MemoryStore::new();
     check(&mut memory);
     let dir = tmpdir();
     let mut sqlite = SqliteStore::open(dir.path().join("stratum.db")).expect("open sqlite");
     check(&mut sqlite);
+    if let Some(url) = pg_url() {
+        check(open_pg(&url).as_mut());
+    }
+}
+
+/// The durable stores to run a concurrency test on: SQLite in `dir`, and
+/// PostgreSQL when configured (as locations, so that threads and child
+/// processes open their own connections).
+fn durable_locations(dir: &Path) -> Vec<StoreLocation> {
+    let mut out = vec![StoreLocation::Sqlite(dir.join("stratum.db"))];
+    out.extend(pg_url().map(StoreLocation::Postgres));
+    out
 }
 
 fn create_simple(s: &mut dyn RunStore, id: &str) {
@@ -696,8 +778,13 @@ fn open_default_honours_stratum_home() {
 #[test]
 fn threads_with_separate_connections_resolve_to_one_winner() {
     let dir = tmpdir();
-    let path = dir.path().join("stratum.db");
-    let mut s = SqliteStore::open(&path).unwrap();
+    for location in durable_locations(dir.path()) {
+        threads_race(&location);
+    }
+}
+
+fn threads_race(location: &StoreLocation) {
+    let mut s = location.open().unwrap();
     s.create(&meta("r", 1, "running"), b"", &[], &[]).unwrap();
     drop(s);
     const THREADS: usize = 4;
@@ -706,9 +793,9 @@ fn threads_with_separate_connections_resolve_to_one_winner() {
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let barrier = Arc::clone(&barrier);
-            let path = path.clone();
+            let location = location.clone();
             std::thread::spawn(move || {
-                let mut s = SqliteStore::open(&path).unwrap();
+                let mut s = location.open().unwrap();
                 let mut wins = 0u64;
                 for round in 0..ROUNDS {
                     // Everyone loads the same version, then everyone commits.
@@ -741,8 +828,8 @@ fn threads_with_separate_connections_resolve_to_one_winner() {
         })
         .collect();
     let wins: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    assert_eq!(wins, ROUNDS, "exactly one winner per round");
-    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(wins, ROUNDS, "{location}: exactly one winner per round");
+    let s = location.open().unwrap();
     let snap = s.load("r").unwrap();
     assert_eq!(snap.version, ROUNDS + 1);
     assert_eq!(snap.event_count, ROUNDS);
@@ -751,14 +838,25 @@ fn threads_with_separate_connections_resolve_to_one_winner() {
 #[test]
 fn two_processes_commit_the_same_version_and_exactly_one_wins() {
     let dir = tmpdir();
-    let db = dir.path().join("stratum.db");
-    let mut s = SqliteStore::open(&db).unwrap();
+    for (i, location) in durable_locations(dir.path()).into_iter().enumerate() {
+        let sync = dir.path().join(format!("store{i}"));
+        std::fs::create_dir(&sync).unwrap();
+        processes_race(&location, &sync);
+    }
+}
+
+fn processes_race(location: &StoreLocation, dir: &Path) {
+    let db = match location {
+        StoreLocation::Sqlite(path) => format!("sqlite:{}", path.display()),
+        StoreLocation::Postgres(url) => url.clone(),
+    };
+    let mut s = location.open().unwrap();
     s.create(&meta("race", 1, "running"), b"", &[], &[])
         .unwrap();
     drop(s);
     const ROUNDS: u64 = 3;
     for round in 0..ROUNDS {
-        let sync = dir.path().join(format!("round{round}"));
+        let sync = dir.join(format!("round{round}"));
         std::fs::create_dir(&sync).unwrap();
         let children: Vec<_> = ["a", "b"]
             .iter()
@@ -788,9 +886,9 @@ fn two_processes_commit_the_same_version_and_exactly_one_wins() {
         let won = format!("ok {}", loaded + 1);
         let lost = format!("conflict {}", loaded + 1);
         results.sort();
-        assert_eq!(results, vec![lost, won], "round {round}");
+        assert_eq!(results, vec![lost, won], "{location}: round {round}");
     }
-    let s = SqliteStore::open(&db).unwrap();
+    let s = location.open().unwrap();
     let snap = s.load("race").unwrap();
     assert_eq!(snap.version, ROUNDS + 1);
     assert_eq!(
@@ -845,7 +943,10 @@ fn zz_child_process_entry() {
         "race" => {
             let sync = var("STORE_SYNC");
             let name = std::env::var("STORE_NAME").unwrap();
-            let mut s = SqliteStore::open(var("STORE_DB")).unwrap();
+            let db = std::env::var("STORE_DB").unwrap();
+            let mut s = StoreLocation::parse(&db, "STORE_DB")
+                .and_then(|l| l.open())
+                .unwrap();
             let snap = s.load("race").unwrap();
             std::fs::write(sync.join(format!("{name}.ready")), b"").unwrap();
             wait_for(&sync.join("go"));
@@ -937,6 +1038,9 @@ fn commit_latency_is_flat() {
         assert_eq!(snap.event_count, 2 * u64::from(n));
     }
     measure("memory", &mut MemoryStore::new());
+    if let Some(url) = pg_url() {
+        measure("postgresql (the test server)", open_pg(&url).as_mut());
+    }
     let dir = tmpdir();
     measure(
         "sqlite on disk (WAL, synchronous=FULL)",
@@ -1339,4 +1443,220 @@ fn a_schema_1_store_opens_with_checksums_computed_once() {
         report.damage[0].to_string(),
         "run `old`: row 0 has no checksum (every record of schema 2 carries one)"
     );
+}
+
+// --- PostgreSQL specifics ------------------------------------------------------
+
+#[test]
+fn postgres_persists_across_reopen_and_records_the_schema_version() {
+    let Some(url) = pg_url() else { return };
+    {
+        let mut s = open_pg(&url);
+        s.put_plan("h", b"plan").unwrap();
+        create_simple(s.as_mut(), "r1");
+        s.put_checkpoint("r1", "cp", b"state").unwrap();
+    }
+    let s = open_pg(&url);
+    assert_eq!(s.get_plan("h").unwrap().unwrap(), b"plan");
+    assert_eq!(s.load("r1").unwrap().rows.len(), 2);
+    assert_eq!(s.get_checkpoint("r1", "cp").unwrap().unwrap(), b"state");
+    drop(s);
+    assert_eq!(
+        psql(&url, "SELECT version FROM stratum_schema"),
+        SCHEMA_VERSION.to_string()
+    );
+    assert_eq!(
+        psql(&url, "SELECT count(*) FROM stratum_schema"),
+        "1",
+        "reopening does not add schema rows"
+    );
+}
+
+#[test]
+fn postgres_refuses_a_newer_schema() {
+    let Some(url) = pg_url() else { return };
+    drop(open_pg(&url));
+    psql(&url, "UPDATE stratum_schema SET version = 99");
+    let Err(err) = StoreLocation::Postgres(url).open() else {
+        panic!("opened a store of a newer schema")
+    };
+    assert_eq!(
+        err,
+        StoreError::SchemaTooNew {
+            found: 99,
+            supported: SCHEMA_VERSION
+        }
+    );
+}
+
+#[test]
+fn postgres_damaged_records_are_corrupt_errors_naming_them() {
+    let Some(url) = pg_url() else { return };
+    {
+        let mut s = open_pg(&url);
+        create_simple(s.as_mut(), "r1");
+        s.create_agent_run(&agent_run("agent-a", Some(("r1", "draft")), 1))
+            .unwrap();
+        s.acquire_lease(&lease("a", 0, 100)).unwrap();
+    }
+    psql(&url, "UPDATE run_rows SET blob = 'x'::bytea WHERE key = 3");
+    psql(&url, "UPDATE agent_runs SET pgid = 1");
+    psql(&url, "UPDATE leases SET expires_ms = 999999");
+    let s = open_pg(&url);
+    let e = s.load("r1").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains("row 3 of run `r1` does not match its checksum")),
+        "{e}"
+    );
+    let e = s.agent_run("agent-a").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains("agent run `agent-a`")),
+        "{e}"
+    );
+    let e = s.lease("r1").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt(m) if m.contains("the lease of run `r1`")),
+        "{e}"
+    );
+    psql(&url, "DELETE FROM events WHERE seq = 0");
+    let e = s.events("r1", 0, 10).unwrap_err();
+    assert!(matches!(&e, StoreError::Corrupt(_)), "{e}");
+}
+
+#[test]
+fn postgres_unreachable_is_an_io_error_naming_the_server() {
+    // a port nothing listens on: bind one, then close it
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://nobody@127.0.0.1:{port}/runs");
+    match StoreLocation::Postgres(url).open() {
+        Err(StoreError::Io(m)) => {
+            assert!(m.contains(&format!("127.0.0.1:{port}/runs")), "{m}")
+        }
+        Err(e) => panic!("not an i/o error: {e:?}"),
+        Ok(_) => panic!("opened a store on a closed port"),
+    }
+}
+
+#[test]
+fn postgres_wakes_a_waiter_when_another_connection_commits() {
+    let Some(url) = pg_url() else { return };
+    let watcher = open_pg(&url);
+    assert!(watcher.pushes_changes());
+    let mut writer = open_pg(&url);
+    create_simple(writer.as_mut(), "r1");
+    // the first wait starts listening and returns at once
+    assert!(
+        watcher
+            .wait_for_change(Some("r1"), Duration::from_secs(60))
+            .unwrap()
+    );
+    let seen = watcher.version("r1").unwrap();
+    let commit = std::thread::spawn(move || {
+        let snap = writer.load("r1").unwrap();
+        writer
+            .commit(&Delta {
+                run_id: "r1",
+                expected_version: snap.version,
+                meta: &snap.meta,
+                header: b"h2",
+                rows: &[],
+                events: &[ev("next")],
+            })
+            .unwrap()
+    });
+    // woken by the commit's NOTIFY (a timeout would return false)
+    assert!(
+        watcher
+            .wait_for_change(Some("r1"), Duration::from_secs(120))
+            .unwrap(),
+        "no notification"
+    );
+    let committed = commit.join().unwrap();
+    assert_eq!(watcher.version("r1").unwrap(), committed);
+    assert!(committed > seen);
+}
+
+#[test]
+fn a_store_that_cannot_push_sleeps_and_reports_no_change() {
+    let dir = tmpdir();
+    let s = SqliteStore::open(dir.path().join("stratum.db")).unwrap();
+    assert!(!s.pushes_changes());
+    assert!(!s.wait_for_change(None, Duration::from_millis(1)).unwrap());
+}
+
+#[test]
+fn two_connections_asking_for_one_lease_at_once_get_it_once() {
+    let dir = tmpdir();
+    for location in durable_locations(dir.path()) {
+        for round in 0..5 {
+            let run = format!("lease-{round}");
+            let barrier = Arc::new(Barrier::new(2));
+            let askers: Vec<_> = ["a", "b"]
+                .into_iter()
+                .map(|holder| {
+                    let (location, barrier, run) =
+                        (location.clone(), Arc::clone(&barrier), run.clone());
+                    std::thread::spawn(move || {
+                        let mut s = location.open().unwrap();
+                        let mut asked = lease(holder, 0, 1000);
+                        asked.run_id = run;
+                        barrier.wait();
+                        s.acquire_lease(&asked).unwrap()
+                    })
+                })
+                .collect();
+            let mut grants: Vec<String> = askers
+                .into_iter()
+                .map(|h| match h.join().unwrap() {
+                    LeaseGrant::Granted => "granted".to_owned(),
+                    LeaseGrant::Held(_) => "held".to_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            grants.sort();
+            assert_eq!(grants, ["granted", "held"], "{location}, round {round}");
+        }
+    }
+}
+
+#[test]
+fn postgres_a_lost_connection_fails_the_call_and_the_next_call_reconnects() {
+    let Some(url) = pg_url() else { return };
+    let name = format!("stratum_reconnect_{}", std::process::id());
+    let url = format!("{url}&application_name={name}");
+    let mut s = open_pg(&url);
+    create_simple(s.as_mut(), "r1");
+    // the server ends the store's connection (as a restart or a network cut would)
+    psql(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}' AND pid <> pg_backend_pid()"
+        ),
+    );
+    let snap = loop {
+        // the call that finds the connection gone is an error, never a success
+        match s.load("r1") {
+            Ok(snap) => break snap,
+            Err(StoreError::Io(m)) => {
+                assert!(m.contains("127.0.0.1") || m.contains("localhost"), "{m}")
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(snap.version, 1);
+    let v = s
+        .commit(&Delta {
+            run_id: "r1",
+            expected_version: 1,
+            meta: &snap.meta,
+            header: b"h2",
+            rows: &[],
+            events: &[ev("after")],
+        })
+        .unwrap();
+    assert_eq!(v, 2);
 }

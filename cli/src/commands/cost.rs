@@ -178,8 +178,8 @@ fn with_history(
         }
     }
     let wanted: BTreeSet<String> = keys.iter().map(|(_, h)| h.clone()).collect();
-    let store = stratum_vm::store::SqliteStore::open_default().map_err(|e| e.to_string())?;
-    let mut engine = stratum_vm::engine::Engine::new(Box::new(store));
+    let store = stratum_vm::store::open_default().map_err(|e| e.to_string())?;
+    let mut engine = stratum_vm::engine::Engine::new(store);
     let seen = stratum_vm::history::observe(&mut engine, &wanted)
         .map_err(|e| format!("cannot read the run store's history: {e}"))?;
     let mut observed = BTreeMap::new();

@@ -129,22 +129,21 @@ pub struct RunView {
 }
 
 fn load_run(id: &str) -> Result<RunView, String> {
-    let home = stratum_vm::store::default_home().map_err(|e| e.to_string())?;
-    let db = home.join("stratum.db");
-    if !db.is_file() {
+    let location = stratum_vm::store::StoreLocation::from_env().map_err(|e| e.to_string())?;
+    if let stratum_vm::store::StoreLocation::Sqlite(db) = &location
+        && !db.is_file()
+    {
         return Err(format!(
             "no run store at {} (STRATUM_HOME): run `{id}` cannot exist there",
             db.display()
         ));
     }
-    let store = stratum_vm::store::SqliteStore::open(&db).map_err(|e| e.to_string())?;
-    let mut engine = stratum_vm::engine::Engine::new(Box::new(store));
+    let store = location.open_existing().map_err(|e| e.to_string())?;
+    let db = location;
+    let mut engine = stratum_vm::engine::Engine::new(store);
     let (run, plan) = engine.load(id).map_err(|e| match e {
         stratum_vm::engine::EngineError::Store(stratum_vm::store::StoreError::NotFound(_)) => {
-            format!(
-                "no run `{id}` in the store at {} (list runs with `stratumc query flows`)",
-                db.display()
-            )
+            format!("no run `{id}` in the store at {db} (list runs with `stratumc query flows`)")
         }
         other => format!("cannot read run `{id}`: {other}"),
     })?;

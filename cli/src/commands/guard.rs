@@ -18,7 +18,7 @@ use clap::Subcommand;
 use serde_json::json;
 use stratum_guard::service::AuthorizeRequest;
 use stratum_guard::{ConfigHosts, Guard, GuardError, authz, descriptors};
-use stratum_vm::store::{SqliteStore, default_home};
+use stratum_vm::store::StoreLocation;
 
 use crate::{Exit, Format};
 
@@ -77,17 +77,13 @@ pub fn run(args: &GuardArgs) -> Exit {
 }
 
 fn with_store(op: impl FnOnce(&mut Guard<'_>) -> Exit) -> Exit {
-    let path = match default_home() {
-        Ok(home) => home.join("stratum.db"),
-        Err(e) => return super::usage(e),
-    };
-    let mut store = match SqliteStore::open_existing(&path) {
+    let mut store = match StoreLocation::from_env().and_then(|l| l.open_existing()) {
         Ok(s) => s,
         Err(e) => return super::usage(e),
     };
     let hosts = ConfigHosts { operator: None };
     let mut guard = Guard {
-        store: &mut store,
+        store: store.as_mut(),
         hosts: &hosts,
         now_ms: stratum_guard::now_ms(),
     };

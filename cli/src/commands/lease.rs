@@ -20,9 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 use stratum_vm::agent::Answer;
 use stratum_vm::agent_runs;
-use stratum_vm::store::{
-    AgentRun, AgentRunStatus, FlowLink, Lease, LeaseGrant, RunStore, SqliteStore,
-};
+use stratum_vm::store::{AgentRun, AgentRunStatus, FlowLink, Lease, LeaseGrant, RunStore};
 
 /// How long a lease lasts without a heartbeat (`STRATUM_LEASE_MS`
 /// overrides it, at least 200 ms; the heartbeat beats at a third of it).
@@ -60,7 +58,7 @@ pub struct Held {
     run_id: String,
     holder: String,
     /// The driver's own store connection for its agent records.
-    store: SqliteStore,
+    store: Box<dyn RunStore>,
     stop: Arc<AtomicBool>,
     lost: Arc<AtomicBool>,
     beat: Option<JoinHandle<()>>,
@@ -173,7 +171,7 @@ impl Drop for Held {
 /// (their records settled as `lost`); the caller then reissues the run's
 /// dispatches (`Engine::take_over`).
 pub fn acquire(run_id: &str) -> Result<Acquired, String> {
-    let mut store = SqliteStore::open_default().map_err(|e| e.to_string())?;
+    let mut store = stratum_vm::store::open_default().map_err(|e| e.to_string())?;
     let started = now_ms();
     let holder = agent_runs::owner_id(started);
     let ttl = ttl();
@@ -213,7 +211,7 @@ pub fn acquire(run_id: &str) -> Result<Acquired, String> {
         }
     };
     let taken_over = taken.map(|prev| {
-        let killed = reap(&mut store, run_id, &prev);
+        let killed = reap(store.as_mut(), run_id, &prev);
         (prev, killed)
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -235,7 +233,7 @@ pub fn acquire(run_id: &str) -> Result<Acquired, String> {
 
 /// Kills the running agents of the driver whose lease `prev` lapsed (on
 /// this host), settling their records as `lost`; how many groups were killed.
-fn reap(store: &mut SqliteStore, run_id: &str, prev: &Lease) -> usize {
+fn reap(store: &mut dyn RunStore, run_id: &str, prev: &Lease) -> usize {
     let Ok(records) = store.agent_runs_of_flow(run_id) else {
         return 0;
     };
@@ -270,7 +268,7 @@ fn heartbeat(
     std::thread::Builder::new()
         .name("stratum-lease".into())
         .spawn(move || {
-            let Ok(mut store) = SqliteStore::open_default() else {
+            let Ok(mut store) = stratum_vm::store::open_default() else {
                 return;
             };
             let tick = Duration::from_millis(50).min(every);

@@ -12,7 +12,7 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError};
-use stratum_vm::store::{SqliteStore, StoreError};
+use stratum_vm::store::StoreError;
 use stratum_vm::view::{self, GateView, RunView, StepView, wire};
 pub use wire::{gate_json, ledger_json, run_json};
 
@@ -86,8 +86,8 @@ pub enum Cmd {
 
 /// Opens the engine on the default store; prints the error otherwise.
 pub fn open() -> Result<Engine, Exit> {
-    match SqliteStore::open_default() {
-        Ok(s) => Ok(Engine::new(Box::new(s))),
+    match stratum_vm::store::open_default() {
+        Ok(s) => Ok(Engine::new(s)),
         Err(e) => {
             eprintln!("error: {e}");
             Err(Exit::Usage)

@@ -35,7 +35,6 @@ use stratum_vm::config;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
 use stratum_vm::interp::{GateDecision, Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
-use stratum_vm::store::SqliteStore;
 
 use crate::{Exit, Format};
 
@@ -668,14 +667,14 @@ pub fn run(args: &RunArgs) -> Exit {
     if let Err(e) = watch_signals() {
         eprintln!("warning: cannot watch SIGINT/SIGTERM ({e}); a signal will leave agents running");
     }
-    let store = match SqliteStore::open_default() {
+    let store = match stratum_vm::store::open_default() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::Usage;
         }
     };
-    let mut engine = Engine::new(Box::new(store));
+    let mut engine = Engine::new(store);
     // a resumed run keeps the workspace it was started with, unless told otherwise
     let old = args.resume.as_deref().or(args.retry.as_deref());
     let recorded = match (old, args.workspace.as_deref()) {

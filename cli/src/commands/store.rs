@@ -1,6 +1,7 @@
-//! `stratumc store check [--format json]`: whether the run store
-//! (`$STRATUM_HOME/stratum.db`) is intact — SQLite's integrity check, every
-//! record's checksum, every run loaded as the operator views load it
+//! `stratumc store check [--format json]`: whether the run store (the one
+//! `STRATUM_STORE`/`[store] url` name, else `$STRATUM_HOME/stratum.db`) is
+//! intact — on SQLite its integrity check, on either store every
+//! record's checksum, and every run loaded as the operator views load it
 //! (header decodes, one row per step of every frame, plan present), and
 //! every guard ledger's hash chain — with each damaged record named; and
 //! `stratumc store migrate` (in `store_migrate`).
@@ -17,7 +18,9 @@ use serde_json::{Value, json};
 use stratum_guard::service::Verified;
 use stratum_guard::{ConfigHosts, Guard};
 use stratum_vm::engine::Engine;
-use stratum_vm::store::{Damage, Place, Problem, SqliteStore, StoreCheck, default_home};
+use stratum_vm::store::{
+    Damage, Place, PostgresStore, Problem, RunStore, SqliteStore, StoreCheck, StoreLocation,
+};
 
 use crate::{Exit, Format};
 
@@ -40,7 +43,7 @@ pub enum Cmd {
     },
     /// Copy every run, event, checkpoint and guard ledger of this store into another, then verify the copy by content digests (idempotent: run it again after an interruption).
     Migrate {
-        /// The destination store: the path of a SQLite database file.
+        /// The destination store: postgres://USER@HOST:PORT/DATABASE (the password from PGPASSWORD or a PGPASSFILE), sqlite:PATH, or the path of a SQLite database file.
         #[arg(long, value_name = "DEST")]
         to: String,
         /// Output format.
@@ -58,27 +61,45 @@ pub fn run(args: &StoreArgs) -> Exit {
 }
 
 fn check(format: Format) -> Exit {
-    let path = match default_home() {
-        Ok(home) => home.join("stratum.db"),
+    let location = match StoreLocation::from_env() {
+        Ok(l) => l,
         Err(e) => return super::usage(e),
     };
-    let mut store = match SqliteStore::open_existing(&path) {
-        Ok(s) => s,
-        Err(e) => return super::usage(e),
+    let (mut store, report): (Box<dyn RunStore>, _) = match &location {
+        StoreLocation::Sqlite(path) => {
+            let store = match SqliteStore::open_existing(path) {
+                Ok(s) => s,
+                Err(e) => return super::usage(e),
+            };
+            let report = store.check();
+            (Box::new(store), report)
+        }
+        StoreLocation::Postgres(url) => {
+            let store = match PostgresStore::open(url) {
+                Ok(s) => s,
+                Err(e) => return super::usage(e),
+            };
+            let report = store.check();
+            (Box::new(store), report)
+        }
     };
-    let mut report = match store.check() {
+    let shown = location.shown();
+    let mut report = match report {
         Ok(r) => r,
-        Err(e) => return super::usage(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return super::usage(format!("cannot read {shown}: {e}")),
     };
-    let ledgers = match ledger_chains(&mut store) {
+    let ledgers = match ledger_chains(store.as_mut()) {
         Ok(l) => l,
         Err(e) => return super::usage(format!("cannot read the guard ledgers: {e}")),
     };
     load_runs(store, &mut report);
-    let shown = path.display().to_string();
+    let engine = match location {
+        StoreLocation::Sqlite(_) => "sqlite",
+        StoreLocation::Postgres(_) => "postgresql",
+    };
     let text = match format {
-        Format::Json => format!("{}\n", document(&shown, &report, &ledgers)),
-        Format::Human => human(&shown, &report, &ledgers),
+        Format::Json => format!("{}\n", document(&shown, engine, &report, &ledgers)),
+        Format::Human => human(&shown, engine, &report, &ledgers),
     };
     super::emit(&text);
     if report.healthy() && ledgers.iter().all(|l| l.ok) {
@@ -90,7 +111,7 @@ fn check(format: Format) -> Exit {
 
 /// Every guarded resource's ledger walked as `stratumc guard verify --all`
 /// walks it (the hash chain, the record's length and head).
-fn ledger_chains(store: &mut SqliteStore) -> Result<Vec<Verified>, String> {
+fn ledger_chains(store: &mut dyn RunStore) -> Result<Vec<Verified>, String> {
     let hosts = ConfigHosts { operator: None };
     let guard = Guard {
         store,
@@ -102,8 +123,8 @@ fn ledger_chains(store: &mut SqliteStore) -> Result<Vec<Verified>, String> {
 
 /// Loads every run the scan found undamaged, as the operator views do; a
 /// run that does not load is damage.
-fn load_runs(store: SqliteStore, report: &mut StoreCheck) {
-    let mut engine = Engine::new(Box::new(store));
+fn load_runs(store: Box<dyn RunStore>, report: &mut StoreCheck) {
+    let mut engine = Engine::new(store);
     let damaged: std::collections::BTreeSet<String> =
         report.damage.iter().filter_map(|d| d.run.clone()).collect();
     for run in report.runs.iter().filter(|r| !damaged.contains(*r)) {
@@ -128,9 +149,9 @@ fn damaged_runs(report: &StoreCheck) -> Vec<&str> {
     runs
 }
 
-fn human(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> String {
+fn human(path: &str, engine: &str, report: &StoreCheck, ledgers: &[Verified]) -> String {
     let mut out = format!("checking {path} (schema {})\n", report.schema_version);
-    if report.integrity.is_empty() {
+    if report.integrity.is_empty() && engine == "sqlite" {
         out.push_str("sqlite integrity check: ok\n");
     }
     for line in &report.integrity {
@@ -172,7 +193,7 @@ fn human(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> String {
     out
 }
 
-fn document(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> Value {
+fn document(path: &str, engine: &str, report: &StoreCheck, ledgers: &[Verified]) -> Value {
     let damage: Vec<Value> = report
         .damage
         .iter()
@@ -181,6 +202,7 @@ fn document(path: &str, report: &StoreCheck, ledgers: &[Verified]) -> Value {
     json!({
         "version": 1,
         "path": path,
+        "store": engine,
         "schemaVersion": report.schema_version,
         "healthy": report.healthy() && ledgers.iter().all(|l| l.ok),
         "integrity": report.integrity,

@@ -12,51 +12,82 @@
 //! Must never: decide what is copied or how it is compared
 //! (`stratum_vm::store::copy_store` does), or write to the source.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::json;
-use stratum_vm::store::{CopyReport, RunStore, SqliteStore, copy_store, default_home, verify_copy};
+use stratum_vm::store::{CopyReport, RunStore, StoreLocation, copy_store, verify_copy};
 
 use crate::{Exit, Format};
 
-/// Opens the destination named on the command line.
-fn open_destination(to: &str) -> Result<Box<dyn RunStore>, String> {
-    if to.starts_with("postgres://") || to.starts_with("postgresql://") {
-        return Err(
-            "this stratumc has no PostgreSQL store yet; `--to` takes the path of a SQLite database"
-                .to_string(),
-        );
-    }
-    let path = PathBuf::from(to);
-    if path.is_dir() {
+/// The destination named on the command line: a PostgreSQL URL, a
+/// `sqlite:PATH`, or a plain path of a SQLite database file.
+fn destination(to: &str) -> Result<StoreLocation, String> {
+    let location = if to.contains("://") || to.starts_with("sqlite:") {
+        StoreLocation::parse(to, "--to").map_err(|e| e.to_string())?
+    } else {
+        StoreLocation::Sqlite(to.into())
+    };
+    if let StoreLocation::Sqlite(path) = &location
+        && path.is_dir()
+    {
         return Err(format!(
-            "{to} is a directory; name the database file (e.g. {}/stratum.db)",
-            to.trim_end_matches('/')
+            "{} is a directory; name the database file (e.g. {})",
+            path.display(),
+            path.join("stratum.db").display()
         ));
     }
-    SqliteStore::open(&path)
-        .map(|s| Box::new(s) as Box<dyn RunStore>)
-        .map_err(|e| e.to_string())
+    Ok(location)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Runs `stratumc store migrate`.
 pub fn migrate(to: &str, format: Format) -> Exit {
-    let source = match default_home() {
-        Ok(home) => home.join("stratum.db"),
+    let source = match StoreLocation::from_env() {
+        Ok(l) => l,
         Err(e) => return super::usage(e),
     };
-    let from = match SqliteStore::open_existing(&source) {
+    let dest = match destination(to) {
+        Ok(l) => l,
+        Err(e) => return super::usage(format!("cannot open the destination: {e}")),
+    };
+    let same = match (&source, &dest) {
+        (StoreLocation::Sqlite(a), StoreLocation::Sqlite(b)) => same_file(a, b),
+        (a, b) => a == b,
+    };
+    if same {
+        return super::usage(format!("{} is the source store itself", dest.shown()));
+    }
+    let from = match source.open_existing() {
         Ok(s) => s,
         Err(e) => return super::usage(e),
     };
-    if std::fs::canonicalize(&source).ok() == std::fs::canonicalize(to).ok() {
-        return super::usage(format!("{to} is the source store itself"));
-    }
-    let mut dest = match open_destination(to) {
+    let mut to_store = match dest.open() {
         Ok(s) => s,
         Err(e) => return super::usage(format!("cannot open the destination: {e}")),
     };
-    let report = match copy_store(&from, dest.as_mut()) {
+    run_copy(
+        from.as_ref(),
+        to_store.as_mut(),
+        &source.shown(),
+        &dest.shown(),
+        format,
+    )
+}
+
+fn run_copy(
+    from: &dyn RunStore,
+    to: &mut dyn RunStore,
+    shown_from: &str,
+    shown_to: &str,
+    format: Format,
+) -> Exit {
+    let report = match copy_store(from, to) {
         Ok(r) => r,
         Err(e) => {
             return super::usage(format!(
@@ -64,15 +95,14 @@ pub fn migrate(to: &str, format: Format) -> Exit {
             ));
         }
     };
-    let verified = match verify_copy(&from, dest.as_ref()) {
+    let verified = match verify_copy(from, to) {
         Ok(d) => d,
         Err(e) => return super::usage(format!("cannot read the copy back: {e}")),
     };
     let ok = report.mismatches.is_empty() && verified == report.digest;
-    let shown = source.display().to_string();
     let text = match format {
-        Format::Json => format!("{}\n", document(&shown, to, &report, &verified)),
-        Format::Human => human(&shown, to, &report, &verified),
+        Format::Json => format!("{}\n", document(shown_from, shown_to, &report, &verified)),
+        Format::Human => human(shown_from, shown_to, &report, &verified),
     };
     super::emit(&text);
     if ok { Exit::Ok } else { Exit::Errors }

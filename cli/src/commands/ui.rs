@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use stratum_ui::security::Guard;
 use stratum_ui::{OpenStore, Ui};
-use stratum_vm::store::{RunStore, SqliteStore};
+use stratum_vm::store::StoreLocation;
 
 use crate::Exit;
 
@@ -64,12 +64,18 @@ pub fn run(args: &UiArgs) -> Exit {
         },
     };
     // the store must open now: a wrong STRATUM_HOME is an error at start, not per page
-    if let Err(e) = SqliteStore::open_default() {
+    let location = match StoreLocation::from_env() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+    };
+    if let Err(e) = location.open() {
         eprintln!("error: {e}");
         return Exit::Usage;
     }
-    let open: OpenStore =
-        Arc::new(|| SqliteStore::open_default().map(|s| Box::new(s) as Box<dyn RunStore>));
+    let open: OpenStore = Arc::new(move || location.open());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

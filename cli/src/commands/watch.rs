@@ -1,7 +1,10 @@
 //! `stratumc watch RUN [--interval MS]`: follow a run live until it ends.
 //!
-//! Owns: polling the store's version of the run (one indexed read per
-//! interval; the run is read again only when it changed), redrawing the
+//! Owns: following the store's version of the run (one indexed read per
+//! wake-up; the run is read again only when it changed) — on a store that
+//! pushes changes (PostgreSQL's `LISTEN/NOTIFY`) it wakes when a commit is
+//! announced (and at least every [`PUSHED_WAIT`]), on the others it polls
+//! every `--interval` — redrawing the
 //! run summary in place on a terminal (ANSI: cursor up, clear below), or
 //! printing one line per change when stdout is not a terminal, and the exit
 //! codes (0 the run completed; 1 it ended otherwise; 2 unknown run or store
@@ -22,10 +25,15 @@ use crate::Exit;
 pub struct WatchArgs {
     /// The run id (`run-…`).
     pub run: String,
-    /// How often to look at the store, in milliseconds.
+    /// How often to look at the store, in milliseconds (a store that pushes
+    /// changes, PostgreSQL, wakes the watch on each commit instead).
     #[arg(long, default_value_t = 200)]
     pub interval: u64,
 }
+
+/// The longest wait on a store that pushes changes: a missed notification
+/// (a reconnect) delays a redraw by at most this.
+const PUSHED_WAIT: Duration = Duration::from_secs(30);
 
 /// Runs the command.
 pub fn run(args: &WatchArgs) -> Exit {
@@ -34,7 +42,11 @@ pub fn run(args: &WatchArgs) -> Exit {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let interval = Duration::from_millis(interval_ms.max(10));
+    let interval = if engine.store().pushes_changes() {
+        PUSHED_WAIT
+    } else {
+        Duration::from_millis(interval_ms.max(10))
+    };
     let tty = std::io::stdout().is_terminal();
     let mut plain = Plain::default();
     let mut drawn_lines = 0usize;
@@ -79,7 +91,10 @@ pub fn run(args: &WatchArgs) -> Exit {
                 };
             }
         }
-        std::thread::sleep(interval);
+        if let Err(e) = engine.store().wait_for_change(Some(run), interval) {
+            eprintln!("error: run `{run}`: {e}");
+            return Exit::Usage;
+        }
     }
 }
 

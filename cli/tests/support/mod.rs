@@ -204,3 +204,44 @@ pub fn chromium() -> Option<PathBuf> {
     eprintln!("skipped: no Chromium at {}", path.display());
     None
 }
+
+/// The URL of a new, empty schema on the PostgreSQL test server
+/// (`STRATUM_TEST_PG`, which `scripts/test.sh` sets), for a test that runs
+/// the binary with `STRATUM_STORE` pointing at it. `None` (with a printed
+/// note) when no server is configured; under `CI=true` that is a failure,
+/// so CI cannot skip PostgreSQL by accident.
+pub fn pg_url() -> Option<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let Some(base) = std::env::var("STRATUM_TEST_PG")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "STRATUM_TEST_PG is unset under CI=true: scripts/test.sh starts a PostgreSQL server and sets it"
+        );
+        eprintln!(
+            "note: STRATUM_TEST_PG is unset; skipping the PostgreSQL store (scripts/test.sh sets it)"
+        );
+        return None;
+    };
+    let schema = format!(
+        "cli_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let psql = std::env::var("STRATUM_TEST_PSQL").unwrap_or_else(|_| "psql".to_owned());
+    let out = Command::new(psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &base])
+        .args(["-c", &format!("CREATE SCHEMA {schema}")])
+        .output()
+        .expect("run psql (install postgresql-client, or set STRATUM_TEST_PSQL)");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}options=-csearch_path%3D{schema}"))
+}

@@ -116,6 +116,19 @@ pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>
     Ok(Some(s))
 }
 
+/// `[store] url`: a location `crate::store::StoreLocation::parse` reads
+/// (never echoed in the error: it could hold a password).
+pub(super) fn store_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    match crate::store::StoreLocation::parse(&s, "the value") {
+        Ok(_) => Ok(s),
+        Err(e) => Err(de::Error::custom(match e {
+            crate::store::StoreError::Io(m) => m,
+            other => other.to_string(),
+        })),
+    }
+}
+
 /// Whether `name` can name a judge: a letter, then letters, digits, `_` or
 /// `-` (a bare TOML key, and a name a spec can write).
 pub fn is_judge_name(name: &str) -> bool {

@@ -36,6 +36,8 @@ impl fmt::Display for Widening {
 pub(super) const SAME: &str = "it may only repeat the operator's value";
 pub(super) const NO_ADD: &str = "it cannot add one";
 pub(super) const SHORTER: &str = "it may only shorten it";
+pub(super) const STORE: &str =
+    "the run store is the operator's to choose (STRATUM_STORE or $STRATUM_HOME/stratum.toml)";
 
 /// Merges the operator's configuration with a workspace's: the operator's
 /// judge, agent commands and timeouts stand, and the workspace may only
@@ -65,6 +67,14 @@ pub fn merge(operator: &Config, workspace: &Config) -> Result<Config, Vec<Wideni
             w,
             &mut widenings,
         );
+    }
+    if workspace.store.is_some() {
+        widenings.push(Widening {
+            path: "store.url".to_owned(),
+            workspace: "(a store)".to_owned(),
+            operator: operator.store.as_ref().map(|s| quote(&s.url)),
+            rule: STORE,
+        });
     }
     if widenings.is_empty() {
         Ok(out)

@@ -87,6 +87,21 @@ pub struct Config {
     /// string.
     #[serde(default, deserialize_with = "command_tables")]
     pub commands: BTreeMap<String, CommandSection>,
+    /// `[store]`: where the run store is (read from the operator's file
+    /// only; `STRATUM_STORE` wins over it).
+    #[serde(default)]
+    pub store: Option<StoreSection>,
+}
+
+/// `[store]`: the run store every command, server and UI of this operator
+/// opens (`crate::store::StoreLocation`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// `postgres://USER@HOST:PORT/DATABASE` (no password: `PGPASSWORD` or a
+    /// `PGPASSFILE` gives it) or `sqlite:PATH`.
+    #[serde(deserialize_with = "store_url")]
+    pub url: String,
 }
 
 /// A command's timeout when `[commands.NAME] timeout_ms` is left out: 10 min.

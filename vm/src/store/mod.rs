@@ -1,9 +1,16 @@
 //! The durable run store: plans by content hash, runs as opaque blobs, an
 //! append-only event log and named checkpoints per run.
 //!
-//! Owns: the [`RunStore`] trait, its error type, and two implementations —
-//! [`MemoryStore`] (tests, non-durable benchmarks) and [`SqliteStore`] (the
-//! default, an embedded SQLite database shared by several processes).
+//! Owns: the [`RunStore`] trait, its error type, where the store is
+//! ([`StoreLocation`], [`open_default`]: `STRATUM_STORE`, else `[store]
+//! url` in the operator's `stratum.toml`, else `$STRATUM_HOME/stratum.db`)
+//! and three implementations — [`MemoryStore`] (tests, non-durable
+//! benchmarks), [`SqliteStore`] (the default, an embedded SQLite database
+//! shared by several processes on one machine) and, with the `postgres`
+//! feature, `PostgresStore` (one PostgreSQL database shared by every
+//! machine of a team; the same records, checksums, schema versions and
+//! guarantees; it pushes changes to [`RunStore::wait_for_change`] with
+//! `LISTEN/NOTIFY` where the others are polled).
 //!
 //! Beside the runs (schema 4): durable [`AgentRun`] records (an agent CLI
 //! started by `stratum_agent_run` or a background driver: its pid, process
@@ -24,19 +31,26 @@
 //! [`StoreError::Conflict`] with nothing changed. That is how concurrent
 //! reports on one run resolve to one winner across processes.
 //!
-//! The SQLite store checksums every record it writes and verifies it on
-//! every read (`sum`), so damage on disk is a [`StoreError::Corrupt`] naming
-//! the record, never a silently different blob.
+//! The SQLite and PostgreSQL stores checksum every record they write and
+//! verify it on every read (`sum`), so damage on disk is a
+//! [`StoreError::Corrupt`] naming the record, never a silently different
+//! blob.
 //!
 //! Must never: interpret the blobs or the event lines, panic on a damaged or
 //! hostile database file, hand out a record that fails its checksum, or
 //! acknowledge a write before it is durable (the SQLite store runs with
-//! `synchronous=FULL`).
+//! `synchronous=FULL`; the PostgreSQL store returns after the server
+//! answered `COMMIT`).
+
+use std::time::Duration;
 
 mod agents;
 mod copy;
 mod guard;
+mod location;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 mod sum;
 
@@ -49,7 +63,10 @@ pub use copy::{
 };
 pub use guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow};
 
+pub use location::{STORE_ENV, StoreLocation, open_default};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use sqlite::{
     Damage, Durability, Place, Problem, SCHEMA_VERSION, SqliteStore, StoreCheck, default_home,
 };
@@ -224,6 +241,24 @@ pub trait RunStore: GuardStore + Send {
 
     /// The stored lease of `run_id` (lapsed or not), if any.
     fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError>;
+
+    /// Waits until run `run` (any run when `None`) may have changed, or
+    /// `timeout` has passed; `true` when woken by a change. Callers read
+    /// the store again either way (a wake-up can be spurious). The default
+    /// sleeps the whole `timeout` (the caller polls); a store that
+    /// [pushes changes](RunStore::pushes_changes) returns as soon as a
+    /// change commits.
+    fn wait_for_change(&self, run: Option<&str>, timeout: Duration) -> Result<bool, StoreError> {
+        let _ = run;
+        std::thread::sleep(timeout);
+        Ok(false)
+    }
+
+    /// Whether [`RunStore::wait_for_change`] wakes on commits (PostgreSQL's
+    /// `LISTEN/NOTIFY`), so that a caller may wait long instead of polling.
+    fn pushes_changes(&self) -> bool {
+        false
+    }
 }
 
 /// Checks a delta against itself before any store work.
