@@ -179,7 +179,7 @@ fn human(path: &str, engine: &str, report: &StoreCheck, ledgers: &[Verified]) ->
         ));
     } else {
         out.push_str(&format!(
-            "failed: {} problems found; {} of {} runs damaged{}. Restore stratum.db from a backup (damaged runs cannot be resumed)\n",
+            "failed: {} problems found; {} of {} runs damaged{}. Restore the store from a backup (damaged runs cannot be resumed)\n",
             report.integrity.len() + report.damage.len() + broken.len(),
             runs.len(),
             report.runs.len(),

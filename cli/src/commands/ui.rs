@@ -75,6 +75,7 @@ pub fn run(args: &UiArgs) -> Exit {
         eprintln!("error: {e}");
         return Exit::Usage;
     }
+    let store_shown = location.shown();
     let open: OpenStore = Arc::new(move || location.open());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -113,7 +114,7 @@ pub fn run(args: &UiArgs) -> Exit {
         };
         println!("ui: {shown}");
         let _ = std::io::stdout().flush();
-        eprintln!("serving the run store of $STRATUM_HOME; stop with Ctrl-C");
+        eprintln!("serving the run store at {store_shown}; stop with Ctrl-C");
         let server = stratum_ui::serve(listener, Ui::new(open, guard));
         tokio::select! {
             r = server => match r {

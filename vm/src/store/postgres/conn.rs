@@ -493,6 +493,8 @@ fn with_causes(e: &tokio_postgres::Error) -> String {
 
 pub(super) fn map_error(shown: &str, e: tokio_postgres::Error) -> StoreError {
     let code = e.code();
+    let lost =
+        e.is_closed() || std::error::Error::source(&e).is_some_and(|c| c.is::<std::io::Error>());
     let e = with_causes(&e);
     if code == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
         || code == Some(&SqlState::T_R_DEADLOCK_DETECTED)
@@ -506,7 +508,7 @@ pub(super) fn map_error(shown: &str, e: tokio_postgres::Error) -> StoreError {
             "the tables at {shown} are not the shape this stratumc writes: {e}"
         ));
     }
-    if code.is_none() {
+    if lost {
         return StoreError::Io(format!(
             "lost the connection to the PostgreSQL store at {shown}: {e}; what was not acknowledged was not written"
         ));
