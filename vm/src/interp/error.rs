@@ -102,6 +102,11 @@ pub enum CheckpointError {
     /// An empty label.
     #[error("a checkpoint label must not be empty")]
     InvalidLabel,
+    /// A label in the store's reserved `blob:` space (a run's kept diffs).
+    #[error(
+        "checkpoint labels starting with `blob:` are reserved for the run's kept diffs; pick another label"
+    )]
+    ReservedLabel,
     /// No checkpoint has this label.
     #[error("no checkpoint `{label}`; available: {}", available.join(", "))]
     NotFound {
@@ -122,7 +127,7 @@ impl CheckpointError {
     /// The stable code of the kind.
     pub fn code(&self) -> &'static str {
         match self {
-            CheckpointError::InvalidLabel => "invalid_label",
+            CheckpointError::InvalidLabel | CheckpointError::ReservedLabel => "invalid_label",
             CheckpointError::NotFound { .. } => "checkpoint_not_found",
             CheckpointError::Cancelled(_) => "flow_cancelled",
             CheckpointError::FanoutInFlight(_) => "fanout_in_flight",

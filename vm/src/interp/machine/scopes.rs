@@ -471,6 +471,15 @@ impl Transition<'_> {
             self.run.header.patch_log.push(entry);
         }
         let (text, cut) = crate::host::snapshot::bounded_diff(&diff.patch);
+        let sha256 = crate::eval::value::sha256_hex(diff.patch.as_bytes());
+        let diff_bytes = diff.patch.len() as u64;
+        if cut {
+            // the inline diff is the full one unless it was cut: only then a blob
+            self.run.blobs.push(Blob {
+                sha256: sha256.clone(),
+                bytes: std::mem::take(&mut diff.patch).into_bytes(),
+            });
+        }
         let record = PatchRecord {
             step: self.sid(slot.at),
             attempt,
@@ -481,6 +490,8 @@ impl Transition<'_> {
             files: diff.files,
             diff: text,
             diff_truncated: cut,
+            diff_sha256: Some(sha256),
+            diff_bytes: Some(diff_bytes),
         };
         let id = self.sid(slot.at);
         self.event(EventKind::PatchRecorded(record), Some(id));
