@@ -391,7 +391,11 @@ impl Engine {
             let orphaned = interp::expire(&plan.plan, &plan.index, &mut run, host);
             let out = match op(&plan.plan, &plan.index, &mut run, host) {
                 Ok(out) => Ok(out),
-                Err(e) if orphaned == 0 => return Err(e.into()),
+                // a stopped command (a cancel, a signal): nothing of this
+                // transition is recorded, the orphans are found again later
+                Err(e) if orphaned == 0 || matches!(e, VmError::Stopped(_)) => {
+                    return Err(e.into());
+                }
                 Err(e) => Err(e),
             };
             let rows = dirty_rows(&run);

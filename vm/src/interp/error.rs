@@ -41,6 +41,11 @@ pub enum VmError {
     /// A usage receipt that is malformed.
     #[error("invalid receipt: {0}")]
     InvalidReceipt(String),
+    /// A declared command this transition ran was stopped by the run's
+    /// driver (a cancel, a signal): the transition is abandoned and nothing
+    /// of it is recorded (the engine never commits it).
+    #[error("{0}; nothing was recorded")]
+    Stopped(String),
     /// A checkpoint cannot be taken or restored.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -90,6 +95,7 @@ impl VmError {
             VmError::Limit(_) => "limit_exceeded",
             VmError::InvalidStep(_) => "invalid_step",
             VmError::InvalidReceipt(_) => "invalid_receipt",
+            VmError::Stopped(_) => "stopped",
             VmError::Checkpoint(c) => c.code(),
             VmError::InvalidChoice { .. } => "invalid_choice",
         }
