@@ -133,7 +133,7 @@ fn full_diff(
 fn write_out(args: &ReportArgs, text: &str) -> Exit {
     match &args.output {
         None => {
-            super::emit(&text);
+            super::emit(text);
             Exit::Ok
         }
         Some(path) => match std::fs::write(path, text) {
