@@ -299,3 +299,119 @@ fn audit_types(db: &std::path::Path, run_id: &str) -> Vec<(String, serde_json::V
         })
         .collect()
 }
+
+/// One step `s` checked by `exec: {run: slow}`: the declared command writes
+/// its pid and its child's, sleeps, and marks that it ran to its end.
+const EXEC_SPEC: &str = r#"version: 1
+contracts:
+  V:
+    x: integer
+flows:
+  entry: one
+  one:
+    input: {}
+    output:
+      from: "${s.output}"
+      contract: V
+    steps:
+      - id: s
+        do: "produce x"
+        out: V
+        ensure:
+          - exec: {run: slow}
+"#;
+
+/// A scratch dir whose `stratum.toml` declares `slow` (a 60 s timeout).
+fn exec_scratch(tag: &str) -> Scratch {
+    let s = Scratch::new(tag);
+    std::fs::write(s.file("one.stratum.yaml"), EXEC_SPEC).unwrap();
+    let script = format!(
+        "echo $$ > {}; sleep 30 & echo $! > {}; wait; touch {}",
+        s.file("me").display(),
+        s.file("kid").display(),
+        s.file("finished").display()
+    );
+    let toml =
+        format!("[commands.slow]\nargv = [\"sh\", \"-c\", {script:?}]\ntimeout_ms = 60000\n");
+    std::fs::write(s.file("stratum.toml"), toml).unwrap();
+    s
+}
+
+/// The id of the one run in the scratch store.
+fn only_run(s: &Scratch) -> String {
+    let conn =
+        rusqlite::Connection::open(s.file("home").join("stratum.db")).expect("the store opens");
+    conn.query_row("SELECT run_id FROM runs", [], |r| r.get(0))
+        .expect("one run")
+}
+
+#[test]
+fn a_cancel_kills_a_running_exec_check_at_once_and_records_nothing_of_it() {
+    let s = exec_scratch("exec-cancel");
+    let mut child = s
+        .stratumc(&[
+            "run",
+            "one.stratum.yaml",
+            "--agent",
+            OK_AGENT,
+            "--format",
+            "json",
+        ])
+        .spawn()
+        .expect("stratumc starts");
+    let (cmd_pid, kid_pid) = (pid_in(&s.file("me")), pid_in(&s.file("kid")));
+    let id = only_run(&s);
+    let cancel = s.run(&["flow", "cancel", &id]);
+    assert_eq!(cancel.code, 0, "{}", cancel.stderr);
+    let status = wait_for(&mut child, HARNESS);
+    let out = child
+        .wait_with_output()
+        .expect("stratumc's outputs are readable");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = status.expect("stratumc run did not end after the cancel");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["status"], "cancelled", "{doc}");
+    assert!(stderr.contains("command `slow` was stopped"), "{stderr}");
+    assert!(!s.file("finished").exists(), "the command ran to its end");
+    assert!(gone(cmd_pid), "the command survived the cancel");
+    assert!(gone(kid_pid), "the command's child survived the cancel");
+    // the report whose check was stopped is not in the audit
+    let audit = audit_types(&s.file("home").join("stratum.db"), &id);
+    let kinds: Vec<&str> = audit.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        !kinds.contains(&"command_ran") && !kinds.contains(&"result"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"flow_cancelled"), "{kinds:?}");
+}
+
+#[test]
+fn sigint_kills_a_running_exec_check_and_the_report_stays_outstanding() {
+    let s = exec_scratch("exec-sigint");
+    let mut child = s
+        .stratumc(&["run", "one.stratum.yaml", "--agent", OK_AGENT])
+        .spawn()
+        .expect("stratumc starts");
+    let (cmd_pid, kid_pid) = (pid_in(&s.file("me")), pid_in(&s.file("kid")));
+    rustix::process::kill_process(Pid::from_child(&child), Signal::INT)
+        .expect("stratumc can be signalled");
+    let status = wait_for(&mut child, HARNESS);
+    let out = child
+        .wait_with_output()
+        .expect("stratumc's outputs are readable");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = status.expect("stratumc run did not end after the signal");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(!s.file("finished").exists(), "the command ran to its end");
+    assert!(gone(cmd_pid), "the command survived SIGINT");
+    assert!(gone(kid_pid), "the command's child survived SIGINT");
+    let id = run_id(&stderr);
+    let audit = audit_types(&s.file("home").join("stratum.db"), &id);
+    let kinds: Vec<&str> = audit.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        !kinds.contains(&"result"),
+        "the report was not recorded: {kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"driver_interrupted"), "{kinds:?}");
+}

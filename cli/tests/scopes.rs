@@ -368,3 +368,53 @@ fn a_file_changed_since_its_patch_is_a_rollback_conflict_and_is_left_alone() {
     );
     assert_eq!(r.stratum_refs(), "");
 }
+
+#[test]
+fn a_diff_over_the_inline_bound_is_kept_whole_and_report_diff_prints_it() {
+    let r = Repo::new("whole-diff", r#"scope: {files: ["src/**"]}"#);
+    // 20,000 numbered lines: a diff of about 130 KiB, twice the inline bound
+    let ran = r.run(
+        r#"seq 1 20000 | sed 's/^/line /' > src/lib.rs; printf '{"output": {"title": "big"}}'"#,
+    );
+    let id = ran.run_id();
+    let doc = r
+        .ran(&["query", "flow", &id, "--patches", "--format", "json"])
+        .doc();
+    let p = &doc["patches"][0];
+    assert_eq!(p["diffTruncated"], true, "{p}");
+    let inline = p["diff"].as_str().unwrap();
+    assert!(inline.len() <= 64 * 1024, "the inline diff is bounded");
+
+    let whole = r.ran(&["report", &id, "--diff", "patch"]);
+    assert_eq!(whole.code, 0, "{}", whole.context());
+    assert!(
+        whole.stdout.starts_with(inline),
+        "the inline diff is its head"
+    );
+    assert_eq!(Some(whole.stdout.len() as u64), p["diffBytes"].as_u64());
+    // it is the patch git itself would apply: reversed, it undoes the edit
+    let patch = r.0.join(".git/whole.patch");
+    std::fs::write(&patch, &whole.stdout).unwrap();
+    let sum = Command::new("sha256sum").arg(&patch).output().unwrap();
+    let sum = String::from_utf8_lossy(&sum.stdout);
+    assert_eq!(sum.split(' ').next(), p["diffSha256"].as_str());
+    git(&r.0, &["apply", "-R", patch.to_str().unwrap()]);
+    assert_eq!(r.read("src/lib.rs").as_deref(), Some("fn a() {}\n"));
+
+    // the report names the command; a step without a patch record is an error
+    let report = r.ran(&["report", &id]);
+    assert!(
+        report
+            .stdout
+            .contains(&format!("`stratumc report {id} --diff patch --attempt 1`")),
+        "{}",
+        report.context()
+    );
+    let none = r.ran(&["report", &id, "--diff", "nope"]);
+    assert_eq!(none.code, 2, "{}", none.context());
+    assert!(
+        none.stderr.contains("has no patch record of step `nope`"),
+        "{}",
+        none.context()
+    );
+}

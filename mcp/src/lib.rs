@@ -21,6 +21,7 @@ pub mod framing;
 pub mod reply;
 pub mod server;
 pub mod state;
+pub mod stops;
 pub mod tools;
 pub mod transport;
 

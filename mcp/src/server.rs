@@ -38,6 +38,8 @@ pub struct StratumServer {
     router: Arc<ToolRouter<StratumServer>>,
     /// The engine workers started so far (finished ones are pruned).
     workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// The state's stops, reached without its lock (crate::stops).
+    stops: Arc<crate::stops::Stops>,
 }
 
 impl StratumServer {
@@ -49,6 +51,7 @@ impl StratumServer {
     /// A server around a state (an engine and the operator's configuration).
     pub fn with_state(state: State) -> StratumServer {
         StratumServer {
+            stops: state.stops.clone(),
             state: Arc::new(Mutex::new(state)),
             router: Arc::new(Self::tool_router()),
             workers: Arc::new(Mutex::new(Vec::new())),
@@ -146,6 +149,8 @@ impl StratumServer {
     /// (settled as `lost`, their groups killed), and waits for them.
     /// Called when the client has gone away.
     pub fn shutdown(&self) {
+        // a declared command running under the lock stops first
+        self.stops.stop_all();
         self.lock().dispatches.stop();
         crate::agent_runs::stop_all(&mut self.lock());
         let workers =
@@ -307,7 +312,20 @@ impl StratumServer {
     #[tool(name = "stratum_flow_cancel", description = tools::flow_cancel::DESCRIPTION, input_schema = args::schema(tools::flow_cancel::FIELDS))]
     async fn stratum_flow_cancel(&self, raw: JsonObject) -> CallToolResult {
         use tools::flow_cancel as t;
-        self.run(t::NAME, t::FIELDS, raw, t::call)
+        // a declared command of the run that holds the lock now stops first
+        // (its transition is dropped), then the cancel takes the lock
+        let run = ["runId", "run_id"]
+            .iter()
+            .find_map(|k| raw.get(*k).and_then(|v| v.as_str()))
+            .map(str::to_owned);
+        if let Some(run) = &run {
+            self.stops.ask(run);
+        }
+        let reply = self.run(t::NAME, t::FIELDS, raw, t::call);
+        if let Some(run) = &run {
+            self.stops.done(run);
+        }
+        reply
     }
 
     #[tool(name = "stratum_flow_run_bg", description = tools::flow_run_bg::DESCRIPTION, input_schema = args::schema(tools::flow_run_bg::FIELDS))]

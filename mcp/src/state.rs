@@ -36,6 +36,9 @@ pub struct State {
     pub dispatches: crate::driver::Dispatches,
     /// The agent runs this server started (crate::agent_runs).
     pub agent_runs: crate::agent_runs::AgentRuns,
+    /// The stops asked of the runs' declared commands, read without this
+    /// state's lock (crate::stops).
+    pub stops: std::sync::Arc<crate::stops::Stops>,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -150,6 +153,7 @@ impl State {
             operator,
             dispatches: crate::driver::Dispatches::default(),
             agent_runs: crate::agent_runs::AgentRuns::default(),
+            stops: Default::default(),
         }
     }
 
@@ -168,8 +172,10 @@ impl State {
         Ok((host, agents, resolved.freeze()))
     }
 
-    /// Remembers the host of a run this process just started.
-    pub fn remember(&mut self, run_id: &str, host: StdHost, plan_hash: &str, agents: Agents) {
+    /// Remembers the host of a run this process just started (its declared
+    /// commands stop when a cancel or a disconnect asks, crate::stops).
+    pub fn remember(&mut self, run_id: &str, mut host: StdHost, plan_hash: &str, agents: Agents) {
+        host.stop = Some(self.stops.probe(run_id));
         self.runs.insert(
             run_id.to_string(),
             RunCtx {

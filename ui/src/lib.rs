@@ -400,6 +400,7 @@ async fn cancel(State(ui): State<Ui>, Path(run): Path<String>) -> Result<Respons
             judge: None,
             judges: Default::default(),
             commands: Default::default(),
+            stop: None,
         };
         let c = engine
             .cancel_flow(&run, &mut host)

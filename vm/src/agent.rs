@@ -728,7 +728,7 @@ fn live_member_in_proc(pgid: Pid) -> Option<bool> {
 /// A declared command (language 1.1 X12) to run without a shell: the
 /// program and its arguments, where, with which environment (nothing else
 /// of the caller's is passed), what goes to its stdin, and its bounds.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Program<'a> {
     /// The program and its arguments, each one argument as given.
     pub argv: &'a [String],
@@ -742,7 +742,19 @@ pub struct Program<'a> {
     pub timeout: Duration,
     /// How many bytes of stdout (its head) and of stderr (its tail) are kept.
     pub max_output: usize,
+    /// Asked every [`STOP_POLL`] while it runs: `true` stops it (its group
+    /// is killed at once, [`ProgramEnd::stopped`]): the run was cancelled or
+    /// its driver is going away.
+    pub stop: Option<&'a StopProbe>,
 }
+
+/// What a driver says while a declared command runs: whether to stop it now
+/// (the run was cancelled, or the driver got a signal). Called from another
+/// thread than the driver's.
+pub type StopProbe = dyn Fn() -> bool + Send + Sync;
+
+/// How often a [`Program`]'s stop probe is asked.
+pub const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// How a [`Program`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -758,6 +770,8 @@ pub struct ProgramEnd {
     pub stdout_over: bool,
     /// The tail of its stderr, at most `max_output` bytes.
     pub stderr: Vec<u8>,
+    /// Its stop probe said stop: its group was killed before it ended.
+    pub stopped: bool,
 }
 
 /// Runs a [`Program`] in a process group of its own, like an agent command
@@ -782,11 +796,22 @@ pub fn run_program(p: &Program<'_>) -> std::io::Result<ProgramEnd> {
     let child = cmd.spawn()?;
     let (tx, rx) = channel();
     let input = (p.timeout, p.stdin.clone());
-    let (end, out, err) = supervise_bounded(child, input, (p.max_output, p.max_output), tx, rx);
-    let (exit, timed_out) = match end {
-        End::Exited(status) => (status.and_then(|s| s.code()), false),
-        End::TimedOut => (None, true),
-        End::Stopped => (None, false),
+    let limits = (p.max_output, p.max_output);
+    let (end, out, err) = match p.stop {
+        None => supervise_bounded(child, input, limits, tx, rx),
+        Some(stop) => std::thread::scope(|s| {
+            let (done, ended) = channel::<()>();
+            let asker = tx.clone();
+            s.spawn(move || ask_stop(stop, &ended, &asker));
+            let end = supervise_bounded(child, input, limits, tx, rx);
+            drop(done);
+            end
+        }),
+    };
+    let (exit, timed_out, stopped) = match end {
+        End::Exited(status) => (status.and_then(|s| s.code()), false, false),
+        End::TimedOut => (None, true, false),
+        End::Stopped => (None, false, true),
     };
     Ok(ProgramEnd {
         exit,
@@ -794,7 +819,24 @@ pub fn run_program(p: &Program<'_>) -> std::io::Result<ProgramEnd> {
         stdout: out.bytes,
         stdout_over: out.over,
         stderr: err.bytes,
+        stopped,
     })
+}
+
+/// Asks `stop` every [`STOP_POLL`] until the program ended (`ended`
+/// disconnects); when it says stop, the supervisor gets [`Event::Stop`]
+/// (it kills the group: the one place that does) and the asking ends.
+fn ask_stop(stop: &StopProbe, ended: &Receiver<()>, tx: &Sender<Event>) {
+    loop {
+        if stop() {
+            let _ = tx.send(Event::Stop);
+            return;
+        }
+        match ended.recv_timeout(STOP_POLL) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
 }
 
 /// Runs several jobs at once, one thread each; results in the order given.

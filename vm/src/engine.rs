@@ -194,6 +194,7 @@ impl Engine {
                 version: snap.version,
                 dirty: Default::default(),
                 events: Vec::new(),
+                blobs: Vec::new(),
             },
             plan,
         ))
@@ -363,8 +364,10 @@ impl Engine {
             &rows,
             &Self::events_json(&run),
         )?;
+        self.keep_blobs(&id, &run)?;
         run.dirty.clear();
         run.events.clear();
+        run.blobs.clear();
         run.version = self.store.version(&id)?;
         self.cached = Some(run);
         Ok((id, outcome))
@@ -388,7 +391,11 @@ impl Engine {
             let orphaned = interp::expire(&plan.plan, &plan.index, &mut run, host);
             let out = match op(&plan.plan, &plan.index, &mut run, host) {
                 Ok(out) => Ok(out),
-                Err(e) if orphaned == 0 => return Err(e.into()),
+                // a stopped command (a cancel, a signal): nothing of this
+                // transition is recorded, the orphans are found again later
+                Err(e) if orphaned == 0 || matches!(e, VmError::Stopped(_)) => {
+                    return Err(e.into());
+                }
                 Err(e) => Err(e),
             };
             let rows = dirty_rows(&run);
@@ -396,6 +403,9 @@ impl Engine {
             let meta = Self::meta(&run, &plan.plan, now);
             let header = encode_header(&run.header);
             let events = Self::events_json(&run);
+            // content-addressed and idempotent: kept before the commit that
+            // names them (a commit that loses a race leaves an unnamed blob)
+            self.keep_blobs(run_id, &run)?;
             let delta = Delta {
                 run_id,
                 expected_version: run.version,
@@ -409,6 +419,7 @@ impl Engine {
                     run.version = version;
                     run.dirty.clear();
                     run.events.clear();
+                    run.blobs.clear();
                     self.cached = Some(run);
                     return out.map_err(EngineError::Vm);
                 }
@@ -644,6 +655,42 @@ impl Engine {
             .collect()
     }
 
+    /// Writes the run's pending blobs beside its checkpoints (one already
+    /// kept is written again with the same bytes: a no-op in effect).
+    fn keep_blobs(&mut self, run_id: &str, run: &Run) -> Result<(), EngineError> {
+        for b in &run.blobs {
+            self.store
+                .put_checkpoint(run_id, &interp::event::blob_label(&b.sha256), &b.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The blob of run `run_id` with this sha256 (hex), checked against it;
+    /// `None` when the run has none.
+    pub fn blob(&self, run_id: &str, sha256: &str) -> Result<Option<Vec<u8>>, EngineError> {
+        let Some(bytes) = self
+            .store
+            .get_checkpoint(run_id, &interp::event::blob_label(sha256))?
+        else {
+            return Ok(None);
+        };
+        let found = crate::eval::value::sha256_hex(&bytes);
+        if found != sha256 {
+            return Err(EngineError::Corrupt(format!(
+                "run `{run_id}`: the blob stored as sha256 {sha256} hashes to {found}"
+            )));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// The run's checkpoint labels, in the order they were first taken (its
+    /// blobs, kept in the same store space, are not listed).
+    pub fn checkpoint_labels(&self, run_id: &str) -> Result<Vec<String>, EngineError> {
+        let mut labels = self.store.checkpoint_labels(run_id)?;
+        labels.retain(|l| !interp::event::is_blob_label(l));
+        Ok(labels)
+    }
+
     /// Saves the run state under `label` (state only; files are the caller's).
     pub fn commit_checkpoint(
         &mut self,
@@ -668,7 +715,7 @@ impl Engine {
         self.store.put_checkpoint(run_id, label, &blob)?;
         Ok(Committed {
             label: label.to_string(),
-            checkpoints: self.store.checkpoint_labels(run_id)?,
+            checkpoints: self.checkpoint_labels(run_id)?,
         })
     }
 
@@ -681,8 +728,13 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Result<Outcome, EngineError> {
         let label = label.trim();
-        let Some(blob) = self.store.get_checkpoint(run_id, label)? else {
-            let available = self.store.checkpoint_labels(run_id)?;
+        let stored = if interp::event::is_blob_label(label) {
+            None
+        } else {
+            self.store.get_checkpoint(run_id, label)?
+        };
+        let Some(blob) = stored else {
+            let available = self.checkpoint_labels(run_id)?;
             let missing = CheckpointError::NotFound {
                 label: label.to_string(),
                 available,

@@ -521,6 +521,26 @@ pub fn patches(engine: &Engine, run_id: &str) -> Result<Vec<PatchRecord>, Engine
         .collect())
 }
 
+/// The full unified diff of a patch record (X11): the inline diff when it
+/// was not cut, else the run's blob under the record's `diff_sha256`
+/// (checked against it). `None` when the diff was cut and no full diff was
+/// kept (a record written before full diffs were, or a lost blob).
+pub fn full_diff(
+    engine: &Engine,
+    run_id: &str,
+    record: &PatchRecord,
+) -> Result<Option<String>, EngineError> {
+    if !record.diff_truncated {
+        return Ok(Some(record.diff.clone()));
+    }
+    let Some(sha) = &record.diff_sha256 else {
+        return Ok(None);
+    };
+    Ok(engine
+        .blob(run_id, sha)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned()))
+}
+
 /// How a recorded file compares with the workspace now (`stratumc verify`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileCheck {

@@ -56,6 +56,7 @@ pub fn run(args: &FlowArgs) -> Exit {
         judge: None,
         judges: Default::default(),
         commands: Default::default(),
+        stop: None,
     };
     let (status, settled, reason) = match engine.cancel_flow(run, &mut host) {
         Ok(c) => (c.outcome.status, c.settled(), c.reason()),

@@ -48,6 +48,17 @@ pub struct ReportArgs {
     /// Write the report to this file instead of stdout.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+    /// Print the full unified diff of STEP's patch record (X11) instead of
+    /// the report (the latest one; `--item` and `--attempt` pick another).
+    /// The output applies with `git apply`.
+    #[arg(long, value_name = "STEP")]
+    pub diff: Option<String>,
+    /// With `--diff`: the fanout item's record.
+    #[arg(long, requires = "diff", value_name = "K")]
+    pub item: Option<u32>,
+    /// With `--diff`: the record of this attempt.
+    #[arg(long, requires = "diff", value_name = "N")]
+    pub attempt: Option<u32>,
 }
 
 /// Runs the command: exit 0 written, 2 unknown run or unwritable file.
@@ -64,14 +75,65 @@ pub fn run(args: &ReportArgs) -> Exit {
         }
         Err(e) => return super::usage(format_args!("run `{}`: {e}", args.run)),
     };
-    let text = match args.format {
-        ReportFormat::Json => format!("{}\n", json!({"version": JSON_VERSION, "report": report})),
-        ReportFormat::Md => markdown(&document(&report)),
-        ReportFormat::Html => html(&report.run_id, &document(&report)),
+    let text = match &args.diff {
+        Some(step) => match full_diff(&engine, args, &report, step) {
+            Ok(text) => text,
+            Err(why) => return super::usage(why),
+        },
+        None => document_text(args, &report),
     };
+    write_out(args, &text)
+}
+
+/// The report in the asked format.
+fn document_text(args: &ReportArgs, report: &RunReport) -> String {
+    match args.format {
+        ReportFormat::Json => format!("{}\n", json!({"version": JSON_VERSION, "report": report})),
+        ReportFormat::Md => markdown(&document(report)),
+        ReportFormat::Html => html(&report.run_id, &document(report)),
+    }
+}
+
+/// `--diff STEP`: the full diff of the step's chosen patch record.
+fn full_diff(
+    engine: &stratum_vm::engine::Engine,
+    args: &ReportArgs,
+    report: &RunReport,
+    step: &str,
+) -> Result<String, String> {
+    let records: Vec<_> = report
+        .steps
+        .iter()
+        .filter(|s| s.id == step)
+        .flat_map(|s| &s.patches)
+        .filter(|p| args.item.is_none_or(|k| p.item_index == Some(k)))
+        .filter(|p| args.attempt.is_none_or(|a| p.attempt == a))
+        .collect();
+    let Some(record) = records.last() else {
+        return Err(format!(
+            "run `{}` has no patch record of step `{step}`{}{} (`stratumc query flow {} --patches` lists them)",
+            report.run_id,
+            args.item.map_or(String::new(), |k| format!(", item {k}")),
+            args.attempt
+                .map_or(String::new(), |a| format!(", attempt {a}")),
+            report.run_id
+        ));
+    };
+    match stratum_vm::view::full_diff(engine, &report.run_id, record) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err(format!(
+            "the full diff of step `{step}` (attempt {}) was not kept: the record predates kept diffs; its inline diff (cut at 64 KiB) is in `stratumc query flow {} --patches`",
+            record.attempt, report.run_id
+        )),
+        Err(e) => Err(format!("run `{}`: {e}", report.run_id)),
+    }
+}
+
+/// Writes `text` to stdout or `-o FILE`.
+fn write_out(args: &ReportArgs, text: &str) -> Exit {
     match &args.output {
         None => {
-            super::emit(&text);
+            super::emit(text);
             Exit::Ok
         }
         Some(path) => match std::fs::write(path, text) {
@@ -157,7 +219,7 @@ fn document(r: &RunReport) -> Vec<Block> {
     doc.push(steps_table(&r.steps));
     estimate_blocks(r, &mut doc);
     for step in &r.steps {
-        step_section(step, &mut doc);
+        step_section(&r.run_id, step, &mut doc);
     }
     doc.push(Block::Heading(2, "Timeline".into()));
     doc.push(Block::Table(
@@ -311,7 +373,7 @@ fn steps_table(steps: &[StepReport]) -> Block {
 }
 
 /// A step's own section: attempts, files, verdicts, decisions.
-fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
+fn step_section(run_id: &str, s: &StepReport, doc: &mut Vec<Block>) {
     doc.push(Block::Heading(
         3,
         format!("{} ({}, {})", s.id, s.kind, s.status),
@@ -392,15 +454,25 @@ fn step_section(s: &StepReport, doc: &mut Vec<Block>) {
             || format!("attempt {}", p.attempt),
             |k| format!("item {k}, attempt {}", p.attempt),
         );
+        let item = p
+            .item_index
+            .map_or(String::new(), |k| format!(" --item {k}"));
+        let whole = p.diff_sha256.as_ref().map_or(String::new(), |sha| {
+            let bytes = p.diff_bytes.unwrap_or(0);
+            format!(", {bytes} bytes, sha256 {sha}")
+        });
         doc.push(Block::Para(format!(
-            "Patch ({who}), tree {} → {}{}; the diff: `stratumc query flow RUN --patches`",
+            "Patch ({who}), tree {} → {}; the full diff{whole}{}: `stratumc report {} --diff {}{item} --attempt {}`",
             p.tree_before,
             p.tree_after,
             if p.diff_truncated {
-                " (inline diff cut at 64 KiB)"
+                " (the inline one is cut at 64 KiB)"
             } else {
                 ""
-            }
+            },
+            run_id,
+            s.id,
+            p.attempt,
         )));
         doc.push(Block::Table(
             vec![

@@ -269,6 +269,35 @@ fn interrupted(
     exit_for(sig)
 }
 
+/// What this driver's host asks while a declared command (an `exec` check,
+/// an `evaluate` step) runs: stop it at once when a signal came, or when
+/// `run_id` was cancelled (by `stratumc flow cancel` in another process:
+/// the store says so, read through a connection of the probe's own). The
+/// transition that ran it is then dropped (nothing recorded), and the loop
+/// handles the signal or the cancel as it does between rounds.
+fn stop_probe(run_id: Option<&str>) -> std::sync::Arc<agent::StopProbe> {
+    let run_id = run_id.map(str::to_owned);
+    let store: std::sync::Mutex<Option<SqliteStore>> = std::sync::Mutex::new(None);
+    std::sync::Arc::new(move || {
+        if signalled().is_some() {
+            return true;
+        }
+        let Some(run_id) = &run_id else {
+            return false;
+        };
+        let mut store = store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if store.is_none() {
+            *store = SqliteStore::open_default().ok();
+        }
+        store.as_ref().is_some_and(|s| {
+            stratum_vm::store::RunStore::meta(s, run_id)
+                .is_ok_and(|m| m.status == RunStatus::Cancelled.as_str())
+        })
+    })
+}
+
 /// What an interrupted driver needs to record its end.
 struct Stopped<'a> {
     engine: &'a mut Engine,
@@ -690,6 +719,7 @@ pub fn run(args: &RunArgs) -> Exit {
         Ok(x) => x,
         Err(code) => return code,
     };
+    host.stop = Some(stop_probe(None));
     let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
         (Some(id), source) => match resume(&mut engine, id, source, &mut host) {
             Ok(o) => (id.to_string(), o),
@@ -755,6 +785,7 @@ pub fn run(args: &RunArgs) -> Exit {
         }
     };
     eprintln!("run: {run_id}");
+    host.stop = Some(stop_probe(Some(&run_id)));
     if args.detach {
         return detach(args, &run_id, &workspace_dir);
     }

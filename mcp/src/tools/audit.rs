@@ -45,11 +45,7 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         Ok(e) => e,
         Err(e) => return engine_error(&e),
     };
-    let checkpoints = access
-        .engine
-        .store()
-        .checkpoint_labels(run)
-        .unwrap_or_default();
+    let checkpoints = access.engine.checkpoint_labels(run).unwrap_or_default();
     let manifests = match stratum_vm::view::manifests(access.engine, run) {
         Ok(m) => serde_json::to_value(m).unwrap_or(Value::Null),
         Err(e) => return engine_error(&e),

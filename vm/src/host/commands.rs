@@ -8,7 +8,8 @@
 //! process's environment, when set), the smaller of the spec's and the
 //! config's timeout, and the receipt (sha256 of the stdout kept, a bounded
 //! tail). The process itself runs under `crate::agent::run_program` (no
-//! shell, its own process group, killed on timeout).
+//! shell, its own process group, killed on timeout or when the driver's
+//! stop probe says stop: a cancel or a signal).
 //! Must never: run anything through a shell, pass any other variable of
 //! this process's environment, or decide whether the exit status passes
 //! (the interpreter does).
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::agent::{Program, run_program};
+use crate::agent::{Program, StopProbe, run_program};
 use crate::config::CommandConfig;
 use crate::eval::sha256_hex;
 use crate::interp::{CommandReceipt, CommandRequest, CommandRun, HostError, RECEIPT_TAIL_BYTES};
@@ -27,6 +28,18 @@ pub fn run(
     commands: &BTreeMap<String, CommandConfig>,
     req: &CommandRequest<'_>,
     cwd: &Path,
+) -> Result<CommandRun, HostError> {
+    run_stoppable(commands, req, cwd, None)
+}
+
+/// [`run`], asking `stop` while the command runs: when it says stop, the
+/// command's process group is killed at once and the answer is
+/// [`HostError::Stopped`] (no receipt: the command did not finish).
+pub fn run_stoppable(
+    commands: &BTreeMap<String, CommandConfig>,
+    req: &CommandRequest<'_>,
+    cwd: &Path,
+    stop: Option<&StopProbe>,
 ) -> Result<CommandRun, HostError> {
     let cfg = commands
         .get(req.command)
@@ -55,6 +68,7 @@ pub fn run(
         stdin: req.stdin.as_bytes().to_vec(),
         timeout: Duration::from_millis(timeout_ms),
         max_output: usize::try_from(cfg.max_output_bytes).unwrap_or(usize::MAX),
+        stop,
     };
     let started = Instant::now();
     let end = run_program(&program).map_err(|e| {
@@ -64,6 +78,12 @@ pub fn run(
         ))
     })?;
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if end.stopped {
+        return Err(HostError::Stopped(format!(
+            "command `{}` was stopped after {ms} ms (the run was cancelled or its driver stopped); its process group was killed",
+            req.command
+        )));
+    }
     let receipt = CommandReceipt {
         command: req.command.to_owned(),
         argv,
@@ -213,6 +233,45 @@ mod tests {
             .unwrap();
         // the grandchild `sleep` was in the command's group and is gone
         // (a killed process may take a moment to finish exiting)
+        assert!(gone_soon(pid), "sleep {pid} outlived its command");
+    }
+
+    #[test]
+    fn a_stop_kills_the_command_group_at_once_and_gives_no_receipt() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let pidfile = dir.path().join("pid");
+        let marker = dir.path().join("finished");
+        let script = format!(
+            "sleep 60 & echo $! > {}; wait; touch {}",
+            pidfile.display(),
+            marker.display()
+        );
+        let toml =
+            format!("[commands.slow]\nargv = [\"sh\", \"-c\", {script:?}]\ntimeout_ms = 120000\n");
+        let cmds = declared(&toml);
+        // the probe says stop once the command has started its grandchild
+        let probe = {
+            let pidfile = pidfile.clone();
+            move || pidfile.exists()
+        };
+        let e =
+            run_stoppable(&cmds, &req("slow", &[], None), dir.path(), Some(&probe)).unwrap_err();
+        assert!(
+            matches!(&e, HostError::Stopped(m) if m.contains("command `slow` was stopped")),
+            "{e:?}"
+        );
+        assert!(!marker.exists(), "the command did not run to its end");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(gone_soon(pid), "sleep {pid} outlived the stop");
+    }
+
+    /// Whether process `pid` is gone or a zombie, waiting up to 5 s (a killed
+    /// process may take a moment to finish exiting).
+    fn gone_soon(pid: i32) -> bool {
         let stat = format!("/proc/{pid}/stat");
         let gone = || {
             let state = std::fs::read_to_string(&stat).unwrap_or_default();
@@ -228,7 +287,7 @@ mod tests {
         while !gone() && Instant::now() < by {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(gone(), "sleep {pid} outlived its command");
+        gone()
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub struct StdHost {
     pub judges: BTreeMap<String, JudgeConfig>,
     /// The declared commands (`[commands.NAME]`, X12).
     pub commands: BTreeMap<String, crate::config::CommandConfig>,
+    /// Asked while a declared command runs (the driver's: the run was
+    /// cancelled, a signal came); `None`: commands run to their end or
+    /// their timeout.
+    pub stop: Option<std::sync::Arc<crate::agent::StopProbe>>,
 }
 
 /// Why a file predicate has no root to look in.
@@ -143,6 +147,7 @@ impl StdHost {
             judge: config.judge_runner(),
             judges,
             commands,
+            stop: None,
         })
     }
 
@@ -252,7 +257,7 @@ impl Host for StdHost {
                 })?,
             FileRoot::Worktree(dir) => PathBuf::from(dir),
         };
-        super::commands::run(&self.commands, req, &cwd)
+        super::commands::run_stoppable(&self.commands, req, &cwd, self.stop.as_deref())
     }
 
     fn now_ms(&mut self) -> i64 {

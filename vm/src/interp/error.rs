@@ -41,6 +41,11 @@ pub enum VmError {
     /// A usage receipt that is malformed.
     #[error("invalid receipt: {0}")]
     InvalidReceipt(String),
+    /// A declared command this transition ran was stopped by the run's
+    /// driver (a cancel, a signal): the transition is abandoned and nothing
+    /// of it is recorded (the engine never commits it).
+    #[error("{0}; nothing was recorded")]
+    Stopped(String),
     /// A checkpoint cannot be taken or restored.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -90,6 +95,7 @@ impl VmError {
             VmError::Limit(_) => "limit_exceeded",
             VmError::InvalidStep(_) => "invalid_step",
             VmError::InvalidReceipt(_) => "invalid_receipt",
+            VmError::Stopped(_) => "stopped",
             VmError::Checkpoint(c) => c.code(),
             VmError::InvalidChoice { .. } => "invalid_choice",
         }
@@ -102,6 +108,11 @@ pub enum CheckpointError {
     /// An empty label.
     #[error("a checkpoint label must not be empty")]
     InvalidLabel,
+    /// A label in the store's reserved `blob:` space (a run's kept diffs).
+    #[error(
+        "checkpoint labels starting with `blob:` are reserved for the run's kept diffs; pick another label"
+    )]
+    ReservedLabel,
     /// No checkpoint has this label.
     #[error("no checkpoint `{label}`; available: {}", available.join(", "))]
     NotFound {
@@ -122,7 +133,7 @@ impl CheckpointError {
     /// The stable code of the kind.
     pub fn code(&self) -> &'static str {
         match self {
-            CheckpointError::InvalidLabel => "invalid_label",
+            CheckpointError::InvalidLabel | CheckpointError::ReservedLabel => "invalid_label",
             CheckpointError::NotFound { .. } => "checkpoint_not_found",
             CheckpointError::Cancelled(_) => "flow_cancelled",
             CheckpointError::FanoutInFlight(_) => "fanout_in_flight",

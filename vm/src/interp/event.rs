@@ -333,6 +333,30 @@ pub struct PatchRecord {
     /// Whether `diff` was cut.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub diff_truncated: bool,
+    /// The sha256 (hex) of the full unified diff; when `diff` was cut, the
+    /// full diff is a blob of the run under this hash ([`blob_label`],
+    /// `stratumc report RUN --diff STEP`). `None` in records written before
+    /// full diffs were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_sha256: Option<String>,
+    /// The length of the full unified diff in bytes (`None` as above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_bytes: Option<u64>,
+}
+
+/// The prefix of the store labels that hold a run's content-addressed blobs
+/// (beside its checkpoints): `blob:sha256:<hex>`. Checkpoint labels may not
+/// start with it.
+pub const BLOB_LABEL_PREFIX: &str = "blob:";
+
+/// The store label of the blob whose sha256 is `sha256` (hex).
+pub fn blob_label(sha256: &str) -> String {
+    format!("{BLOB_LABEL_PREFIX}sha256:{sha256}")
+}
+
+/// Whether a stored label names a blob, not a checkpoint.
+pub fn is_blob_label(label: &str) -> bool {
+    label.starts_with(BLOB_LABEL_PREFIX)
 }
 
 /// The manifest of an attempt's artifacts (X4): what `stratumc verify`
@@ -571,6 +595,8 @@ impl EventKind {
                 }],
                 diff: "diff --git a/src/lib.rs b/src/lib.rs\n…".into(),
                 diff_truncated: false,
+                diff_sha256: Some(sha.into()),
+                diff_bytes: Some(1234),
             }),
             EventKind::ScopeRestored {
                 attempt: 1,

@@ -259,6 +259,11 @@ pub enum HostError {
     /// stratum.toml, or its program could not be started.
     #[error("{0}")]
     Command(String),
+    /// A declared command was stopped before it ended because the run's
+    /// driver asked (a cancel, a signal): the transition that ran it is
+    /// abandoned, nothing of it is recorded ([`crate::interp::VmError::Stopped`]).
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// One run of a declared command (language 1.1 X12): an `exec` check or an

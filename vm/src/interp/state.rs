@@ -598,6 +598,17 @@ pub struct Run {
     pub dirty: BTreeSet<RowKey>,
     /// Events since the last commit.
     pub events: Vec<Event>,
+    /// Content-addressed blobs (a patch record's full diff, X11) to keep in
+    /// the store with the next commit, under [`super::event::blob_label`]
+    /// of their sha256.
+    pub blobs: Vec<Blob>,
+}
+
+/// A blob to keep with a commit: its sha256 (hex) and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    pub sha256: String,
+    pub bytes: Vec<u8>,
 }
 
 /// Most steps a flow may have in a run (row keys hold 16 bits of step).

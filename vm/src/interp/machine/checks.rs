@@ -281,6 +281,9 @@ impl Transition<'_> {
         let run = match self.host.run_command(&req) {
             Ok(run) => run,
             Err(why) => {
+                if let HostError::Stopped(m) = &why {
+                    self.stopped = Some(m.clone());
+                }
                 let violation =
                     json!({"kind": "exec", "run": check.run, "reason": why.to_string()});
                 let reason = format!("ensure exec `{}` failed: {why}", check.run);

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::Transition;
 use super::attempt::Retry;
 use crate::interp::event::EventKind;
-use crate::interp::host::{CommandReceipt, CommandRequest, FileRoot};
+use crate::interp::host::{CommandReceipt, CommandRequest, FileRoot, HostError};
 use crate::interp::state::*;
 use crate::plan::StrId;
 
@@ -58,6 +58,9 @@ impl Transition<'_> {
         let run = match self.host.run_command(&req) {
             Ok(run) => run,
             Err(why) => {
+                if let HostError::Stopped(m) = &why {
+                    self.stopped = Some(m.clone());
+                }
                 let reason = format!("evaluate `{name}` failed: {why}");
                 let violation = json!({"kind": "evaluate", "run": name, "reason": why.to_string()});
                 return self.evaluate_failed(at, reason, violation);

@@ -234,6 +234,7 @@ impl Transition<'_> {
             item_index: slot.item,
         };
         self.event(kind, Some(self.sid(slot.at)));
+        self.put_back_orphaned(slot, o.attempt);
         if orphans >= MAX_ORPHANS {
             return self.orphaned_for_good(o, orphans);
         }

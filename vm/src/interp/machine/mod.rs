@@ -79,6 +79,10 @@ struct Transition<'a> {
     /// The snapshot and the diff of the scoped dispatch being checked (X11),
     /// taken by the success that records its patch.
     diff_seen: Option<(String, super::host::TreeDiff)>,
+    /// Set when the host stopped a declared command this transition ran
+    /// (the driver's cancel or signal): the transition is then refused
+    /// with [`VmError::Stopped`] and the engine records none of it.
+    stopped: Option<String>,
 }
 
 impl<'a> Transition<'a> {
@@ -94,6 +98,16 @@ impl<'a> Transition<'a> {
             receipts: None,
             changes_seen: None,
             diff_seen: None,
+            stopped: None,
+        }
+    }
+
+    /// [`VmError::Stopped`] when a command of this transition was stopped
+    /// (then the caller drops the run state it changed).
+    fn refuse_if_stopped(&mut self) -> Result<(), VmError> {
+        match self.stopped.take() {
+            Some(why) => Err(VmError::Stopped(why)),
+            None => Ok(()),
         }
     }
 
@@ -352,6 +366,7 @@ fn begin(
     t.queue
         .extend((0..n).map(|s| StepAt::new(FrameIx::ENTRY, s)));
     t.advance();
+    t.refuse_if_stopped()?;
     let out = t.outcome();
     Ok((run, out))
 }
@@ -369,6 +384,7 @@ pub fn report(
     let mut t = Transition::new(plan, index, run, host);
     t.report(step_id, token, result)?;
     t.advance();
+    t.refuse_if_stopped()?;
     Ok(t.outcome())
 }
 
@@ -387,6 +403,7 @@ pub fn resolve_gate(
     let mut t = Transition::new(plan, index, run, host);
     t.resolve_gate(step_id, token, decision, resolved_by)?;
     t.advance();
+    t.refuse_if_stopped()?;
     Ok(t.outcome())
 }
 
@@ -465,6 +482,7 @@ pub fn revert(
 ) -> Result<Outcome, VmError> {
     let mut t = Transition::new(plan, index, run, host);
     t.revert(saved, label)?;
+    t.refuse_if_stopped()?;
     Ok(t.outcome())
 }
 
@@ -478,6 +496,7 @@ pub fn usage_report(
 ) -> Result<(ReceiptOutcome, Outcome), VmError> {
     let mut t = Transition::new(plan, index, run, host);
     let r = t.usage_report(receipt)?;
+    t.refuse_if_stopped()?;
     Ok((r, t.outcome()))
 }
 

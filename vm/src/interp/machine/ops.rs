@@ -137,6 +137,7 @@ pub(super) fn new_run(
             .map(|s| RowKey::step(StepAt::new(FrameIx::ENTRY, s)))
             .collect(),
         events: Vec::new(),
+        blobs: Vec::new(),
     }
 }
 
@@ -162,6 +163,9 @@ pub fn checkpoint_label(label: &str) -> Result<&str, VmError> {
     let label = label.trim();
     if label.is_empty() {
         return Err(CheckpointError::InvalidLabel.into());
+    }
+    if crate::interp::event::is_blob_label(label) {
+        return Err(CheckpointError::ReservedLabel.into());
     }
     Ok(label)
 }

@@ -227,6 +227,45 @@ impl Transition<'_> {
         Ok(())
     }
 
+    /// X7 meets X11: a scoped dispatch whose lease ran out is diffed
+    /// against its snapshot like a report, and what it changed outside its
+    /// scope is put back (`scope_restored`) before it is handed out again
+    /// or fails for good, so the next dispatch is not blamed for the
+    /// orphan's stray edits. Its in-scope changes stay, like a failed
+    /// attempt's: the next dispatch starts from them and the accepted
+    /// record (diffed from the entry's first snapshot) holds them. A tree
+    /// that cannot be diffed is left as it is (the next report diffs it).
+    pub(super) fn put_back_orphaned(&mut self, slot: Slot, attempt: u32) {
+        let tree = match slot.item {
+            None => self.st(slot.at).snapshot.clone(),
+            Some(k) => self.item(slot.at, k).snapshot.clone(),
+        };
+        let (Some(scope), Some(tree)) = (self.slot_scope(slot).cloned(), tree) else {
+            return;
+        };
+        let root = self.slot_root(slot);
+        let at = root
+            .as_deref()
+            .map_or(FileRoot::Workspace, FileRoot::Worktree);
+        let run_id = self.run.header.id.clone();
+        let name = self.snapshot_name(slot, attempt, "orphaned");
+        let Ok(diff) = self.host.snapshot_diff(at, &tree, &run_id, &name) else {
+            return;
+        };
+        let Ok(allowed) = self.allowed(slot, &scope) else {
+            return;
+        };
+        let paths: Vec<String> = diff
+            .files
+            .iter()
+            .filter(|c| !allowed.admits(c))
+            .map(|c| c.path.clone())
+            .collect();
+        if !paths.is_empty() {
+            self.put_back(slot, attempt, &tree, &paths, at);
+        }
+    }
+
     /// Puts the out-of-scope `paths` back to snapshot `tree` (a restore
     /// that fails is recorded in the event's paths as not restored: the
     /// attempt fails anyway).
@@ -471,6 +510,15 @@ impl Transition<'_> {
             self.run.header.patch_log.push(entry);
         }
         let (text, cut) = crate::host::snapshot::bounded_diff(&diff.patch);
+        let sha256 = crate::eval::value::sha256_hex(diff.patch.as_bytes());
+        let diff_bytes = diff.patch.len() as u64;
+        if cut {
+            // the inline diff is the full one unless it was cut: only then a blob
+            self.run.blobs.push(Blob {
+                sha256: sha256.clone(),
+                bytes: std::mem::take(&mut diff.patch).into_bytes(),
+            });
+        }
         let record = PatchRecord {
             step: self.sid(slot.at),
             attempt,
@@ -481,6 +529,8 @@ impl Transition<'_> {
             files: diff.files,
             diff: text,
             diff_truncated: cut,
+            diff_sha256: Some(sha256),
+            diff_bytes: Some(diff_bytes),
         };
         let id = self.sid(slot.at);
         self.event(EventKind::PatchRecorded(record), Some(id));
