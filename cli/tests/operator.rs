@@ -302,6 +302,58 @@ const HANG: Duration = Duration::from_secs(120);
 // query
 
 #[test]
+fn query_flows_pages_with_limit_and_before() {
+    let s = Scratch::new("pages");
+    let (first, r) = s.start("gated.stratum.yaml", AGENT, &["--gate", "approve"]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let second = s.paused();
+    let (third, r) = s.start("gated.stratum.yaml", AGENT, &["--gate", "approve"]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let ids = |doc: &Value| -> Vec<String> {
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["runId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (first, second, third) = (first.as_str(), second.as_str(), third.as_str());
+    let all = s.json(&["query", "flows"]);
+    assert_eq!(ids(&all), [third, second, first]);
+    assert!(all.get("next").is_none(), "{all}");
+
+    let page = s.json(&["query", "flows", "--limit", "2"]);
+    assert_eq!(ids(&page), [third, second]);
+    assert_eq!(page["next"], second);
+    let rest = s.json(&["query", "flows", "--limit", "2", "--before", second]);
+    assert_eq!(ids(&rest), [first]);
+    assert_eq!(rest["next"], Value::Null);
+    let done = s.json(&["query", "flows", "--status", "completed", "--limit", "1"]);
+    assert_eq!(ids(&done), [third]);
+    assert_eq!(done["next"], third);
+
+    // the human table ends with the command that shows the next page
+    let r = s.ran(&["query", "flows", "--status", "completed", "--limit", "1"]);
+    assert_eq!(r.code, 0, "{}", r.context());
+    assert!(
+        r.stdout.ends_with(&format!(
+            "next page: stratumc query flows --status completed --limit 1 --before {third}\n"
+        )),
+        "{}",
+        r.context()
+    );
+    let r = s.ran(&["query", "flows", "--limit", "5"]);
+    assert!(!r.stdout.contains("next page"), "{}", r.context());
+
+    s.ran(&["query", "flows", "--limit", "2", "--before", "run-nope"])
+        .fails(2, "no run `run-nope`");
+    s.ran(&["query", "flows", "--limit", "0"])
+        .fails(2, "--limit");
+    s.ran(&["query", "flows", "--before", first])
+        .fails(2, "--limit");
+}
+
+#[test]
 fn query_flows_lists_runs_newest_first_and_filters_by_status() {
     let s = Scratch::new("flows");
     let r = s.ran(&["query", "flows"]);

@@ -377,6 +377,58 @@ fn list_is_newest_first_and_filters_by_status() {
 }
 
 #[test]
+fn pages_walk_the_listing_in_order_and_filter_by_status() {
+    on_both(|s| {
+        let ids = |v: Vec<RunMeta>| v.into_iter().map(|m| m.run_id).collect::<Vec<_>>();
+        assert!(s.list_page(None, 10, None).unwrap().is_empty());
+        // equal creation times are ordered by run id, as in `list`
+        for (id, at, status) in [
+            ("a", 100, "running"),
+            ("b", 300, "completed"),
+            ("c", 200, "running"),
+            ("d", 200, "running"),
+            ("e", 50, "completed"),
+        ] {
+            s.create(&meta(id, at, status), b"", &[], &[]).unwrap();
+        }
+        let mut walked = Vec::new();
+        let mut before: Option<String> = None;
+        loop {
+            let page = ids(s.list_page(None, 2, before.as_deref()).unwrap());
+            assert!(page.len() <= 2, "{page:?}");
+            let Some(last) = page.last().cloned() else {
+                break;
+            };
+            walked.extend(page);
+            before = Some(last);
+        }
+        assert_eq!(walked, ids(s.list(None).unwrap()));
+        assert_eq!(walked, ["b", "d", "c", "a", "e"]);
+        assert_eq!(
+            ids(s.list_page(Some("running"), 2, None).unwrap()),
+            ["d", "c"]
+        );
+        assert_eq!(
+            ids(s.list_page(Some("running"), 2, Some("c")).unwrap()),
+            ["a"]
+        );
+        // the cursor may be a run of another status: its place in the order counts
+        assert_eq!(
+            ids(s.list_page(Some("completed"), 5, Some("d")).unwrap()),
+            ["e"]
+        );
+        assert_eq!(
+            ids(s.list_page(None, 0, None).unwrap()),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            s.list_page(None, 2, Some("nope")).unwrap_err(),
+            StoreError::NotFound("nope".into())
+        );
+    });
+}
+
+#[test]
 fn checkpoints_keep_insertion_order_on_overwrite() {
     on_both(|s| {
         create_simple(s, "r1");

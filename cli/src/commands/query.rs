@@ -1,4 +1,5 @@
-//! `stratumc query flows [--status S]`, `stratumc query flow RUN`,
+//! `stratumc query flows [--status S] [--limit N [--before RUN]]`,
+//! `stratumc query flow RUN`,
 //! `stratumc query gates`: read-only listings of the run store
 //! (`$STRATUM_HOME/stratum.db`), as human tables or versioned JSON.
 //!
@@ -12,7 +13,7 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 use stratum_vm::engine::{Engine, EngineError};
-use stratum_vm::store::StoreError;
+use stratum_vm::store::{RunMeta, StoreError};
 use stratum_vm::view::{self, GateView, RunView, StepView, wire};
 pub use wire::{gate_json, ledger_json, run_json};
 
@@ -44,6 +45,12 @@ pub enum Cmd {
         /// Only runs with this status.
         #[arg(long, value_parser = STATUSES)]
         status: Option<String>,
+        /// Show at most N runs (a page, read through an index: its cost does not grow with the store); the output names the option that shows the next page.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+        /// Start the page after this run (the last run of the previous page).
+        #[arg(long, value_name = "RUN", requires = "limit")]
+        before: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -125,7 +132,18 @@ pub fn run(args: &QueryArgs) -> Exit {
         Err(code) => return code,
     };
     match cmd {
-        Cmd::Flows { status, format } => flows(&mut engine, status.as_deref(), *format),
+        Cmd::Flows {
+            status,
+            limit,
+            before,
+            format,
+        } => {
+            let page = limit.map(|limit| Page {
+                limit,
+                before: before.as_deref(),
+            });
+            flows(&mut engine, status.as_deref(), page, *format)
+        }
         Cmd::Events { run, kind, format } => events(&mut engine, run, kind.as_deref(), *format),
         Cmd::Flow {
             run,
@@ -341,9 +359,49 @@ fn receipts(engine: &mut Engine, run: &str, format: Format) -> Exit {
     Exit::Ok
 }
 
-fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {
-    let runs = match engine.store().list(status) {
+/// What `query flows --limit N [--before RUN]` asks for.
+#[derive(Debug, Clone, Copy)]
+struct Page<'a> {
+    limit: u64,
+    before: Option<&'a str>,
+}
+
+/// The runs to list and, for a page that has more after it, the run the
+/// next page starts after.
+fn listed(
+    engine: &Engine,
+    status: Option<&str>,
+    page: Option<Page<'_>>,
+) -> Result<(Vec<RunMeta>, Option<String>), StoreError> {
+    let Some(page) = page else {
+        return Ok((engine.store().list(status)?, None));
+    };
+    // one more than asked: whether there is a next page
+    let mut runs = engine
+        .store()
+        .list_page(status, page.limit.saturating_add(1), page.before)?;
+    let more = runs.len() as u64 > page.limit;
+    runs.truncate(usize::try_from(page.limit).unwrap_or(usize::MAX));
+    let next = more
+        .then(|| runs.last().map(|m| m.run_id.clone()))
+        .flatten();
+    Ok((runs, next))
+}
+
+fn flows(
+    engine: &mut Engine,
+    status: Option<&str>,
+    page: Option<Page<'_>>,
+    format: Format,
+) -> Exit {
+    let (runs, next) = match listed(engine, status, page) {
         Ok(r) => r,
+        Err(StoreError::NotFound(run)) => {
+            eprintln!(
+                "error: no run `{run}` in the run store to start the page after (`--before` takes a run id that `stratumc query flows` listed)"
+            );
+            return Exit::Usage;
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::Usage;
@@ -360,7 +418,12 @@ fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {
             .zip(&links)
             .map(|(m, link)| wire::listed_run_json(m, link.as_ref()))
             .collect();
-        super::emit(&format!("{}\n", json!({"version": 1, "runs": runs})));
+        let doc = match page {
+            // a page says where the next one starts (`null`: this was the last)
+            Some(_) => json!({"version": 1, "runs": runs, "next": next}),
+            None => json!({"version": 1, "runs": runs}),
+        };
+        super::emit(&format!("{doc}\n"));
         return Exit::Ok;
     }
     if runs.is_empty() {
@@ -393,7 +456,15 @@ fn flows(engine: &mut Engine, status: Option<&str>, format: Format) -> Exit {
     if any_link {
         headers.push("RETRY OF");
     }
-    super::emit(&table(&headers, rows));
+    let mut text = table(&headers, rows);
+    if let (Some(page), Some(next)) = (page, next) {
+        let status = status.map_or_else(String::new, |s| format!(" --status {s}"));
+        text.push_str(&format!(
+            "next page: stratumc query flows{status} --limit {} --before {next}\n",
+            page.limit
+        ));
+    }
+    super::emit(&text);
     Exit::Ok
 }
 

@@ -277,7 +277,8 @@ fn interrupted(
 /// handles the signal or the cancel as it does between rounds.
 fn stop_probe(run_id: Option<&str>) -> std::sync::Arc<agent::StopProbe> {
     let run_id = run_id.map(str::to_owned);
-    let store: std::sync::Mutex<Option<SqliteStore>> = std::sync::Mutex::new(None);
+    let store: std::sync::Mutex<Option<Box<dyn stratum_vm::store::RunStore>>> =
+        std::sync::Mutex::new(None);
     std::sync::Arc::new(move || {
         if signalled().is_some() {
             return true;
@@ -289,10 +290,10 @@ fn stop_probe(run_id: Option<&str>) -> std::sync::Arc<agent::StopProbe> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if store.is_none() {
-            *store = SqliteStore::open_default().ok();
+            *store = stratum_vm::store::open_default().ok();
         }
         store.as_ref().is_some_and(|s| {
-            stratum_vm::store::RunStore::meta(s, run_id)
+            s.meta(run_id)
                 .is_ok_and(|m| m.status == RunStatus::Cancelled.as_str())
         })
     })

@@ -192,6 +192,33 @@ pub trait RunStore: GuardStore + Send {
     /// optionally only those with the given status.
     fn list(&self, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError>;
 
+    /// One page of [`RunStore::list`]: at most `limit` runs in its order
+    /// (newest first), optionally only those with `status`, starting after
+    /// run `before` (the last run of the previous page; `None`: the first
+    /// page). [`StoreError::NotFound`] when `before` is not a run.
+    ///
+    /// Its cost is the page's, not the store's: stores read it from an
+    /// index (the default, for stores without one, reads the whole listing).
+    fn list_page(
+        &self,
+        status: Option<&str>,
+        limit: u64,
+        before: Option<&str>,
+    ) -> Result<Vec<RunMeta>, StoreError> {
+        let all = self.list(status)?;
+        let start = match before {
+            None => 0,
+            Some(id) => {
+                let cursor = self.meta(id)?;
+                all.iter()
+                    .position(|m| page_key(m) < page_key(&cursor))
+                    .unwrap_or(all.len())
+            }
+        };
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(all.into_iter().skip(start).take(take).collect())
+    }
+
     /// The listing record of one run. The default reads the whole run;
     /// stores override it with a one-row read.
     fn meta(&self, run_id: &str) -> Result<RunMeta, StoreError> {
@@ -259,6 +286,11 @@ pub trait RunStore: GuardStore + Send {
     fn pushes_changes(&self) -> bool {
         false
     }
+}
+
+/// The listing's sort key: [`RunStore::list`] is descending by it.
+fn page_key(m: &RunMeta) -> (i64, &str) {
+    (m.created_ms, m.run_id.as_str())
 }
 
 /// Checks a delta against itself before any store work.

@@ -702,6 +702,74 @@ impl RunStore for SqliteStore {
         Ok(out)
     }
 
+    fn list_page(
+        &self,
+        status: Option<&str>,
+        limit: u64,
+        before: Option<&str>,
+    ) -> Result<Vec<RunMeta>, StoreError> {
+        // Unlike `list`, a page is read through an index (`runs_by_created`,
+        // or `runs_by_status` with a status), so its cost does not grow with
+        // the store; each record is still verified, and a record whose
+        // verified status is not the one its index entry promised is damage.
+        // A damaged index can leave a run out of a page: `store check` and
+        // the unpaged `list` read the table itself.
+        let tx = self.conn.unchecked_transaction().map_err(map_err)?;
+        let cursor = before.map(|id| read_meta(&tx, id)).transpose()?;
+        let index = if status.is_some() {
+            "runs_by_status"
+        } else {
+            "runs_by_created"
+        };
+        let mut filters = Vec::new();
+        if status.is_some() {
+            filters.push("status = :status");
+        }
+        if cursor.is_some() {
+            filters.push("(created_ms, run_id) < (:created, :run)");
+        }
+        let filter = if filters.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", filters.join(" AND "))
+        };
+        let sql = format!(
+            "SELECT {META_COLUMNS} FROM runs INDEXED BY {index} {filter}
+             ORDER BY created_ms DESC, run_id DESC LIMIT :limit"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let out = {
+            let mut stmt = tx.prepare_cached(&sql).map_err(map_err)?;
+            let mut args: Vec<(&str, &dyn rusqlite::ToSql)> = vec![(":limit", &limit)];
+            if let Some(s) = &status {
+                args.push((":status", s));
+            }
+            if let Some(c) = &cursor {
+                args.push((":created", &c.meta.created_ms));
+                args.push((":run", &c.meta.run_id));
+            }
+            let rows = stmt
+                .query_map(args.as_slice(), MetaRecord::from_row)
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let meta = row.map_err(map_err)?.verified()?.meta;
+                if let Some(s) = status
+                    && meta.status != s
+                {
+                    return Err(StoreError::Corrupt(format!(
+                        "run `{}` is listed under status `{s}` but its record says `{}` (a damaged index)",
+                        meta.run_id, meta.status
+                    )));
+                }
+                out.push(meta);
+            }
+            out
+        };
+        tx.finish().map_err(map_err)?;
+        Ok(out)
+    }
+
     fn meta(&self, run_id: &str) -> Result<RunMeta, StoreError> {
         Ok(read_meta(&self.conn, run_id)?.meta)
     }
