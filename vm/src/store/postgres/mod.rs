@@ -263,6 +263,16 @@ impl RunStore for PostgresStore {
         self.call(move |db| runs::list(db, status.as_deref()))
     }
 
+    fn list_page(
+        &self,
+        status: Option<&str>,
+        limit: u64,
+        before: Option<&str>,
+    ) -> Result<Vec<RunMeta>, StoreError> {
+        let (status, before) = (status.map(str::to_owned), before.map(str::to_owned));
+        self.call(move |db| runs::list_page(db, status.as_deref(), limit, before.as_deref()))
+    }
+
     fn meta(&self, run_id: &str) -> Result<RunMeta, StoreError> {
         let run_id = run_id.to_owned();
         self.call(move |db| runs::meta(db, &run_id))

@@ -383,6 +383,50 @@ pub(super) fn events(
     Ok(out)
 }
 
+/// One page of the listing, newest first, after the run `before` (read
+/// through `runs_by_created`, or `runs_by_status` with a status, so its
+/// cost does not grow with the store). Each record is verified; one whose
+/// verified status is not the one asked for is damage.
+pub(super) fn list_page(
+    db: &mut Db,
+    status: Option<&str>,
+    limit: u64,
+    before: Option<&str>,
+) -> Result<Vec<RunMeta>, StoreError> {
+    let cursor = before.map(|id| meta(db, id)).transpose()?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (created, after) = cursor
+        .as_ref()
+        .map_or((i64::MAX, ""), |m| (m.created_ms, m.run_id.as_str()));
+    let bounded = cursor.is_some();
+    let by_status = "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms, version,
+             event_count, row_count, checkpoint_count, meta_sum
+         FROM runs WHERE status = $1 AND (NOT $2 OR (created_ms, run_id) < ($3, $4))
+         ORDER BY created_ms DESC, run_id DESC LIMIT $5";
+    let all = "SELECT run_id, plan_hash, flow, status, created_ms, updated_ms, version,
+             event_count, row_count, checkpoint_count, meta_sum
+         FROM runs WHERE (NOT $1 OR (created_ms, run_id) < ($2, $3))
+         ORDER BY created_ms DESC, run_id DESC LIMIT $4";
+    let found = match status {
+        Some(s) => db.query(by_status, &[&s, &bounded, &created, &after, &limit])?,
+        None => db.query(all, &[&bounded, &created, &after, &limit])?,
+    };
+    let mut page = Vec::with_capacity(found.len());
+    for r in &found {
+        let meta = Record::from_row(r)?.verified()?.meta;
+        if let Some(s) = status
+            && meta.status != s
+        {
+            return Err(StoreError::Corrupt(format!(
+                "run `{}` is listed as {s} but its verified record says {}",
+                meta.run_id, meta.status
+            )));
+        }
+        page.push(meta);
+    }
+    Ok(page)
+}
+
 pub(super) fn list(db: &mut Db, status: Option<&str>) -> Result<Vec<RunMeta>, StoreError> {
     // the status filter applies after each record's checksum is verified (a
     // damaged status must be an error, not a run missing from the listing)
