@@ -10,7 +10,8 @@
 # package, installed when missing; initdb in a temporary directory as an
 # unprivileged user, a free loopback port, stopped on exit) so that the store
 # tests, the crash test, the scenarios and the MCP end-to-end test also run on
-# PostgreSQL (STRATUM_TEST_PG), then runs every test of the workspace.
+# PostgreSQL (STRATUM_TEST_PG), then runs every test of the workspace, then the Python package's tests (the
+# wheel built by maturin, installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,3 +34,25 @@ fi
 source scripts/pg-server.sh
 
 cargo test --workspace "$@"
+# the Python tests need no PostgreSQL: stop it now (this also frees the EXIT trap)
+pg_server_stop
+
+# The Python package (issue 20 §2): the wheel built by maturin from python/
+# in the dev profile into a temporary directory, reusing target/ (no second
+# build of the workspace in release), installed with pytest and mypy into a
+# fresh venv; the venv's `stratumc` must be the Rust main, stubtest holds the
+# native module's stubs to the module, `mypy --strict` checks the package and
+# a typed use of it, and pytest runs python/tests against the installed wheel.
+python3 -m pip install --quiet 'maturin>=1.9.4,<2'
+py_tmp=$(mktemp -d)
+trap 'rm -rf "$py_tmp"' EXIT
+py_start=$(date +%s)
+maturin build --quiet --profile dev --out "$py_tmp/wheels"
+python3 -m venv "$py_tmp/venv"
+"$py_tmp/venv/bin/pip" install --quiet "$py_tmp"/wheels/stratumc-*.whl pytest mypy
+"$py_tmp/venv/bin/stratumc" --version | grep -qx "stratumc $(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+(cd "$py_tmp" && venv/bin/python -m mypy.stubtest stratumc._native)
+(cd python && "$py_tmp/venv/bin/python" -m mypy --strict stratumc tests/typed_usage.py)
+"$py_tmp/venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+wheel=$(ls "$py_tmp"/wheels/stratumc-*.whl)
+echo "python package: $(basename "$wheel"), $(stat -c %s "$wheel") bytes; built, installed and tested in $(( $(date +%s) - py_start )) s"

@@ -2,7 +2,8 @@
 //! `stratum_flow_run_bg` start this binary again as `stratumc run --resume
 //! RUN …`, a driver process that outlives its caller.
 //!
-//! Owns: starting that process — this executable, stdin closed, stdout and
+//! Owns: starting that process — this executable (or the command an
+//! embedding host set: the Python package's interpreter), stdin closed, stdout and
 //! stderr appended to `$STRATUM_HOME/drivers/RUN.log`, in a process group
 //! of its own (a Ctrl-C at the caller's terminal does not reach it), never
 //! waited for by the caller (a thread reaps it when it ends) — and where
@@ -28,8 +29,20 @@ pub fn log_path(run_id: &str) -> Result<PathBuf, String> {
     Ok(home.join("drivers").join(format!("{run_id}.log")))
 }
 
-/// Starts `this-executable run --resume RUN EXTRA…` as run `run_id`'s
-/// background driver.
+/// How to start this program again when it is not its own executable: the
+/// Python package's `stratumc` runs inside the Python interpreter, so it
+/// sets `[python, -m, stratumc]` ([`set_program`]).
+static PROGRAM: std::sync::OnceLock<Vec<OsString>> = std::sync::OnceLock::new();
+
+/// Sets, once per process, the command line (program and leading
+/// arguments) that starts this program again, for a host in which it is
+/// not the executable itself; later calls are ignored.
+pub fn set_program(argv: Vec<OsString>) {
+    let _ = PROGRAM.set(argv);
+}
+
+/// Starts `this-program run --resume RUN EXTRA…` as run `run_id`'s
+/// background driver (this executable, or the command [`set_program`] set).
 pub fn spawn_driver(run_id: &str, extra: &[OsString]) -> Result<Detached, String> {
     let log = log_path(run_id)?;
     let out = log
@@ -45,9 +58,17 @@ pub fn spawn_driver(run_id: &str, extra: &[OsString]) -> Result<Detached, String
     let err = out
         .try_clone()
         .map_err(|e| format!("cannot share the driver log {}: {e}", log.display()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find this binary to start the driver: {e}"))?;
-    let mut cmd = std::process::Command::new(exe);
+    let mut cmd = match PROGRAM.get().and_then(|argv| argv.split_first()) {
+        Some((program, leading)) => {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(leading);
+            cmd
+        }
+        None => std::process::Command::new(
+            std::env::current_exe()
+                .map_err(|e| format!("cannot find this binary to start the driver: {e}"))?,
+        ),
+    };
     cmd.args(["run", "--resume", run_id])
         .args(extra)
         .stdin(std::process::Stdio::null())

@@ -7,7 +7,7 @@
 //! default, in memory for tests). [`host`] — the workspace file jail and the
 //! judge client behind ensure predicates. [`agent_runs`] — agent runs outside
 //! a dispatch loop, with durable records. [`config`] — the one reader of
-//! `stratum.toml`. [`suggest`] — the toolchain's did-you-mean.
+//! `stratum.toml`. [`drive`] — what every driver of a run shares. [`suggest`] — the toolchain's did-you-mean.
 //! Must never: depend on the compiler or the grammar (a prebuilt plan runs
 //! without the front end), or panic on a hostile plan file.
 
@@ -16,6 +16,7 @@ pub mod agent_runs;
 pub mod background;
 pub mod config;
 pub mod connector;
+pub mod drive;
 pub mod engine;
 pub mod eval;
 pub mod history;

@@ -93,11 +93,8 @@ pub fn run(args: &BuildArgs) -> Exit {
         }
     }
     let path = output.map_or_else(|| default_output(spec), Path::to_path_buf);
-    // write to a temporary file and rename, so a crash never leaves half a plan
-    let tmp = path.with_extension(format!("stratumc.tmp{}", std::process::id()));
-    if let Err(e) = std::fs::write(&tmp, &encoded).and_then(|()| std::fs::rename(&tmp, &path)) {
-        let _ = std::fs::remove_file(&tmp);
-        eprintln!("error: cannot write {}: {e}", path.display());
+    if let Err(e) = write_plan(&path, &encoded) {
+        eprintln!("error: {e}");
         return Exit::Usage;
     }
     if emit == Emit::Plan {
@@ -105,6 +102,18 @@ pub fn run(args: &BuildArgs) -> Exit {
         eprintln!("wrote {} ({} bytes)", path.display(), encoded.len());
     }
     Exit::Ok
+}
+
+/// Writes a plan file: to a temporary file, then renamed, so a crash never
+/// leaves half a plan (also the Python package's `stratumc.build`).
+pub fn write_plan(path: &Path, encoded: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension(format!("stratumc.tmp{}", std::process::id()));
+    std::fs::write(&tmp, encoded)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
 }
 
 /// Runs `inspect`.

@@ -64,7 +64,7 @@ pub struct CostArgs {
 
 /// What `--history` read from the store.
 #[derive(Debug, Clone, Copy)]
-struct Scanned {
+pub struct Scanned {
     runs_scanned: usize,
     runs_skipped: usize,
     max_runs: usize,
@@ -100,18 +100,9 @@ pub fn run(args: &CostArgs) -> Exit {
         Err(e) => return usage(e),
     };
 
-    let flow = match args.flow.as_deref() {
-        None => ir.entry,
-        Some(name) => match ir.flow(name) {
-            Some((id, _)) => id,
-            None => {
-                let names: Vec<String> = ir.flows.iter().map(|f| format!("`{}`", f.name)).collect();
-                return usage(format_args!(
-                    "no flow `{name}` in {shown}; its flows are {}",
-                    names.join(", ")
-                ));
-            }
-        },
+    let flow = match flow_of(ir, args.flow.as_deref(), &shown) {
+        Ok(f) => f,
+        Err(e) => return usage(e),
     };
 
     let inputs = match args.inputs.as_deref().map(super::flow_inputs).transpose() {
@@ -133,16 +124,7 @@ pub fn run(args: &CostArgs) -> Exit {
     let mut out = stdout.lock();
     match args.format {
         Format::Json => {
-            let mut doc = serde_json::Map::new();
-            doc.insert("version".into(), JSON_VERSION.into());
-            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&cost) {
-                doc.extend(fields);
-            }
-            if let Some(s) = scanned {
-                doc.insert("history".into(), s.to_json());
-            }
-            let text =
-                serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
+            let text = serde_json::to_string_pretty(&json_doc(&cost, scanned)).unwrap_or_default();
             let _ = writeln!(out, "{text}");
         }
         Format::Human => {
@@ -153,9 +135,44 @@ pub fn run(args: &CostArgs) -> Exit {
     Exit::Ok
 }
 
+/// The flow named `name` of the spec `shown` (default: its entry flow).
+pub fn flow_of(
+    ir: &stratum_compiler::ir::Ir,
+    name: Option<&str>,
+    shown: &str,
+) -> Result<stratum_compiler::ir::FlowId, String> {
+    let Some(name) = name else {
+        return Ok(ir.entry);
+    };
+    match ir.flow(name) {
+        Some((id, _)) => Ok(id),
+        None => {
+            let names: Vec<String> = ir.flows.iter().map(|f| format!("`{}`", f.name)).collect();
+            Err(format!(
+                "no flow `{name}` in {shown}; its flows are {}",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// The JSON document of an estimate (the module's doc gives its shape),
+/// also the Python package's `stratumc.cost`.
+pub fn json_doc(cost: &FlowCost, scanned: Option<Scanned>) -> serde_json::Value {
+    let mut doc = serde_json::Map::new();
+    doc.insert("version".into(), JSON_VERSION.into());
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(cost) {
+        doc.extend(fields);
+    }
+    if let Some(s) = scanned {
+        doc.insert("history".into(), s.to_json());
+    }
+    serde_json::Value::Object(doc)
+}
+
 /// The profiles with what the store's past runs show of the spec's
 /// compiled steps (matched by step hash), as the cost model's plain data.
-fn with_history(
+pub fn with_history(
     analysis: &stratum_compiler::analysis::Analysis,
     config: CostConfig,
 ) -> Result<(CostConfig, Scanned), String> {
@@ -211,7 +228,7 @@ fn with_history(
 }
 
 /// The profiles and where they come from.
-fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> {
+pub fn load_config(explicit: Option<&Path>) -> Result<(CostConfig, String), String> {
     let path: PathBuf = match explicit {
         Some(p) => p.to_path_buf(),
         None => {

@@ -17,7 +17,7 @@ pub mod lease;
 pub mod lsp;
 pub mod migrate;
 pub mod models;
-pub mod progress;
+pub(crate) mod progress;
 pub mod query;
 pub mod report;
 pub mod run;

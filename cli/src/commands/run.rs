@@ -32,6 +32,7 @@ use stratum_vm::agent::{self, Answer, Job, Watch};
 use super::lease::{self, Held};
 use super::progress::Progress;
 use stratum_vm::config;
+use stratum_vm::drive::entry_json;
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::host::StdHost;
 use stratum_vm::interp::{GateDecision, Outcome, ReadyEntry, Report, RunStatus, WaitingGate};
@@ -180,7 +181,7 @@ fn plan_bytes(source: &Path) -> Result<Built, (Exit, String)> {
 /// the run's frozen configuration) in a run started from a spec, for
 /// `stratumc report`. A run from a prebuilt plan file gets none: the plan
 /// holds no IR. A failure to record is a warning; the run goes on.
-fn record_estimate(
+pub fn record_estimate(
     engine: &mut Engine,
     run_id: &str,
     (analysis, flow, input): (&stratum_compiler::analysis::Analysis, Option<&str>, &Value),
@@ -578,7 +579,9 @@ fn run_ready(
         .chain(unrun)
         .collect();
     Round {
-        outcome: report_all(engine, host, run_id, reports),
+        outcome: stratum_vm::drive::report_all(engine, host, run_id, reports, &mut |l| {
+            eprintln!("{l}")
+        }),
         interrupted,
     }
 }
@@ -607,89 +610,65 @@ fn job_for(args: &RunArgs, config: &config::Config, entry: &ReadyEntry) -> Resul
     ))
 }
 
-/// Reports each result to the engine; the latest outcome after them.
-fn report_all(
-    engine: &mut Engine,
-    host: &mut StdHost,
-    run_id: &str,
-    results: Vec<(&ReadyEntry, Report)>,
-) -> Option<Outcome> {
-    let mut last = None;
-    for (entry, report) in results {
-        let (id, token) = (entry.id.as_str(), Some(entry.dispatch_token.as_str()));
-        // an item's attempts count over all its stages: say which stage this is
-        let stage = entry
-            .item
-            .as_ref()
-            .map_or_else(String::new, |it| format!(" stage {}", it.stage + 1));
-        let which = if entry.item.is_some() {
-            "item attempt"
-        } else {
-            "attempt"
-        };
-        eprintln!(
-            "  {id}{stage} ({which} {}): {}",
-            entry.attempt,
-            if report.failure.is_some() {
-                "failed"
-            } else {
-                "reported"
-            }
-        );
-        match engine.report(run_id, id, token, &report, host) {
-            Ok(o) => last = Some(o),
-            Err(e) => eprintln!("  {id}: refused: {e}"),
-        }
-    }
-    // a driver's touch: dispatches whose lease ran out (an agent killed at
-    // it reports nothing) are orphaned here and handed out again (X7)
-    if let Ok(o) = engine.touch(run_id, host) {
-        last = Some(o);
-    }
-    last
+/// The host of a run and the configuration it was built from.
+pub struct RunHost {
+    /// The host.
+    pub host: StdHost,
+    /// The run's configuration.
+    pub config: config::Config,
+    /// A new run's configuration, frozen for [`Engine::start_frozen`].
+    pub frozen: Option<config::Frozen>,
+    /// A resumed run's: each way the files on disk now differ from its
+    /// frozen copy.
+    pub warnings: Vec<String>,
 }
 
 /// The host of the run: a resumed run's from the configuration frozen into
-/// it (with a warning on stderr for each way the files on disk now differ),
-/// a new run's from the operator's file merged with the workspace's, which
-/// it returns frozen for [`Engine::start_frozen`]. Errors are printed here.
-fn run_host(
+/// it (with a warning for each way the files on disk now differ), a new
+/// run's from the operator's file (`operator`, else the default) merged
+/// with the workspace's, which it returns frozen. Shared with the Python
+/// package's `stratumc.run`.
+pub fn run_host(
     engine: &mut Engine,
-    args: &RunArgs,
+    resume: Option<&str>,
+    operator: Option<&Path>,
     workspace_dir: &Path,
-) -> Result<(StdHost, config::Config, Option<config::Frozen>), Exit> {
-    let operator = args.config.as_deref();
-    let (config, frozen) = match args.resume.as_deref() {
+) -> Result<RunHost, String> {
+    let (config, frozen, warnings) = match resume {
         Some(id) => {
-            let stored = engine.frozen_config(id).map_err(|e| {
-                eprintln!("error: {e}");
-                Exit::Usage
-            })?;
-            let rc = config::of_run(id, stored.as_deref(), operator, Some(workspace_dir)).map_err(
-                |e| {
-                    eprintln!("error: {e}");
-                    Exit::Usage
-                },
-            )?;
-            for w in &rc.warnings {
-                eprintln!("warning: {w}");
-            }
-            (rc.config, None)
+            let stored = engine.frozen_config(id).map_err(|e| e.to_string())?;
+            let rc = config::of_run(id, stored.as_deref(), operator, Some(workspace_dir))
+                .map_err(|e| e.to_string())?;
+            (rc.config, None, rc.warnings)
         }
         None => {
-            let resolved = config::for_run(operator, Some(workspace_dir)).map_err(|e| {
-                eprintln!("error: {e}; nothing was run");
-                Exit::Usage
-            })?;
+            let resolved = config::for_run(operator, Some(workspace_dir))
+                .map_err(|e| format!("{e}; nothing was run"))?;
             let frozen = resolved.freeze();
-            (resolved.config, Some(frozen))
+            (resolved.config, Some(frozen), Vec::new())
         }
     };
-    let host = StdHost::with_config(Some(workspace_dir), &config).map_err(|e| {
-        eprintln!("error: {e}");
-        Exit::Usage
-    })?;
-    Ok((host, config, frozen))
+    let host = StdHost::with_config(Some(workspace_dir), &config).map_err(|e| e.to_string())?;
+    Ok(RunHost {
+        host,
+        config,
+        frozen,
+        warnings,
+    })
+}
+
+/// The workspace of a run: the one `given`, else the one the run being
+/// resumed or retried (`old`) was started with, else the current directory.
+pub fn workspace_dir(engine: &mut Engine, old: Option<&str>, given: Option<&Path>) -> PathBuf {
+    let recorded = match (old, given) {
+        (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
+        _ => None,
+    };
+    match (given, recorded) {
+        (Some(w), _) => w.to_path_buf(),
+        (None, Some(r)) => r,
+        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
 }
 
 /// Runs the command.
@@ -707,18 +686,20 @@ pub fn run(args: &RunArgs) -> Exit {
     let mut engine = Engine::new(store);
     // a resumed run keeps the workspace it was started with, unless told otherwise
     let old = args.resume.as_deref().or(args.retry.as_deref());
-    let recorded = match (old, args.workspace.as_deref()) {
-        (Some(id), None) => engine.workspace_of(id).ok().flatten().map(PathBuf::from),
-        _ => None,
-    };
-    let workspace_dir: PathBuf = match (args.workspace.as_deref(), recorded) {
-        (Some(w), _) => w.to_path_buf(),
-        (None, Some(r)) => r,
-        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-    };
-    let (mut host, config, frozen) = match run_host(&mut engine, args, &workspace_dir) {
-        Ok(x) => x,
-        Err(code) => return code,
+    let workspace_dir = workspace_dir(&mut engine, old, args.workspace.as_deref());
+    let (resumed, operator) = (args.resume.as_deref(), args.config.as_deref());
+    let (mut host, config, frozen) = match run_host(&mut engine, resumed, operator, &workspace_dir)
+    {
+        Ok(h) => {
+            for w in &h.warnings {
+                eprintln!("warning: {w}");
+            }
+            (h.host, h.config, h.frozen)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
     };
     host.stop = Some(stop_probe(None));
     let (run_id, mut outcome) = match (args.resume.as_deref(), args.source.as_deref()) {
@@ -973,12 +954,6 @@ fn finish(format: Format, run_id: &str, outcome: &Outcome) -> Exit {
     } else {
         Exit::Errors
     }
-}
-
-/// A ready entry as the agent command reads it on stdin.
-fn entry_json(e: &ReadyEntry) -> Value {
-    // Invariant: ready entries are plain data; they always serialize.
-    serde_json::to_value(e).expect("invariant: ready entries always serialize")
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::{
     Damage, Durability, Place, Problem, SCHEMA_VERSION, SqliteStore, StoreCheck, default_home,
+    set_home,
 };
 pub use sum::SumProblem;
 

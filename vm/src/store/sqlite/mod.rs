@@ -52,8 +52,32 @@ pub use schema::SCHEMA_VERSION;
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The state directory: `$STRATUM_HOME`, else `~/.stratum`.
+/// The state directory an embedding host chose for this process, in place
+/// of `$STRATUM_HOME` ([`set_home`]).
+static HOME: std::sync::RwLock<Option<PathBuf>> = std::sync::RwLock::new(None);
+
+/// Sets (with `None`: clears) the state directory [`default_home`] returns
+/// for the whole process instead of `$STRATUM_HOME` — every store
+/// connection, lease heartbeat, driver log and operator configuration
+/// then uses it — and returns the one it replaces. For a host that
+/// embeds the toolchain (the Python package's `store=`); the command line
+/// never sets it.
+pub fn set_home(dir: Option<PathBuf>) -> Option<PathBuf> {
+    let mut home = HOME
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    std::mem::replace(&mut *home, dir)
+}
+
+/// The state directory: the one [`set_home`] chose, else `$STRATUM_HOME`,
+/// else `~/.stratum`.
 pub fn default_home() -> Result<PathBuf, StoreError> {
+    let chosen = HOME
+        .read()
+        .map_or_else(|e| e.into_inner().clone(), |h| h.clone());
+    if let Some(home) = chosen {
+        return Ok(home);
+    }
     if let Some(home) = std::env::var_os("STRATUM_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(home));
     }

@@ -1,4 +1,6 @@
-//! The `stratumc` command.
+//! The `stratumc` command, as a library: [`main_with_args`] is the whole
+//! command line (the binary in `bin/stratumc.rs` and the Python package's
+//! `stratumc` console script both call it).
 //!
 //! Owns: the list of subcommands (clap; each command's arguments are a
 //! `clap::Args` struct in its own module), dispatch to that module, and
@@ -7,13 +9,12 @@
 //! Must never: implement a language rule; everything comes from
 //! `stratum-compiler`.
 
-mod commands;
-mod input;
+// public for the Python package (`python/`), which drives runs and
+// estimates with the same functions as the commands
+pub mod commands;
+pub mod input;
 
-/// A faster allocator: the front end allocates many small values.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
@@ -125,8 +126,24 @@ pub enum Exit {
     Terminated = 143,
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+/// Runs the command line `args` (the first one is the program name) and
+/// returns the process exit status.
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    ExitCode::from(exit_with_args(args) as u8)
+}
+
+/// [`main_with_args`], with the exit status as its [`Exit`] (the Python
+/// console script hands it to `sys.exit`: an `ExitCode` has no readable value).
+pub fn exit_with_args<I, T>(args: I) -> Exit
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -135,10 +152,10 @@ fn main() -> ExitCode {
                 Exit::Ok
             };
             let _ = e.print();
-            return ExitCode::from(code as u8);
+            return code;
         }
     };
-    let exit = match &cli.command {
+    match &cli.command {
         Command::Check(args) => commands::check::run(args),
         Command::Build(args) => commands::build::run(args),
         Command::Inspect(args) => commands::build::inspect(args),
@@ -184,8 +201,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-    };
-    ExitCode::from(exit as u8)
+    }
 }
 
 #[cfg(test)]
