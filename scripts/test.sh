@@ -34,8 +34,6 @@ fi
 source scripts/pg-server.sh
 
 cargo test --workspace "$@"
-# the Python tests need no PostgreSQL: stop it now (this also frees the EXIT trap)
-pg_server_stop
 
 # The Python package (issue 20 §2): the wheel built by maturin from python/
 # in the dev profile into a temporary directory, reusing target/ (no second
@@ -45,7 +43,8 @@ pg_server_stop
 # a typed use of it, and pytest runs python/tests against the installed wheel.
 python3 -m pip install --quiet 'maturin>=1.9.4,<2'
 py_tmp=$(mktemp -d)
-trap 'rm -rf "$py_tmp"' EXIT
+# (the EXIT trap also stops the PostgreSQL server: pytest runs a flow in it through store=URL)
+trap 'rm -rf "$py_tmp"; pg_server_stop' EXIT
 py_start=$(date +%s)
 maturin build --quiet --profile dev --out "$py_tmp/wheels"
 python3 -m venv "$py_tmp/venv"
@@ -54,5 +53,6 @@ python3 -m venv "$py_tmp/venv"
 (cd "$py_tmp" && venv/bin/python -m mypy.stubtest stratumc._native)
 (cd python && "$py_tmp/venv/bin/python" -m mypy --strict stratumc tests/typed_usage.py)
 "$py_tmp/venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+pg_server_stop
 wheel=$(ls "$py_tmp"/wheels/stratumc-*.whl)
 echo "python package: $(basename "$wheel"), $(stat -c %s "$wheel") bytes; built, installed and tested in $(( $(date +%s) - py_start )) s"

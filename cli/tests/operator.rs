@@ -108,6 +108,20 @@ impl Scratch {
         Scratch(dir)
     }
 
+    /// A scratch whose home keeps its runs in the PostgreSQL store at
+    /// `url` (`[store] url` in the home's `stratum.toml`).
+    fn on_postgres(tag: &str, url: &str) -> Scratch {
+        let s = Scratch::new(tag);
+        let home = s.0.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("stratum.toml"),
+            format!("[store]\nurl = \"{url}\"\n"),
+        )
+        .unwrap();
+        s
+    }
+
     fn db(&self) -> PathBuf {
         self.0.join("home").join("stratum.db")
     }
@@ -1084,7 +1098,21 @@ fn watch_follows_a_run_driven_by_stratumc_run_to_the_end() {
 
 #[test]
 fn watch_follows_a_gate_decided_by_an_operator() {
-    let s = Scratch::new("watch-gate");
+    watch_follows_a_gate(&Scratch::new("watch-gate"));
+}
+
+/// On PostgreSQL `watch` wakes on `LISTEN/NOTIFY` instead of polling; what
+/// it shows is the same.
+#[test]
+fn watch_follows_a_gate_on_postgresql() {
+    if let Some(url) = support::pg_url() {
+        let s = Scratch::on_postgres("watch-gate-pg", &url);
+        watch_follows_a_gate(&s);
+        assert!(!s.db().exists(), "no SQLite store was made beside it");
+    }
+}
+
+fn watch_follows_a_gate(s: &Scratch) {
     let id = s.paused();
     let mut watch = s
         .cmd(&["watch", &id, "--interval", "20"])

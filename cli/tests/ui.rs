@@ -157,8 +157,22 @@ fn raw(s: &Client, request: &str) -> (u16, String) {
 
 /// A run paused at its gate `review`: (scratch dir, home, run id).
 fn paused_run(name: &str) -> (PathBuf, PathBuf, String) {
+    paused_run_in(name, None)
+}
+
+/// [`paused_run`] in the store at `url` (`[store] url` in the home's
+/// `stratum.toml`, which every command with that home then uses).
+fn paused_run_in(name: &str, url: Option<&str>) -> (PathBuf, PathBuf, String) {
     let dir = support::scratch("ui", name);
     let home = dir.join("home");
+    if let Some(url) = url {
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("stratum.toml"),
+            format!("[store]\nurl = \"{url}\"\n"),
+        )
+        .unwrap();
+    }
     std::fs::write(dir.join("gated.stratum.yaml"), GATED).unwrap();
     let (code, stdout, stderr) = support::stratumc_in(
         &dir,
@@ -181,7 +195,25 @@ fn paused_run(name: &str) -> (PathBuf, PathBuf, String) {
 
 #[test]
 fn the_api_lists_shows_decides_and_follows_a_run() {
-    let (dir, home, id) = paused_run("api");
+    the_api_on(None);
+}
+
+/// The same on the PostgreSQL store (`STRATUM_TEST_PG`, which
+/// `scripts/test.sh` sets): the UI serves either store.
+#[test]
+fn the_api_serves_a_postgresql_store_too() {
+    if let Some(url) = support::pg_url() {
+        the_api_on(Some(&url));
+    }
+}
+
+fn the_api_on(url: Option<&str>) {
+    let (dir, home, id) = paused_run_in("api", url);
+    assert_eq!(
+        home.join("stratum.db").exists(),
+        url.is_none(),
+        "the run is in the store the home names"
+    );
     let s = serve(&home, "127.0.0.1:0", &[]);
     assert!(s.token.is_none(), "no token on loopback");
 

@@ -10,9 +10,11 @@
 //! turning a `spec` argument (YAML text or an object) into source text.
 //! Must never: open a second store connection, or cache run state (every
 //! engine call loads the run from the store, so another server process
-//! that advanced the run is always seen).
+//! that advanced the run is always seen), or keep more than
+//! [`MAX_HOSTS`] runs' hosts (a long-lived server touches runs without
+//! end; a host is rebuilt from the run's frozen configuration when needed).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -24,11 +26,16 @@ use stratum_vm::plan::Agent;
 
 use crate::reply::{Reply, engine_error};
 
+/// How many runs' hosts a server keeps; the oldest is dropped beyond it.
+pub const MAX_HOSTS: usize = 256;
+
 /// Everything a tool call may touch.
 pub struct State {
     /// The engine (and through it the one store connection).
     pub engine: Engine,
     runs: HashMap<String, RunCtx>,
+    /// The keys of `runs`, oldest first.
+    order: VecDeque<String>,
     /// The operator's configuration file (`--config FILE`; `None`:
     /// `$STRATUM_HOME/stratum.toml` when it exists).
     operator: Option<PathBuf>,
@@ -150,6 +157,7 @@ impl State {
         State {
             engine,
             runs: HashMap::new(),
+            order: VecDeque::new(),
             operator,
             dispatches: crate::driver::Dispatches::default(),
             agent_runs: crate::agent_runs::AgentRuns::default(),
@@ -176,14 +184,25 @@ impl State {
     /// commands stop when a cancel or a disconnect asks, crate::stops).
     pub fn remember(&mut self, run_id: &str, mut host: StdHost, plan_hash: &str, agents: Agents) {
         host.stop = Some(self.stops.probe(run_id));
-        self.runs.insert(
-            run_id.to_string(),
-            RunCtx {
-                host,
-                plan_hash: plan_hash.to_string(),
-                agents,
-            },
-        );
+        let ctx = RunCtx {
+            host,
+            plan_hash: plan_hash.to_string(),
+            agents,
+        };
+        if self.runs.insert(run_id.to_string(), ctx).is_none() {
+            self.order.push_back(run_id.to_string());
+        }
+        while self.runs.len() > MAX_HOSTS {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.runs.remove(&oldest);
+        }
+    }
+
+    /// How many runs' hosts this server keeps now.
+    pub fn hosts_kept(&self) -> usize {
+        self.runs.len()
     }
 
     /// The engine with the host and plan hash of a stored run (built from the
@@ -225,6 +244,24 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("stratum.toml"), toml).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_server_keeps_a_bounded_number_of_hosts() {
+        let dir = workspace("bound", "");
+        let mut state = State::new(Engine::new(Box::new(stratum_vm::store::MemoryStore::new())));
+        for k in 0..MAX_HOSTS + 40 {
+            let (host, agents) = host_and_agents(Some(&dir)).unwrap();
+            state.remember(&format!("run-{k}"), host, "h", agents);
+        }
+        assert_eq!(state.hosts_kept(), MAX_HOSTS);
+        assert!(!state.runs.contains_key("run-0"), "the oldest went first");
+        assert!(state.runs.contains_key(&format!("run-{}", MAX_HOSTS + 39)));
+        // remembering a kept run again does not count it twice
+        let (host, agents) = host_and_agents(Some(&dir)).unwrap();
+        state.remember(&format!("run-{}", MAX_HOSTS + 39), host, "h", agents);
+        assert_eq!(state.order.len(), MAX_HOSTS);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

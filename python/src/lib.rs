@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use stratum_compiler::analysis::{Analysis, analyze_bytes_with};
 use stratum_compiler::diagnostics::render;
 use stratum_compiler::env::CheckEnv;
+use stratum_vm::store::StoreLocation;
 use stratumc::input::Kind;
 
 create_exception!(
@@ -119,13 +120,22 @@ pub(crate) fn diagnostics_json(a: &Analysis, path: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
-/// The state directory of one call's `store=`, in place of `$STRATUM_HOME`
-/// for the process while the call runs (`stratum_vm::store::set_home`:
-/// the lease heartbeat and every store connection must see it too). Calls
-/// that choose one run one at a time; without `store=` nothing is set.
+/// The store of one call's `store=`, for the process while the call runs:
+/// a state directory in place of `$STRATUM_HOME`
+/// (`stratum_vm::store::set_home`: the lease heartbeat and every store
+/// connection must see it too), or a store URL (`postgres://…`,
+/// `sqlite:PATH`) in place of `STRATUM_STORE`
+/// (`stratum_vm::store::set_location`). Calls that choose one run one at a
+/// time; without `store=` nothing is set.
 pub(crate) struct Home {
-    previous: Option<PathBuf>,
+    previous: Previous,
     _one: MutexGuard<'static, ()>,
+}
+
+/// What a [`Home`] replaced, put back when it is dropped.
+enum Previous {
+    Home(Option<PathBuf>),
+    Location(Option<StoreLocation>),
 }
 
 static CHOSEN_HOME: Mutex<()> = Mutex::new(());
@@ -135,6 +145,10 @@ impl Home {
         let Some(dir) = store else {
             return Ok(None);
         };
+        let url = dir.to_str().filter(|t| stratum_vm::store::is_store_url(t));
+        let location = url
+            .map(|u| StoreLocation::parse(u, "store=").map_err(|e| e.to_string()))
+            .transpose()?;
         let one = match CHOSEN_HOME.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
@@ -145,7 +159,10 @@ impl Home {
                 );
             }
         };
-        let previous = stratum_vm::store::set_home(Some(dir.to_path_buf()));
+        let previous = match location {
+            Some(l) => Previous::Location(stratum_vm::store::set_location(Some(l))),
+            None => Previous::Home(stratum_vm::store::set_home(Some(dir.to_path_buf()))),
+        };
         Ok(Some(Home {
             previous,
             _one: one,
@@ -155,7 +172,14 @@ impl Home {
 
 impl Drop for Home {
     fn drop(&mut self) {
-        stratum_vm::store::set_home(self.previous.take());
+        match &mut self.previous {
+            Previous::Home(h) => {
+                stratum_vm::store::set_home(h.take());
+            }
+            Previous::Location(l) => {
+                stratum_vm::store::set_location(l.take());
+            }
+        }
     }
 }
 

@@ -27,7 +27,6 @@ use serde_json::{Value, json};
 use stratum_vm::drive::{entry_json, report_all};
 use stratum_vm::engine::{Engine, EngineError};
 use stratum_vm::interp::{GateDecision, Outcome, Report};
-use stratum_vm::store::SqliteStore;
 use stratumc::commands::{lease, run as cli_run};
 use stratumc::input::Kind;
 
@@ -235,8 +234,8 @@ fn plan_of(source: &Source) -> Result<Planned, String> {
 /// The driver thread: the run from start (or resume) to its end, a gate
 /// left waiting, or a stop. Returns the result document.
 fn drive(options: Options, asker: &Asker<'_>) -> Result<String, String> {
-    let store = SqliteStore::open_default().map_err(|e| e.to_string())?;
-    let mut engine = Engine::new(Box::new(store));
+    let store = stratum_vm::store::open_default().map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(store);
     let resume = options.resume.as_deref();
     let workspace = cli_run::workspace_dir(&mut engine, resume, options.workspace.as_deref());
     let cli_run::RunHost {

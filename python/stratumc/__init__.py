@@ -342,7 +342,8 @@ def run(
     ``"approve"``, ``"revise"``, ``"kill"``, a :class:`GateDecision`, or
     ``None`` to leave it waiting; without it the run stops at its first
     gate. ``store`` is the state directory (default ``$STRATUM_HOME``), the
-    one ``stratumc`` uses there. Ctrl-C (KeyboardInterrupt) stops the run
+    one ``stratumc`` uses there, or a store URL as ``STRATUM_STORE`` takes
+    it (``postgres://USER@HOST:PORT/DB``, ``sqlite:PATH``). Ctrl-C (KeyboardInterrupt) stops the run
     durably and is raised again: ``stratumc run --resume RUN`` or
     :func:`resume` continues it. Raises :class:`SpecError` for a spec with
     errors and :class:`StratumError` for other refusals.

@@ -101,9 +101,12 @@ def stratumc_command() -> str:
     return found
 
 
-def cli(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs the installed `stratumc` with `args` (STRATUM_HOME=home when given)."""
-    env = dict(os.environ)
+def cli(
+    *args: str, home: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs the installed `stratumc` with `args` (STRATUM_HOME=home when
+    given, and the variables of `env` on top)."""
+    env = dict(os.environ, **(env or {}))
     if home is not None:
         env["STRATUM_HOME"] = str(home)
     return subprocess.run(

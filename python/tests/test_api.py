@@ -5,6 +5,7 @@ command (the console script of the same wheel)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,40 @@ def test_a_run_started_in_python_is_the_clis(gated: Path, tmp_path: Path) -> Non
     resumed = cli("run", "--resume", result.run_id, "--gate", "approve", "--format", "json", home=store)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["status"] == "completed"
+
+
+def test_a_store_url_puts_the_run_in_that_store(one_step: Path, tmp_path: Path) -> None:
+    db = tmp_path / "team" / "runs.db"
+    db.parent.mkdir()
+    result = stratumc.run(
+        one_step, {"text": "x"}, agents={"claude": lambda e: {"output": {"label": "a"}}}, store=f"sqlite:{db}"
+    )
+    assert result.status == "completed"
+    assert db.exists()
+    # the CLI finds it through STRATUM_STORE, and not in the default home
+    env = {"STRATUM_STORE": f"sqlite:{db}"}
+    flow = cli("query", "flow", result.run_id, "--format", "json", home=tmp_path / "other", env=env)
+    assert flow.returncode == 0, flow.stderr
+    assert json.loads(flow.stdout)["run"]["status"] == "completed"
+    missing = cli("query", "flow", result.run_id, home=tmp_path / "other")
+    assert missing.returncode != 0
+
+
+@pytest.mark.skipif(not os.environ.get("STRATUM_TEST_PG"), reason="needs STRATUM_TEST_PG (scripts/pg-server.sh)")
+def test_a_postgres_url_puts_the_run_in_postgresql(one_step: Path, tmp_path: Path) -> None:
+    url = os.environ["STRATUM_TEST_PG"]
+    result = stratumc.run(
+        one_step, {"text": "x"}, agents={"claude": lambda e: {"output": {"label": "pg"}}}, store=url
+    )
+    assert result.status == "completed"
+    flow = cli("query", "flow", result.run_id, "--format", "json", home=tmp_path / "m2", env={"STRATUM_STORE": url})
+    assert flow.returncode == 0, flow.stderr
+    assert json.loads(flow.stdout)["run"]["status"] == "completed"
+
+
+def test_a_bad_store_url_is_a_stratum_error(one_step: Path) -> None:
+    with pytest.raises(stratumc.StratumError, match="password"):
+        stratumc.run(one_step, {"text": "x"}, agents={}, store="postgres://me:secret@db/runs")
 
 
 def test_keyboard_interrupt_stops_the_run_durably(one_step: Path, home: Path) -> None:

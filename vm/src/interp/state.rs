@@ -1,6 +1,6 @@
 //! Run state: plain data that the interpreter transforms and the store
-//! persists (a small header plus one row per step, so a transition writes
-//! only what it changed).
+//! persists (a small header plus one row per step and one per fanout item,
+//! so a transition writes only what it changed).
 //!
 //! Owns: the run, frame, step and fanout-item records, spend ledgers, and
 //! the index types that address them ([`FrameIx`], [`StepAt`], [`Slot`],
@@ -212,6 +212,118 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+fn no_items(items: &Items) -> bool {
+    items.is_empty()
+}
+
+/// A fanout step's items, with what changed since the last commit.
+///
+/// Items are stored as rows of their own ([`RowKey::item`]) so that a
+/// report on one item writes that item, not all of them. Reading goes
+/// through the slice ([`std::ops::Deref`]); every change goes through
+/// [`Items::get_mut`] (marks that item) or [`Items::set`] (marks all), so
+/// the commit writes exactly the item rows that changed. Serialized as the
+/// plain list (checkpoints and rows of stores written before items had
+/// rows of their own embed it); a deserialized list counts as wholly
+/// changed, so its first commit writes every item as a row.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Items {
+    list: Vec<ItemState>,
+    #[serde(skip)]
+    changed: ItemsChanged,
+}
+
+/// Which items changed since the last commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum ItemsChanged {
+    /// Every item (a new list, or one that did not come from item rows).
+    #[default]
+    All,
+    /// These items.
+    Some(BTreeSet<u32>),
+}
+
+impl Items {
+    /// Items as loaded from their own rows: nothing changed yet.
+    pub fn stored(list: Vec<ItemState>) -> Items {
+        Items {
+            list,
+            changed: ItemsChanged::Some(BTreeSet::new()),
+        }
+    }
+
+    /// Replaces the list (every item counts as changed).
+    pub fn set(&mut self, list: Vec<ItemState>) {
+        self.list = list;
+        self.changed = ItemsChanged::All;
+    }
+
+    /// Item `k` to change (marked as changed).
+    pub fn get_mut(&mut self, k: usize) -> Option<&mut ItemState> {
+        let it = self.list.get_mut(k)?;
+        if let ItemsChanged::Some(set) = &mut self.changed {
+            // k < len ≤ u32::MAX: fanout lists are bounded by the value limits
+            set.insert(u32::try_from(k).unwrap_or(u32::MAX));
+        }
+        Some(it)
+    }
+
+    /// The indices of the items that changed since [`Items::committed`].
+    pub fn changed(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        match &self.changed {
+            ItemsChanged::All => Box::new(0..self.list.len() as u32),
+            ItemsChanged::Some(set) => Box::new(set.iter().copied()),
+        }
+    }
+
+    /// Marks every item as changed (a state restored from a checkpoint is
+    /// written back whole).
+    pub fn all_changed(&mut self) {
+        self.changed = ItemsChanged::All;
+    }
+
+    /// Marks the items as stored.
+    pub fn committed(&mut self) {
+        self.changed = ItemsChanged::Some(BTreeSet::new());
+    }
+
+    /// Takes the list out (for encoding the step row without it), leaving
+    /// an empty one; [`Items::put_back`] restores it.
+    pub fn take_list(&mut self) -> Vec<ItemState> {
+        std::mem::take(&mut self.list)
+    }
+
+    /// Restores a list taken by [`Items::take_list`] (the changes stay).
+    pub fn put_back(&mut self, list: Vec<ItemState>) {
+        self.list = list;
+    }
+}
+
+impl std::ops::Deref for Items {
+    type Target = [ItemState];
+
+    fn deref(&self) -> &[ItemState] {
+        &self.list
+    }
+}
+
+impl<'a> IntoIterator for &'a Items {
+    type Item = &'a ItemState;
+    type IntoIter = std::slice::Iter<'a, ItemState>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+/// Items are equal when their lists are (what changed is bookkeeping).
+impl PartialEq for Items {
+    fn eq(&self, other: &Items) -> bool {
+        self.list == other.list
+    }
+}
+
 /// A step of a frame.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct StepState {
@@ -277,9 +389,15 @@ pub struct StepState {
     pub options: Option<Vec<String>>,
     /// Task or sub-flow ledger.
     pub spent: Spend,
-    /// Fanout items.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<ItemState>,
+    /// Fanout items (stored as rows of their own; see [`Items`]).
+    #[serde(default, skip_serializing_if = "no_items")]
+    pub items: Items,
+    /// Only in a stored step row: how many item rows ([`RowKey::item`])
+    /// belong to it (`None`: the items are embedded, as in checkpoints and
+    /// in rows written before items had rows of their own). Always `None`
+    /// in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_rows: Option<u32>,
     /// Frame of a running sub-flow.
     pub child: Option<FrameIx>,
     /// Taken over from the run this one retries instead of being run (X8).

@@ -2,8 +2,9 @@
 //! and the UI follow to choose it ([`StoreLocation::from_env`],
 //! [`open_default`]).
 //!
-//! In order: `STRATUM_STORE` (`postgres://USER@HOST:PORT/DB`, or
-//! `sqlite:PATH`), else `[store] url` in the operator's `stratum.toml`
+//! In order: the location a host that embeds the toolchain chose for the
+//! process ([`set_location`]: the Python package's `store=` URL), else
+//! `STRATUM_STORE` (`postgres://USER@HOST:PORT/DB`, or `sqlite:PATH`), else `[store] url` in the operator's `stratum.toml`
 //! (`$STRATUM_HOME/stratum.toml`), else the SQLite store at
 //! `$STRATUM_HOME/stratum.db`. A PostgreSQL URL never carries a password
 //! (refused: the password comes from `PGPASSWORD` or a `PGPASSFILE`), so a
@@ -14,11 +15,35 @@
 //! choose where runs are kept), or show a password.
 
 use std::path::PathBuf;
+use std::sync::RwLock;
 
 use super::{Durability, RunStore, SqliteStore, StoreError, default_home};
 
 /// The environment variable that names the store.
 pub const STORE_ENV: &str = "STRATUM_STORE";
+
+/// The location [`set_location`] chose, if any.
+static CHOSEN: RwLock<Option<StoreLocation>> = RwLock::new(None);
+
+/// Chooses the store for the whole process instead of `STRATUM_STORE` and
+/// `[store] url` (`None`: back to them), and returns the choice it
+/// replaces. For a host that embeds the toolchain (the Python package's
+/// `store=` URL); the command line never sets it.
+pub fn set_location(location: Option<StoreLocation>) -> Option<StoreLocation> {
+    let mut chosen = CHOSEN
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    std::mem::replace(&mut *chosen, location)
+}
+
+/// Whether `text` is written as a store URL (`postgres://`,
+/// `postgresql://`, `sqlite:`) rather than a directory.
+pub fn is_store_url(text: &str) -> bool {
+    let text = text.trim();
+    ["postgres://", "postgresql://", "sqlite:"]
+        .iter()
+        .any(|p| text.starts_with(p))
+}
 
 /// Where a run store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +84,12 @@ impl StoreLocation {
     /// The location the environment and the operator's `stratum.toml` name
     /// (see the module docs).
     pub fn from_env() -> Result<StoreLocation, StoreError> {
+        let chosen = CHOSEN
+            .read()
+            .map_or_else(|e| e.into_inner().clone(), |c| c.clone());
+        if let Some(location) = chosen {
+            return Ok(location);
+        }
         if let Some(v) = std::env::var(STORE_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty())
@@ -193,5 +224,13 @@ mod tests {
         }
         assert!(!has_password("postgres://me@db:5432/runs?sslmode=require"));
         assert!(!has_password("postgres://db/runs"));
+    }
+
+    #[test]
+    fn urls_are_told_from_directories() {
+        assert!(is_store_url("postgres://me@db/runs"));
+        assert!(is_store_url(" sqlite:/tmp/s.db"));
+        assert!(!is_store_url("/home/me/.stratum"));
+        assert!(!is_store_url("postgres"));
     }
 }

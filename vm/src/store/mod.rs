@@ -63,7 +63,7 @@ pub use copy::{
 };
 pub use guard::{GuardRecord, GuardStore, GuardWrite, LedgerRow};
 
-pub use location::{STORE_ENV, StoreLocation, open_default};
+pub use location::{STORE_ENV, StoreLocation, is_store_url, open_default, set_location};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

@@ -46,13 +46,14 @@ impl<'a> Transition<'a> {
                 );
             }
         };
-        self.st_mut(at).items = list
-            .into_iter()
-            .map(|value| ItemState {
-                value,
-                ..ItemState::default()
-            })
-            .collect();
+        self.st_mut(at).items.set(
+            list.into_iter()
+                .map(|value| ItemState {
+                    value,
+                    ..ItemState::default()
+                })
+                .collect(),
+        );
         self.set_status(at, StepStatus::Running);
         if self.st(at).items.is_empty() {
             return self.settle_fanout(at);

@@ -144,7 +144,10 @@ impl<'a> Transition<'a> {
     }
 
     fn item_mut(&mut self, at: StepAt, k: u32) -> &mut ItemState {
-        &mut self.st_mut(at).items[k as usize]
+        self.st_mut(at)
+            .items
+            .get_mut(k as usize)
+            .expect("invariant: item indices come from the fanout's own list")
     }
 
     fn fidx(&self, f: FrameIx) -> &'a FlowIndex {

@@ -318,6 +318,7 @@ impl Transition<'_> {
                 .and_then(|fr| fr.get_mut(at.ix()))
             {
                 *slot = s.clone();
+                slot.items.all_changed();
             }
         }
         // every row of the restored state is written back

@@ -14,6 +14,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod rows;
+
 use serde_json::Value;
 
 use crate::interp::{
@@ -96,21 +98,6 @@ const MAX_RETRIES: usize = 8;
 fn encode_header(h: &Header) -> Vec<u8> {
     // Invariant: run state is plain data (strings, numbers, JSON values); it always serializes.
     serde_json::to_vec(h).expect("invariant: run headers always serialize")
-}
-
-/// The changed step rows of a run, encoded for the store.
-fn dirty_rows(run: &Run) -> Vec<(u64, Vec<u8>)> {
-    run.dirty
-        .iter()
-        .map(|&k| {
-            let at = k.slot().at;
-            (k.raw(), encode_row(&run.steps[at.frame.ix()][at.ix()]))
-        })
-        .collect()
-}
-
-fn encode_row(s: &StepState) -> Vec<u8> {
-    serde_json::to_vec(s).expect("invariant: step states always serialize")
 }
 
 impl Engine {
@@ -356,7 +343,7 @@ impl Engine {
                 },
             );
         }
-        let rows = dirty_rows(&run);
+        let rows = rows::dirty_rows(&mut run);
         let now = host.now_ms();
         self.store.create(
             &Self::meta(&run, &plan.plan, now),
@@ -365,7 +352,7 @@ impl Engine {
             &Self::events_json(&run),
         )?;
         self.keep_blobs(&id, &run)?;
-        run.dirty.clear();
+        rows::committed(&mut run);
         run.events.clear();
         run.blobs.clear();
         run.version = self.store.version(&id)?;
@@ -398,7 +385,7 @@ impl Engine {
                 }
                 Err(e) => Err(e),
             };
-            let rows = dirty_rows(&run);
+            let rows = rows::dirty_rows(&mut run);
             let now = host.now_ms();
             let meta = Self::meta(&run, &plan.plan, now);
             let header = encode_header(&run.header);
@@ -417,7 +404,7 @@ impl Engine {
             match self.store.commit(&delta) {
                 Ok(version) => {
                     run.version = version;
-                    run.dirty.clear();
+                    rows::committed(&mut run);
                     run.events.clear();
                     run.blobs.clear();
                     self.cached = Some(run);
@@ -766,55 +753,13 @@ fn steps_from_rows(
     header: &Header,
     rows: &[(u64, Vec<u8>)],
 ) -> Result<Vec<Vec<StepState>>, EngineError> {
-    let corrupt = |what: String| EngineError::Corrupt(format!("run `{run_id}`: {what}"));
-    if header.frames.is_empty() {
-        return Err(corrupt("the header lists no frame".into()));
-    }
-    let expected: u64 = header.frames.iter().map(|f| u64::from(f.len)).sum();
-    if expected != rows.len() as u64 {
-        // checked before anything is allocated from the header's lengths
-        return Err(corrupt(format!(
-            "the header lists {expected} steps in {} frames, but {} step rows are stored; the store lost or gained rows",
-            header.frames.len(),
-            rows.len()
-        )));
-    }
-    let mut steps: Vec<Vec<Option<StepState>>> = header
-        .frames
-        .iter()
-        .map(|f| vec![None; f.len as usize])
-        .collect();
-    for (key, blob) in rows {
-        let at = step_row(*key)?;
-        let slot = steps
-            .get_mut(at.frame.ix())
-            .and_then(|fr| fr.get_mut(at.ix()))
-            .ok_or_else(|| {
-                corrupt(format!(
-                    "row {key} (frame {}, step {}) is outside the run",
-                    at.frame.0, at.step
-                ))
-            })?;
-        if slot.is_some() {
-            return Err(corrupt(format!("row {key} is stored twice")));
-        }
-        let state = serde_json::from_slice(blob)
-            .map_err(|e| corrupt(format!("row {key} does not decode: {e}")))?;
-        *slot = Some(state);
-    }
-    steps
-        .into_iter()
-        .enumerate()
-        .map(|(f, frame)| {
-            frame
-                .into_iter()
-                .enumerate()
-                .map(|(s, st)| {
-                    st.ok_or_else(|| corrupt(format!("the row of frame {f}, step {s} is missing")))
-                })
-                .collect()
-        })
-        .collect()
+    let lens: Vec<u32> = header.frames.iter().map(|f| f.len).collect();
+    rows::decode_steps(
+        &format!("run `{run_id}`"),
+        &lens,
+        rows.iter().map(|(k, b)| (*k, b.as_slice())),
+    )
+    .map_err(EngineError::Corrupt)
 }
 
 /// Every frame of a loaded header names a flow of the plan and has as many
@@ -843,24 +788,24 @@ fn decode_checkpoint(blob: &[u8]) -> Result<Saved, EngineError> {
     let corrupt = |e: serde_json::Error| EngineError::Corrupt(format!("checkpoint: {e}"));
     let stored: StoredCheckpoint = serde_json::from_slice(blob).map_err(corrupt)?;
     let header: Header = serde_json::from_str(&stored.header).map_err(corrupt)?;
-    let mut rows = Vec::new();
-    for (key, text) in &stored.rows {
-        step_row(*key)?;
-        let state: StepState = serde_json::from_str(text).map_err(corrupt)?;
-        rows.push((RowKey::from_raw(*key), state));
-    }
+    let lens: Vec<u32> = header.frames.iter().map(|f| f.len).collect();
+    let steps = rows::decode_steps(
+        "checkpoint",
+        &lens,
+        stored.rows.iter().map(|(k, t)| (*k, t.as_bytes())),
+    )
+    .map_err(EngineError::Corrupt)?;
+    let rows = steps
+        .into_iter()
+        .enumerate()
+        .flat_map(|(f, frame)| {
+            frame.into_iter().enumerate().map(move |(s, st)| {
+                let at = crate::interp::StepAt::new(crate::interp::FrameIx(f as u32), s as u32);
+                (RowKey::step(at), st)
+            })
+        })
+        .collect();
     Ok(Saved { header, rows })
-}
-
-/// The step a stored row key names (item rows are not written by this version).
-fn step_row(key: u64) -> Result<crate::interp::StepAt, EngineError> {
-    let slot = RowKey::from_raw(key).slot();
-    match slot.item {
-        None => Ok(slot.at),
-        Some(_) => Err(EngineError::Corrupt(format!(
-            "row {key} is a fanout item's row, which this version does not write"
-        ))),
-    }
 }
 
 /// What [`Engine::cancel_flow`] did.
