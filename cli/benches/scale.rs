@@ -125,7 +125,9 @@ fn sizes(var: &str, default: &[u64]) -> Vec<u64> {
     std::env::var(var).map_or_else(
         |_| default.to_vec(),
         |v| {
+            // empty: skip that table
             v.split(',')
+                .filter(|n| !n.trim().is_empty())
                 .map(|n| {
                     n.trim()
                         .replace('_', "")

@@ -16,6 +16,7 @@
 
 pub mod agent_runs;
 pub mod args;
+pub mod checks;
 pub mod driver;
 pub mod framing;
 pub mod reply;

@@ -25,7 +25,10 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use stratum_vm::engine::Engine;
 
+use serde_json::Value;
+
 use crate::args::{self, Field};
+use crate::checks::Before;
 use crate::reply::Reply;
 use crate::state::State;
 use crate::tools::{self, Call};
@@ -66,6 +69,16 @@ impl StratumServer {
             Err(m) => return Reply::bad_request(m),
         };
         let mut state = self.lock();
+        // a run whose report is under check (crate::checks)
+        let run = parsed
+            .get("runId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let verdict = match run.as_deref().map(|r| state.checks.before(tool, r)) {
+            Some(Before::Checking(reply)) => return reply,
+            Some(Before::Verdict(v)) => Some(v),
+            Some(Before::Free) | None => None,
+        };
         let reply = catch_unwind(AssertUnwindSafe(|| call(&mut state, &parsed))).unwrap_or_else(|_| {
             Reply::error(
                 "internal_error",
@@ -74,12 +87,69 @@ impl StratumServer {
                 ),
             )
         });
+        let reply = match verdict {
+            Some(v) => crate::checks::with_verdict(reply, v),
+            None => reply,
+        };
         let starts = state.dispatches.take_starts();
         let agent_starts = state.agent_runs.take_starts();
+        let check_starts = state.checks.take_starts();
         drop(state);
         self.start_workers(starts);
         self.start_agent_runs(agent_starts);
+        self.start_checks(check_starts);
         reply
+    }
+
+    fn start_checks(&self, starts: Vec<crate::checks::Start>) {
+        if starts.is_empty() {
+            return;
+        }
+        let mut workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.retain(|w| !w.is_finished());
+        for s in starts {
+            let run = s.run().to_owned();
+            match crate::checks::start(&self.state, s) {
+                Ok(w) => workers.push(w),
+                Err(e) => self.lock().checks.not_started(&run, &e.to_string()),
+            }
+        }
+    }
+
+    /// Waits, at most `bound`, until no check of `run` is running.
+    async fn wait_for_checks(&self, run: &str, bound: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + bound;
+        while self.lock().checks.running(run) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `stratum_step_done`: a report whose checks run off the request path
+    /// (crate::checks) is waited for, without the state lock, up to
+    /// [`crate::checks::check_wait`]; then answered with its verdict, or
+    /// `checking` when the checks still run.
+    async fn step_done(&self, raw: JsonObject) -> CallToolResult {
+        use tools::step_done as t;
+        let reply = self.dispatch(t::NAME, t::FIELDS, raw, t::call);
+        let checking = match &reply {
+            Reply::Ok(v) if v["status"] == "checking" => v["runId"].as_str().map(str::to_owned),
+            _ => None,
+        };
+        let Some(run) = checking else {
+            return reply.into_result();
+        };
+        let Some(done) = self.lock().checks.waiter(&run) else {
+            return reply.into_result();
+        };
+        let _ = tokio::time::timeout(crate::checks::check_wait(), done.notified()).await;
+        let mut state = self.lock();
+        let Some(verdict) = state.checks.take_verdict(&run) else {
+            return reply.into_result();
+        };
+        let starts = state.dispatches.take_starts();
+        drop(state);
+        self.start_workers(starts);
+        verdict.into_result()
     }
 
     fn start_agent_runs(&self, starts: Vec<crate::agent_runs::Start>) {
@@ -269,8 +339,7 @@ impl StratumServer {
 
     #[tool(name = "stratum_step_done", description = tools::step_done::DESCRIPTION, input_schema = args::schema(tools::step_done::FIELDS))]
     async fn stratum_step_done(&self, raw: JsonObject) -> CallToolResult {
-        use tools::step_done as t;
-        self.run(t::NAME, t::FIELDS, raw, t::call)
+        self.step_done(raw).await
     }
 
     #[tool(name = "stratum_gate_resolve", description = tools::gate_resolve::DESCRIPTION, input_schema = args::schema(tools::gate_resolve::FIELDS))]
@@ -320,6 +389,10 @@ impl StratumServer {
             .map(str::to_owned);
         if let Some(run) = &run {
             self.stops.ask(run);
+            // a report under check off the request path (crate::checks)
+            // sees the stop at its command's next poll: wait for it to end
+            self.wait_for_checks(run, crate::driver::TEARDOWN_WAIT)
+                .await;
         }
         let reply = self.run(t::NAME, t::FIELDS, raw, t::call);
         if let Some(run) = &run {

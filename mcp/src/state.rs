@@ -8,7 +8,8 @@
 //! stored run's from its frozen copy, whatever the files now say (each
 //! difference is logged on stderr and ignored) —
 //! turning a `spec` argument (YAML text or an object) into source text.
-//! Must never: open a second store connection, or cache run state (every
+//! Must never: open a second store connection (the long checks of
+//! `crate::checks` open their own), or cache run state (every
 //! engine call loads the run from the store, so another server process
 //! that advanced the run is always seen), or keep more than
 //! [`MAX_HOSTS`] runs' hosts (a long-lived server touches runs without
@@ -46,6 +47,8 @@ pub struct State {
     /// The stops asked of the runs' declared commands, read without this
     /// state's lock (crate::stops).
     pub stops: std::sync::Arc<crate::stops::Stops>,
+    /// The reports whose checks run off the request path (crate::checks).
+    pub checks: crate::checks::Checks,
 }
 
 /// What this process keeps about a run besides its state: its host and the
@@ -102,6 +105,41 @@ fn context_of(root: Option<&Path>, config: &Config) -> Result<(StdHost, Agents),
         StdHost::with_config(root, config).map_err(|e| e.to_string())?,
         agents_of(root, config)?,
     ))
+}
+
+/// What a stored run is run with: its host and agent commands, built from
+/// its recorded workspace and frozen configuration (the operator's file
+/// `operator` only for what the run did not freeze), and its plan hash.
+pub struct StoredContext {
+    /// The run's host.
+    pub host: StdHost,
+    /// Who runs its engine-dispatched entries.
+    pub agents: Agents,
+    /// Its plan hash.
+    pub plan_hash: String,
+}
+
+/// The [`StoredContext`] of `run_id` read through `engine` (the one way a
+/// stored run gets its host: [`State::run`] and the long checks of
+/// `crate::checks`, which run on an engine of their own).
+pub fn stored_context(
+    engine: &mut Engine,
+    run_id: &str,
+    operator: Option<&Path>,
+) -> Result<StoredContext, Reply> {
+    let (run, _) = engine.load(run_id).map_err(|e| engine_error(&e))?;
+    let root = run.header.workspace.as_deref().map(Path::new);
+    let frozen = run.header.config.as_deref();
+    let unavailable = |e: String| Reply::error("host_unavailable", e);
+    let rc =
+        config::of_run(run_id, frozen, operator, root).map_err(|e| unavailable(e.to_string()))?;
+    log_warnings(&rc.warnings);
+    let (host, agents) = context_of(root, &rc.config).map_err(unavailable)?;
+    Ok(StoredContext {
+        host,
+        agents,
+        plan_hash: run.header.plan_hash.clone(),
+    })
 }
 
 /// Logs the warnings about a stored run's configuration (stderr: never the
@@ -162,6 +200,7 @@ impl State {
             dispatches: crate::driver::Dispatches::default(),
             agent_runs: crate::agent_runs::AgentRuns::default(),
             stops: Default::default(),
+            checks: Default::default(),
         }
     }
 
@@ -210,15 +249,8 @@ impl State {
     /// process sees the run).
     pub fn run(&mut self, run_id: &str) -> Result<RunAccess<'_>, Reply> {
         if !self.runs.contains_key(run_id) {
-            let (run, _) = self.engine.load(run_id).map_err(|e| engine_error(&e))?;
-            let root = run.header.workspace.as_deref().map(Path::new);
-            let frozen = run.header.config.as_deref();
-            let unavailable = |e: String| Reply::error("host_unavailable", e);
-            let rc = config::of_run(run_id, frozen, self.operator.as_deref(), root)
-                .map_err(|e| unavailable(e.to_string()))?;
-            log_warnings(&rc.warnings);
-            let (host, agents) = context_of(root, &rc.config).map_err(unavailable)?;
-            self.remember(run_id, host, &run.header.plan_hash, agents);
+            let ctx = stored_context(&mut self.engine, run_id, self.operator.as_deref())?;
+            self.remember(run_id, ctx.host, &ctx.plan_hash, ctx.agents);
         }
         let ctx = self
             .runs

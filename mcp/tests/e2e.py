@@ -329,10 +329,11 @@ def ready_ids(env):
 
 
 @contextlib.asynccontextmanager
-async def server(home=None):
-    """Starts `stratumc mcp` (through sh so the test knows its pid) and initializes a session."""
+async def server(home=None, env=None):
+    """Starts `stratumc mcp` (through sh so the test knows its pid) and initializes a session
+    (`env`: more variables for the server)."""
     pidfile = tempfile.mktemp(prefix="pid-", dir=HOME)
-    env = dict(os.environ, STRATUM_HOME=str(home or HOME / "store"))
+    env = dict(os.environ, STRATUM_HOME=str(home or HOME / "store"), **(env or {}))
     params = StdioServerParameters(
         command="sh", args=["-c", f'echo $$ > "{pidfile}"; exec "{BINARY}" mcp'], env=env,
         cwd=str(REPO))
@@ -1509,6 +1510,73 @@ async def x12_exec_ensure_receipts_are_in_the_audit():
         assert ran == [("write", ["test", "-f", "report.md"], 1), ("write", ["test", "-f", "report.md"], 0)], ran
         assert [(r["step"], r["command"], r["exit"]) for r in audit["receipts"]] == [
             ("write", "made", 1), ("write", "made", 0)], audit["receipts"]
+
+
+SLOW_EXEC = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {}
+    output: {from: "${write.output}", contract: R}
+    steps:
+      - id: write
+        do: "write report.md"
+        out: R
+        ensure:
+          - exec: {run: slow, args: ["report.md"]}
+"""
+
+
+@test
+async def x12_long_checks_answer_checking_and_the_verdict_comes_with_the_next_call():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    # the check takes 2.5 s; the server waits 300 ms before answering `checking`
+    (ws / "stratum.toml").write_text(
+        '[commands.slow]\nargv = ["sh", "-c", "sleep 2.5; test -f \\"$0\\""]\ntimeout_ms = 60000\n'
+        '[commands.stuck]\nargv = ["sh", "-c", "sleep 600"]\ntimeout_ms = 900000\n')
+    (ws / "report.md").write_text("the report\n")
+    async with server(env={"STRATUM_CHECK_WAIT_MS": "300"}) as c:
+        env = await c.ok("stratum_plan", {"spec": SLOW_EXEC, "workspaceRoot": str(ws)})
+        other = await c.ok("stratum_plan", {"spec": LINEAR, "inputs": {"topic": "x"}})
+        t0 = time.monotonic()
+        first = await c.done(env, "write", {"value": "written"})
+        assert first["status"] == "checking" and first["stepId"] == "write", first
+        assert time.monotonic() - t0 < 2.0, "the call waited for the whole check"
+        # the server answers other runs while the check runs
+        t1 = time.monotonic()
+        moved = await c.done(other, "draft", {"title": "t", "words": 50})
+        assert ready_entry(moved, "publish") and time.monotonic() - t1 < 1.5, moved
+        # a call that would change the checked run is answered `checking` too
+        again = await c.ok("stratum_resume", {"runId": env["runId"]})
+        assert again["status"] == "checking", again
+        # reads go through
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert not any(ev["type"] == "command_ran" for ev in audit["events"]), "nothing recorded yet"
+        deadline = time.monotonic() + 30
+        while True:
+            await asyncio.sleep(0.5)
+            after = await c.ok("stratum_resume", {"runId": env["runId"]})
+            if after["status"] != "checking" or time.monotonic() > deadline:
+                break
+        assert after["status"] == "completed", after
+        # the verdict of the report, once, under `checked`
+        assert after["checked"]["status"] == "completed", after
+        assert "checked" not in await c.ok("stratum_resume", {"runId": env["runId"]})
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert [(r["command"], r["exit"]) for r in audit["receipts"]] == [("slow", 0)], audit["receipts"]
+
+        # a cancel stops a check that would never end: answered at once, nothing of the report recorded
+        stuck = SLOW_EXEC.replace("run: slow", "run: stuck")
+        env = await c.ok("stratum_plan", {"spec": stuck, "workspaceRoot": str(ws)})
+        first = await c.done(env, "write", {"value": "written"})
+        assert first["status"] == "checking", first
+        t2 = time.monotonic()
+        cancelled = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
+        assert cancelled["status"] == "cancelled" and time.monotonic() - t2 < 10, cancelled
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert not any(ev["type"] in ("command_ran", "result") for ev in audit["events"]), audit["events"]
 
 
 @test

@@ -192,13 +192,19 @@ struct ListQuery {
 async fn runs(State(ui): State<Ui>, Query(q): Query<ListQuery>) -> Result<Response, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST);
     let body = with_engine(&ui, move |engine| {
-        let metas = engine.store().list(q.status.as_deref()).map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "store_error",
-                e.to_string(),
-            )
-        })?;
+        // one page (one more than shown: whether the list is truncated), so
+        // the page costs the same in a store of 100,000 finished runs
+        let wanted = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+        let metas = engine
+            .store()
+            .list_page(q.status.as_deref(), wanted, None)
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "store_error",
+                    e.to_string(),
+                )
+            })?;
         let mut listed = Vec::new();
         // newest first, as `query flows`
         for m in metas.iter().take(limit) {

@@ -113,7 +113,11 @@ pub struct History {
 /// whose hash is in `wanted`. Only listing the store can fail; a run that
 /// cannot be read is skipped (counted in [`History::runs_skipped`]).
 pub fn observe(engine: &mut Engine, wanted: &BTreeSet<String>) -> Result<History, EngineError> {
-    let metas = engine.store().list(None)?;
+    // the newest MAX_RUNS only: listing one page, not the whole store
+    let metas =
+        engine
+            .store()
+            .list_page(None, u64::try_from(MAX_RUNS).unwrap_or(u64::MAX), None)?;
     let mut out = History::default();
     let mut hashes: HashMap<String, Hashes> = HashMap::new();
     for meta in metas.iter().take(MAX_RUNS) {

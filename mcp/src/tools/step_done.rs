@@ -24,7 +24,9 @@ pub const DESCRIPTION: &str = "Report the result of one ready entry from stratum
 or {failure: \"why\"} if you could not do it. Returns the engine envelope: do the new `ready` entries, resolve waiting `gates`. \
 If the output broke the contract or an ensure, the same step comes back in `ready` with attempt+1 and a fresh dispatchToken: \
 read `previousFailure.reason` and `previousFailure.violations` and fix exactly those problems. \
-A stale or reused token, or a step that is not awaiting a result, is refused and the run does not change.";
+A stale or reused token, or a step that is not awaiting a result, is refused and the run does not change. \
+When the step's checks (declared commands, a judge) are still running after a few seconds the answer is {status: \"checking\"}: \
+the verdict comes under `checked` with the next response on the run (call stratum_resume in a moment).";
 
 /// Request fields.
 pub const FIELDS: &[Field] = &[
@@ -53,6 +55,10 @@ pub fn call(state: &mut State, args: &Args) -> Reply {
         args.req_str("stepId"),
         args.req_str("dispatchToken"),
     );
+    // a report whose checks may take long runs off the request path
+    if let Some(checking) = crate::checks::offload(state, run, step, token, &report) {
+        return checking;
+    }
     on_run(state, run, |engine, host| {
         engine.report(run, step, Some(token), &report, host)
     })

@@ -112,6 +112,29 @@ impl Plan {
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id as usize).map_or("?", String::as_str)
     }
+
+    /// Whether a transition of a run of this plan may run a declared
+    /// command or ask a judge — an `exec`, `judged` or scored ensure, an
+    /// `evaluate` step, a fanout's `pre_merge` — and so take long (the
+    /// checks an MCP server runs off its request path, X12 `checking`).
+    pub fn may_run_checks(&self) -> bool {
+        let slow = |p: &PredDef| {
+            matches!(
+                p,
+                PredDef::Exec { .. } | PredDef::Judged(..) | PredDef::Scored { .. }
+            )
+        };
+        self.flows.iter().flat_map(|f| &f.steps).any(|st| {
+            st.ensure.iter().any(slow)
+                || match &st.kind {
+                    StepKindDef::Evaluate { .. } => true,
+                    StepKindDef::Fanout {
+                        stages, pre_merge, ..
+                    } => !pre_merge.is_empty() || stages.iter().flat_map(|s| &s.ensure).any(slow),
+                    _ => false,
+                }
+        })
+    }
 }
 
 /// A record type: the fields of a contract or of a flow's input (strict).

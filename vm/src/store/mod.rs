@@ -160,6 +160,13 @@ pub trait RunStore: GuardStore + Send {
     /// The plan bytes stored under `hash`, if any.
     fn get_plan(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// Another connection to the same store (for work done on a thread of
+    /// its own, such as an MCP server's long checks); `None` when the store
+    /// cannot have a second connection (the in-memory store).
+    fn reopen(&self) -> Option<Result<Box<dyn RunStore>, StoreError>> {
+        None
+    }
+
     /// Creates a run at version 1 with the given rows and first events.
     /// [`StoreError::Exists`] if the run id is taken.
     fn create(

@@ -59,6 +59,9 @@ pub struct PostgresStore {
     jobs: Option<mpsc::Sender<Job>>,
     worker: Option<JoinHandle<()>>,
     shown: String,
+    /// The URL it was opened with (never a password: those come from the
+    /// environment), for [`RunStore::reopen`].
+    url: String,
     /// The schema version the database had when opened (0: it was new).
     found_schema: i64,
 }
@@ -122,6 +125,7 @@ impl PostgresStore {
             jobs: Some(jobs),
             worker: Some(worker),
             shown,
+            url: url.to_owned(),
             found_schema,
         })
     }
@@ -212,6 +216,10 @@ impl OwnedDelta {
 }
 
 impl RunStore for PostgresStore {
+    fn reopen(&self) -> Option<Result<Box<dyn RunStore>, StoreError>> {
+        Some(PostgresStore::open(&self.url).map(|s| Box::new(s) as Box<dyn RunStore>))
+    }
+
     fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (hash, bytes) = (hash.to_owned(), bytes.to_vec());
         self.call(move |db| runs::put_plan(db, &hash, &bytes))

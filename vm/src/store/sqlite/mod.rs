@@ -536,6 +536,13 @@ fn read_rows(conn: &Connection, run_id: &str) -> Result<Vec<(u64, Vec<u8>)>, Sto
 }
 
 impl RunStore for SqliteStore {
+    fn reopen(&self) -> Option<Result<Box<dyn RunStore>, StoreError>> {
+        let opened = self
+            .durability()
+            .and_then(|d| SqliteStore::connect(self.path.clone(), d));
+        Some(opened.map(|s| Box::new(s) as Box<dyn RunStore>))
+    }
+
     fn put_plan(&mut self, hash: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let s = sum::plan(hash, bytes);
         let tx = self.write_tx()?;
