@@ -121,7 +121,8 @@ fn a_deleted_row_is_damage_not_a_pending_step() {
         out.contains(&format!("damaged: run `{run}`: state does not load")),
         "{out}"
     );
-    assert!(out.contains("has 30 rows, but 29 are stored"), "{out}");
+    // 30 step rows and the entry frame's input row
+    assert!(out.contains("has 31 rows, but 30 are stored"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

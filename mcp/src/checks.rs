@@ -128,6 +128,31 @@ impl Checks {
         self.runs.get(run).is_some_and(|j| j.verdict.is_none())
     }
 
+    /// An engine worker's reports on `run` are checked off the state lock
+    /// (crate::driver): calls that would change the run are answered
+    /// `checking` meanwhile, as for a client's report (a commit between
+    /// the checks' start and their end would make the report's transition
+    /// run them again). `false` when a report of `run` is under check
+    /// already (the worker then reports under the lock).
+    pub fn begin_worker(&mut self, run: &str, step: &str) -> bool {
+        if self.runs.contains_key(run) {
+            return false;
+        }
+        let job = Job {
+            step: step.to_owned(),
+            verdict: None,
+            done: Arc::new(Notify::new()),
+        };
+        self.runs.insert(run.to_owned(), job);
+        true
+    }
+
+    /// The worker's reports on `run` are made (their results are in the
+    /// run: no verdict is handed out).
+    pub fn end_worker(&mut self, run: &str) {
+        self.runs.remove(run);
+    }
+
     /// What the call that started `run`'s checks waits on.
     pub fn waiter(&self, run: &str) -> Option<Arc<Notify>> {
         self.runs.get(run).map(|j| j.done.clone())
@@ -179,12 +204,7 @@ pub fn offload(
     token: &str,
     report: &Report,
 ) -> Option<Reply> {
-    let plan_hash = state.run(run).ok()?.plan_hash;
-    let plan = state.engine.plan(&plan_hash).ok()?;
-    if !plan.plan.may_run_checks() {
-        return None;
-    }
-    let store = state.engine.store().reopen()?.ok()?;
+    let store = side_store(state, run)?;
     let done = Arc::new(Notify::new());
     state.checks.runs.insert(
         run.to_owned(),
@@ -205,6 +225,43 @@ pub fn offload(
         done,
     });
     Some(checking(run, step))
+}
+
+/// A connection of its own to the store, when `run`'s plan may run checks
+/// (and the store can be opened again): what a report off the request
+/// path, or an engine worker's report (crate::driver), is made through.
+pub fn side_store(state: &mut State, run: &str) -> Option<Box<dyn RunStore>> {
+    let plan_hash = state.run(run).ok()?.plan_hash;
+    let plan = state.engine.plan(&plan_hash).ok()?;
+    if !plan.plan.may_run_checks() {
+        return None;
+    }
+    state.engine.store().reopen()?.ok()
+}
+
+/// Reports `run`'s results through an engine on `store` (outside the state
+/// lock): refusals change nothing, as on the state's engine. `false` when
+/// the run's host could not be built (nothing was reported).
+pub fn report_on_side(
+    store: Box<dyn RunStore>,
+    run: &str,
+    operator: Option<&std::path::Path>,
+    probe: Arc<StopProbe>,
+    reports: &[crate::driver::Reported],
+) -> bool {
+    let mut engine = Engine::new(store);
+    let Ok(mut ctx) = crate::state::stored_context(&mut engine, run, operator) else {
+        return false;
+    };
+    ctx.host.stop = Some(probe);
+    for (id, token, report, receipt) in reports {
+        if let Some(receipt) = receipt {
+            // a refusal (the run moved on) changes nothing; the report decides
+            let _ = engine.usage_report(run, receipt, &mut ctx.host);
+        }
+        let _ = engine.report(run, id, Some(token), report, &mut ctx.host);
+    }
+    true
 }
 
 /// Starts the thread that checks `s` and hands its verdict to the state.

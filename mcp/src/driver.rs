@@ -10,7 +10,10 @@
 //! `running`, and the server starts one worker thread per run
 //! ([`start`]). The worker runs batches of commands, reports each result
 //! through the engine under the state lock (so every later call on the run
-//! sees it), and ends when the run has no such entry left. When the client
+//! sees it) — or, when the run's plan may run declared commands or a judge
+//! in its checks, through an engine on a store connection of its own,
+//! without the lock (`crate::checks::report_on_side`) — and ends when the
+//! run has no such entry left. When the client
 //! goes away ([`Dispatches::stop`]), every batch is interrupted: the commands
 //! are killed with their process groups, nothing is reported for them (their
 //! dispatches stay outstanding for `stratum_resume`), and the run's audit
@@ -265,17 +268,41 @@ fn work(shared: &Arc<Mutex<State>>, run_id: &str) {
         let mut state = lock(shared);
         match watched {
             Ok(results) => {
-                let reports = entries.into_iter().zip(results);
-                // an orphan (killed at its lease) reports nothing: the next touch orphans it
-                let reports = reports.filter_map(|((_, id, token), (_, a))| match a {
-                    // a connector's argv and usage go into the audit first (a usage receipt)
-                    Answer::Connected(c) => {
-                        let receipt = c.receipt(&id, &token);
-                        Some((id, token, c.report, Some(receipt)))
+                let reports: Vec<Reported> = entries
+                    .into_iter()
+                    .zip(results)
+                    // an orphan (killed at its lease) reports nothing: the next touch orphans it
+                    .filter_map(|((_, id, token), (_, a))| match a {
+                        // a connector's argv and usage go into the audit first (a usage receipt)
+                        Answer::Connected(c) => {
+                            let receipt = c.receipt(&id, &token);
+                            Some((id, token, c.report, Some(receipt)))
+                        }
+                        a => a.report().map(|r| (id, token, r, None)),
+                    })
+                    .collect();
+                // reports whose checks may take long are made on a connection
+                // of their own, without the state lock (crate::checks)
+                let first = reports.first().map_or("", |r| r.0.as_str()).to_owned();
+                let side = crate::checks::side_store(&mut state, run_id);
+                if let Some(store) = side.filter(|_| state.checks.begin_worker(run_id, &first)) {
+                    let operator = state.operator().map(std::path::Path::to_path_buf);
+                    let probe = state.stops.probe(run_id);
+                    drop(state);
+                    let made = crate::checks::report_on_side(
+                        store,
+                        run_id,
+                        operator.as_deref(),
+                        probe,
+                        &reports,
+                    );
+                    state = lock(shared);
+                    state.checks.end_worker(run_id);
+                    if made {
+                        continue;
                     }
-                    a => a.report().map(|r| (id, token, r, None)),
-                });
-                report_all(&mut state, run_id, reports.collect());
+                }
+                report_all(&mut state, run_id, reports);
             }
             Err(Interrupted { killed, finished }) => {
                 let reports = finished
@@ -367,7 +394,7 @@ fn watch(shared: &Mutex<State>, run_id: &str, stop: &AtomicBool) -> Watch {
 
 /// One result for the engine: the step, its token, the report, and a
 /// connector run's usage receipt.
-type Reported = (String, String, Report, Option<Receipt>);
+pub type Reported = (String, String, Report, Option<Receipt>);
 
 fn report_all(state: &mut State, run_id: &str, reports: Vec<Reported>) {
     let Ok(access) = state.run(run_id) else {

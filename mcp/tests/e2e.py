@@ -1535,30 +1535,26 @@ async def x12_long_checks_answer_checking_and_the_verdict_comes_with_the_next_ca
     # the check takes 2.5 s; the server waits 300 ms before answering `checking`
     (ws / "stratum.toml").write_text(
         '[commands.slow]\nargv = ["sh", "-c", "sleep 2.5; test -f \\"$0\\""]\ntimeout_ms = 60000\n'
-        '[commands.stuck]\nargv = ["sh", "-c", "sleep 600"]\ntimeout_ms = 900000\n')
+        '[commands.stuck]\nargv = ["sh", "-c", "echo $$ > stuck.pid; exec sleep 600"]\ntimeout_ms = 900000\n')
     (ws / "report.md").write_text("the report\n")
     async with server(env={"STRATUM_CHECK_WAIT_MS": "300"}) as c:
         env = await c.ok("stratum_plan", {"spec": SLOW_EXEC, "workspaceRoot": str(ws)})
         other = await c.ok("stratum_plan", {"spec": LINEAR, "inputs": {"topic": "x"}})
-        t0 = time.monotonic()
         first = await c.done(env, "write", {"value": "written"})
         assert first["status"] == "checking" and first["stepId"] == "write", first
-        assert time.monotonic() - t0 < 2.0, "the call waited for the whole check"
-        # the server answers other runs while the check runs
-        t1 = time.monotonic()
+        # the server answers another run while the check runs ...
         moved = await c.done(other, "draft", {"title": "t", "words": 50})
-        assert ready_entry(moved, "publish") and time.monotonic() - t1 < 1.5, moved
-        # a call that would change the checked run is answered `checking` too
+        assert ready_entry(moved, "publish"), moved
+        # ... (the check is still running after it): a call that would change the
+        # checked run is answered `checking` too, and reads go through
         again = await c.ok("stratum_resume", {"runId": env["runId"]})
         assert again["status"] == "checking", again
-        # reads go through
         audit = await c.ok("stratum_audit", {"runId": env["runId"]})
         assert not any(ev["type"] == "command_ran" for ev in audit["events"]), "nothing recorded yet"
-        deadline = time.monotonic() + 30
-        while True:
-            await asyncio.sleep(0.5)
+        for _ in range(120):
+            await asyncio.sleep(0.25)
             after = await c.ok("stratum_resume", {"runId": env["runId"]})
-            if after["status"] != "checking" or time.monotonic() > deadline:
+            if after["status"] != "checking":
                 break
         assert after["status"] == "completed", after
         # the verdict of the report, once, under `checked`
@@ -1567,16 +1563,90 @@ async def x12_long_checks_answer_checking_and_the_verdict_comes_with_the_next_ca
         audit = await c.ok("stratum_audit", {"runId": env["runId"]})
         assert [(r["command"], r["exit"]) for r in audit["receipts"]] == [("slow", 0)], audit["receipts"]
 
-        # a cancel stops a check that would never end: answered at once, nothing of the report recorded
+        # a cancel stops a check that would never end: its command is killed, nothing of the report recorded
         stuck = SLOW_EXEC.replace("run: slow", "run: stuck")
         env = await c.ok("stratum_plan", {"spec": stuck, "workspaceRoot": str(ws)})
         first = await c.done(env, "write", {"value": "written"})
         assert first["status"] == "checking", first
-        t2 = time.monotonic()
+        for _ in range(200):
+            if (ws / "stuck.pid").exists() and (ws / "stuck.pid").read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        pid = int((ws / "stuck.pid").read_text())
         cancelled = await c.ok("stratum_flow_cancel", {"runId": env["runId"]})
-        assert cancelled["status"] == "cancelled" and time.monotonic() - t2 < 10, cancelled
+        assert cancelled["status"] == "cancelled", cancelled
+        gone = False
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                gone = True
+                break
+            await asyncio.sleep(0.1)
+        assert gone, f"the check's command {pid} still runs after the cancel"
         audit = await c.ok("stratum_audit", {"runId": env["runId"]})
         assert not any(ev["type"] in ("command_ran", "result") for ev in audit["events"]), audit["events"]
+
+
+ENGINE_SLOW_EXEC = """version: 1
+contracts:
+  R: {value: string}
+flows:
+  entry: main
+  main:
+    input: {items: "string[]"}
+    output: {from: "${sum.output}", contract: R}
+    steps:
+      - id: fan
+        fanout:
+          over: "${input.items}"
+          concurrency: 1
+          isolation: none
+          require: all
+          merge: sequential
+          dispatch: engine
+          steps:
+            - do: "write report.md for ${item}"
+              out: R
+              ensure:
+                - exec: {run: slow, args: ["report.md"]}
+      - id: sum
+        after: [fan]
+        do: "summarise"
+        out: R
+"""
+
+
+@test
+async def x12_an_engine_workers_long_check_does_not_hold_the_server():
+    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=HOME))
+    (ws / "stratum.toml").write_text(
+        '[agents.claude]\ncommand = "echo \'{\\"output\\": {\\"value\\": \\"v\\"}}\'"\n'
+        '[commands.slow]\nargv = ["sh", "-c", "touch checking.started; sleep 2.5; test -f \\"$0\\""]\ntimeout_ms = 60000\n')
+    (ws / "report.md").write_text("the report\n")
+    async with server() as c:
+        env = await c.ok("stratum_plan", {"spec": ENGINE_SLOW_EXEC, "input": {"items": ["one"]},
+                                          "workspaceRoot": str(ws)})
+        assert env.get("running"), env
+        for _ in range(200):
+            if (ws / "checking.started").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert (ws / "checking.started").exists(), "the worker's check never started"
+        # while the worker's check runs, the server answers: a new run, a read of this one
+        other = await c.ok("stratum_plan", {"spec": LINEAR, "inputs": {"topic": "x"}})
+        assert ready_entry(other, "draft"), other
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert not any(ev["type"] == "command_ran" for ev in audit["events"]), "the check had ended"
+        for _ in range(120):
+            await asyncio.sleep(0.25)
+            after = await c.ok("stratum_resume", {"runId": env["runId"]})
+            # `checking` while the worker's check runs; then the client's step
+            if any(e["id"] == "sum" for e in after.get("ready", [])):
+                break
+        audit = await c.ok("stratum_audit", {"runId": env["runId"]})
+        assert any(e["id"] == "sum" for e in after.get("ready", [])), [e["type"] for e in audit["events"]]
+        assert [(r["command"], r["exit"]) for r in audit["receipts"]] == [("slow", 0)], audit["receipts"]
 
 
 @test

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::interp::{
     self, CheckpointError, Event, EventKind, Header, Host, Outcome, PlanIndex, Report, RowKey, Run,
-    RunStatus, Saved, StepState, VmError,
+    RunStatus, Saved, VmError,
 };
 use crate::plan::Plan;
 use crate::plan::file::{self, LoadError};
@@ -95,11 +95,6 @@ pub struct Engine {
 /// How many times a conflicting commit is retried before giving up.
 const MAX_RETRIES: usize = 8;
 
-fn encode_header(h: &Header) -> Vec<u8> {
-    // Invariant: run state is plain data (strings, numbers, JSON values); it always serializes.
-    serde_json::to_vec(h).expect("invariant: run headers always serialize")
-}
-
 impl Engine {
     /// An engine on a store.
     pub fn new(store: Box<dyn RunStore>) -> Engine {
@@ -168,10 +163,12 @@ impl Engine {
             return Ok((c, plan));
         }
         let snap = self.store.load(run_id)?;
-        let header: Header = serde_json::from_slice(&snap.header).map_err(|e| {
-            EngineError::Corrupt(format!("the header of run `{run_id}` does not decode: {e}"))
-        })?;
-        let steps = steps_from_rows(run_id, &header, &snap.rows)?;
+        let (header, steps) = rows::decode_run(
+            &format!("run `{run_id}`"),
+            &snap.header,
+            snap.rows.iter().map(|(k, b)| (*k, b.as_slice())),
+        )
+        .map_err(EngineError::Corrupt)?;
         let plan = self.plan(&header.plan_hash)?;
         frames_match_plan(run_id, &header, &plan.plan)?;
         Ok((
@@ -347,7 +344,7 @@ impl Engine {
         let now = host.now_ms();
         self.store.create(
             &Self::meta(&run, &plan.plan, now),
-            &encode_header(&run.header),
+            &rows::encode_header(&mut run.header),
             &rows,
             &Self::events_json(&run),
         )?;
@@ -388,7 +385,7 @@ impl Engine {
             let rows = rows::dirty_rows(&mut run);
             let now = host.now_ms();
             let meta = Self::meta(&run, &plan.plan, now);
-            let header = encode_header(&run.header);
+            let header = rows::encode_header(&mut run.header);
             let events = Self::events_json(&run);
             // content-addressed and idempotent: kept before the commit that
             // names them (a commit that loses a race leaves an unnamed blob)
@@ -744,24 +741,6 @@ pub struct Committed {
     pub checkpoints: Vec<String>,
 }
 
-/// The steps of a loaded run: exactly one stored row for every step of every
-/// frame the header lists. Every step's row is written when its frame is
-/// created, so a missing row, an extra one or a second one for a step is
-/// damage, never a step still pending.
-fn steps_from_rows(
-    run_id: &str,
-    header: &Header,
-    rows: &[(u64, Vec<u8>)],
-) -> Result<Vec<Vec<StepState>>, EngineError> {
-    let lens: Vec<u32> = header.frames.iter().map(|f| f.len).collect();
-    rows::decode_steps(
-        &format!("run `{run_id}`"),
-        &lens,
-        rows.iter().map(|(k, b)| (*k, b.as_slice())),
-    )
-    .map_err(EngineError::Corrupt)
-}
-
 /// Every frame of a loaded header names a flow of the plan and has as many
 /// steps as that flow.
 fn frames_match_plan(run_id: &str, header: &Header, plan: &Plan) -> Result<(), EngineError> {
@@ -787,11 +766,9 @@ struct StoredCheckpoint {
 fn decode_checkpoint(blob: &[u8]) -> Result<Saved, EngineError> {
     let corrupt = |e: serde_json::Error| EngineError::Corrupt(format!("checkpoint: {e}"));
     let stored: StoredCheckpoint = serde_json::from_slice(blob).map_err(corrupt)?;
-    let header: Header = serde_json::from_str(&stored.header).map_err(corrupt)?;
-    let lens: Vec<u32> = header.frames.iter().map(|f| f.len).collect();
-    let steps = rows::decode_steps(
+    let (header, steps) = rows::decode_run(
         "checkpoint",
-        &lens,
+        stored.header.as_bytes(),
         stored.rows.iter().map(|(k, t)| (*k, t.as_bytes())),
     )
     .map_err(EngineError::Corrupt)?;

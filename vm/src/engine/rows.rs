@@ -1,24 +1,41 @@
 //! Run state as store rows: a step's row (its state without its fanout
-//! items, naming how many item rows belong to it) and one row per item
-//! ([`RowKey::item`]), so a report on one item of a 10,000-item fanout
-//! writes that item and a small step row, not the whole list.
+//! items, naming how many item rows belong to it), one row per item
+//! ([`RowKey::item`]) and one per frame input ([`RowKey::frame_input`],
+//! written once: the header every transition rewrites does not carry it),
+//! so a report on one item of a 10,000-item fanout over a 10,000-element
+//! input writes that item, a small step row and a small header.
 //!
 //! Owns: the encoding of changed rows for a commit, and the one decoder of
 //! stored rows back into steps (used for loaded runs and for checkpoints,
 //! which keep the stored rows as they were). Rows written before items had
-//! rows of their own embed the items in the step row; they still decode,
-//! and their next commit writes the items as rows.
+//! rows of their own embed the items in the step row (and headers the
+//! inputs); they still decode, and their next commit writes them as rows.
 //! Must never: decide anything about execution, or allocate from a length
 //! read from the store before checking the rows that length needs exist.
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::interp::{ItemState, RowKey, Run, StepAt, StepState};
+use crate::interp::{FrameInput, FrameIx, Header, ItemState, RowKey, Run, StepAt, StepState};
 
 /// The changed rows of a run, encoded for the store, sorted by key: each
-/// changed step's row and the rows of its items that changed.
+/// changed step's row, the rows of its items that changed, and the input
+/// rows of frames not stored yet.
 pub(super) fn dirty_rows(run: &mut Run) -> Vec<(u64, Vec<u8>)> {
-    encode_dirty(&run.dirty, &mut run.steps)
+    let mut rows = encode_dirty(&run.dirty, &mut run.steps);
+    for (f, frame) in run.header.frames.iter().enumerate() {
+        if frame.input.unstored() {
+            let key = RowKey::frame_input(FrameIx(f as u32));
+            rows.push((key.raw(), encode(&*frame.input)));
+        }
+    }
+    rows.sort_unstable_by_key(|(k, _)| *k);
+    rows
+}
+
+/// The header as stored: without the frames' inputs (their rows hold them).
+pub(super) fn encode_header(h: &mut Header) -> Vec<u8> {
+    h.inputs_apart = true;
+    encode(&*h)
 }
 
 fn encode_dirty(dirty: &BTreeSet<RowKey>, steps: &mut [Vec<StepState>]) -> Vec<(u64, Vec<u8>)> {
@@ -38,6 +55,9 @@ fn encode_dirty(dirty: &BTreeSet<RowKey>, steps: &mut [Vec<StepState>]) -> Vec<(
 
 /// After a commit of [`dirty_rows`]: nothing is changed any more.
 pub(super) fn committed(run: &mut Run) {
+    for frame in &mut run.header.frames {
+        frame.input.set_stored(true);
+    }
     let Run { dirty, steps, .. } = run;
     for key in std::mem::take(dirty) {
         let at = key.slot().at;
@@ -65,12 +85,48 @@ fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("invariant: step and item states always serialize")
 }
 
+/// A stored header and rows back into the run state: the header with its
+/// frames' inputs and the steps of each frame. `what` names the run or
+/// checkpoint in errors.
+pub(super) fn decode_run<'r>(
+    what: &str,
+    header: &[u8],
+    rows: impl IntoIterator<Item = (u64, &'r [u8])>,
+) -> Result<(Header, Vec<Vec<StepState>>), String> {
+    let mut header: Header = serde_json::from_slice(header)
+        .map_err(|e| format!("{what}: the header does not decode: {e}"))?;
+    let lens: Vec<u32> = header.frames.iter().map(|f| f.len).collect();
+    let mut inputs = Vec::new();
+    let steps = decode_steps(what, &lens, rows, &mut inputs)?;
+    if header.inputs_apart {
+        let mut seen = vec![false; header.frames.len()];
+        for (f, blob) in inputs {
+            // rows of frames the header does not list are not read
+            let Some(frame) = header.frames.get_mut(f.ix()) else {
+                continue;
+            };
+            let value = serde_json::from_slice(blob)
+                .map_err(|e| format!("{what}: the input of frame {} does not decode: {e}", f.0))?;
+            frame.input = FrameInput::stored(value);
+            seen[f.ix()] = true;
+        }
+        if let Some(f) = seen.iter().position(|s| !s) {
+            return Err(format!("{what}: the input row of frame {f} is missing"));
+        }
+    }
+    Ok((header, steps))
+}
+
 /// Stored rows back into the steps of each frame (`lens`: the steps per
-/// frame the header lists). `what` names the run or checkpoint in errors.
-pub(super) fn decode_steps<'r>(
+/// frame the header lists), the input rows set aside into `inputs`:
+/// exactly one stored row for every step of every frame. Every step's row
+/// is written when its frame is created, so a missing row, an extra one or
+/// a second one for a step is damage, never a step still pending.
+fn decode_steps<'r>(
     what: &str,
     lens: &[u32],
     rows: impl IntoIterator<Item = (u64, &'r [u8])>,
+    inputs: &mut Vec<(FrameIx, &'r [u8])>,
 ) -> Result<Vec<Vec<StepState>>, String> {
     let corrupt = |why: String| format!("{what}: {why}");
     if lens.is_empty() {
@@ -79,6 +135,10 @@ pub(super) fn decode_steps<'r>(
     let mut step_rows = Vec::new();
     let mut item_rows: HashMap<StepAt, Vec<(u32, &'r [u8])>> = HashMap::new();
     for (key, blob) in rows {
+        if let Some(f) = RowKey::from_raw(key).input_of() {
+            inputs.push((f, blob));
+            continue;
+        }
         let slot = RowKey::from_raw(key).slot();
         match slot.item {
             None => step_rows.push((key, slot.at, blob)),
@@ -167,7 +227,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::interp::{FrameIx, StepStatus};
+    use crate::interp::StepStatus;
 
     fn at() -> StepAt {
         StepAt::new(FrameIx::ENTRY, 1)
@@ -204,6 +264,7 @@ mod tests {
             "run `r`",
             &[2],
             rows.iter().map(|(k, b)| (*k, b.as_slice())),
+            &mut Vec::new(),
         )
     }
 
@@ -322,6 +383,99 @@ mod tests {
             decode(&rows)
                 .unwrap_err()
                 .contains("names 4294967295 item rows")
+        );
+    }
+
+    /// A run started from the format-3 fixture plan, as the engine holds it.
+    fn started() -> Run {
+        let bytes = include_bytes!("../../tests/fixtures/v3-plan.stratumc");
+        let (plan, hash) = crate::plan::file::load(bytes).unwrap();
+        let index = crate::interp::PlanIndex::new(&plan);
+        let mut host = crate::host::StdHost::for_root(None).unwrap();
+        let input = json!({"items": (0..500).map(|k| format!("item {k}")).collect::<Vec<_>>()});
+        let (run, _) = crate::interp::start(
+            &plan,
+            &index,
+            &hash.to_hex(),
+            "run-t",
+            None,
+            input,
+            None,
+            &mut host,
+        )
+        .unwrap();
+        run
+    }
+
+    fn stored(run: &mut Run) -> (Vec<u8>, Vec<(u64, Vec<u8>)>) {
+        let rows = dirty_rows(run);
+        let header = encode_header(&mut run.header);
+        committed(run);
+        (header, rows)
+    }
+
+    #[test]
+    fn frame_inputs_are_written_once_as_rows_and_not_in_the_header() {
+        let mut run = started();
+        let (header, rows) = stored(&mut run);
+        let input_key = RowKey::frame_input(FrameIx::ENTRY).raw();
+        assert!(rows.iter().any(|(k, _)| *k == input_key));
+        assert!(
+            !String::from_utf8_lossy(&header).contains("item 499"),
+            "the header holds no input"
+        );
+        let (back, steps) = decode_run(
+            "run `t`",
+            &header,
+            rows.iter().map(|(k, b)| (*k, b.as_slice())),
+        )
+        .unwrap();
+        assert_eq!(back.frames, run.header.frames);
+        assert_eq!(steps, run.steps);
+        // the next transition writes no input again
+        run.dirty.clear();
+        assert!(dirty_rows(&mut run).iter().all(|(k, _)| *k != input_key));
+        // and a header without its input row is damage
+        let without: Vec<_> = rows.iter().filter(|(k, _)| *k != input_key).collect();
+        let err = decode_run(
+            "run `t`",
+            &header,
+            without.iter().map(|(k, b)| (*k, b.as_slice())),
+        )
+        .unwrap_err();
+        assert!(err.contains("the input row of frame 0 is missing"), "{err}");
+    }
+
+    #[test]
+    fn a_header_that_embeds_the_inputs_still_loads_and_then_moves_them_to_rows() {
+        let mut run = started();
+        let (_, rows) = stored(&mut run);
+        // a header as written before inputs had rows: the input inside, no flag
+        let mut legacy = serde_json::to_value(&run.header).unwrap();
+        legacy["frames"][0]["input"] = serde_json::to_value(&*run.header.frames[0].input).unwrap();
+        legacy.as_object_mut().unwrap().remove("inputs_apart");
+        let legacy = serde_json::to_vec(&legacy).unwrap();
+        let step_rows: Vec<_> = rows
+            .iter()
+            .filter(|(k, _)| RowKey::from_raw(*k).input_of().is_none())
+            .collect();
+        let (header, steps) = decode_run(
+            "run `t`",
+            &legacy,
+            step_rows.iter().map(|(k, b)| (*k, b.as_slice())),
+        )
+        .unwrap();
+        assert_eq!(header.frames[0].input, run.header.frames[0].input);
+        let mut again = Run {
+            header,
+            steps,
+            ..run.clone()
+        };
+        again.dirty.clear();
+        let input_key = RowKey::frame_input(FrameIx::ENTRY).raw();
+        assert!(
+            dirty_rows(&mut again).iter().any(|(k, _)| *k == input_key),
+            "its next commit writes the row"
         );
     }
 }

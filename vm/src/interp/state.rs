@@ -575,8 +575,11 @@ pub struct FrameMeta {
     pub flow: u32,
     /// The run step that called it.
     pub parent: Option<StepAt>,
-    /// The flow input.
-    pub input: Value,
+    /// The flow input: stored as a row of its own ([`RowKey::frame_input`],
+    /// written once), not in the header that every transition rewrites;
+    /// headers written before that embed it (and still load).
+    #[serde(default, skip_serializing)]
+    pub input: FrameInput,
     /// Gate revisions in this frame.
     pub rounds: u32,
     /// The flow's ledger.
@@ -589,13 +592,77 @@ pub struct FrameMeta {
     pub live: u32,
 }
 
+/// A frame's input, and whether its row holds it already.
+#[derive(Debug, Clone, Default)]
+pub struct FrameInput {
+    value: Value,
+    stored: bool,
+}
+
+impl FrameInput {
+    /// An input not stored yet (a new frame, or one read from a header
+    /// that embedded it): the next commit writes its row.
+    pub fn new(value: Value) -> FrameInput {
+        FrameInput {
+            value,
+            stored: false,
+        }
+    }
+
+    /// An input read from its own row.
+    pub fn stored(value: Value) -> FrameInput {
+        FrameInput {
+            value,
+            stored: true,
+        }
+    }
+
+    /// Whether its row must be written with the next commit.
+    pub fn unstored(&self) -> bool {
+        !self.stored
+    }
+
+    /// Marks it as written (after a commit) or to be written again
+    /// (a state restored from a checkpoint is written back whole).
+    pub fn set_stored(&mut self, stored: bool) {
+        self.stored = stored;
+    }
+}
+
+impl std::ops::Deref for FrameInput {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// Inputs are equal when their values are.
+impl PartialEq for FrameInput {
+    fn eq(&self, other: &FrameInput) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Serialize for FrameInput {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for FrameInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FrameInput, D::Error> {
+        Value::deserialize(d).map(FrameInput::new)
+    }
+}
+
 impl FrameMeta {
     /// A fresh frame of `len` steps running flow `flow` with `input`.
     pub fn new(flow: u32, parent: Option<StepAt>, input: Value, len: u32) -> FrameMeta {
         FrameMeta {
             flow,
             parent,
-            input,
+            input: FrameInput::new(input),
             rounds: 0,
             spent: Spend::default(),
             len,
@@ -621,6 +688,10 @@ pub struct CarryValue {
 pub struct Header {
     /// Run id.
     pub id: String,
+    /// The frames' inputs are rows of their own ([`RowKey::frame_input`]);
+    /// false in headers that embed them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inputs_apart: bool,
     /// Hash of the plan executed (E6).
     pub plan_hash: String,
     /// Status.
@@ -836,7 +907,8 @@ impl<'de> Deserialize<'de> for Slot {
 }
 
 /// The key of a stored row: bits 0–15 the step, 16–31 the frame, 32–63 a
-/// fanout item + 1 (0: the step's own row). Step rows keep the keys of
+/// fanout item + 1 (0: the step's own row); step bits all ones (and no
+/// item) is the frame's input row. Step rows keep the keys of
 /// format 1; item keys let items become rows of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RowKey(u64);
@@ -850,6 +922,18 @@ impl RowKey {
     /// The row of a fanout item.
     pub fn item(at: StepAt, k: u32) -> RowKey {
         RowKey(RowKey::step(at).0 | (u64::from(k.saturating_add(1)) << 32))
+    }
+
+    /// The row of frame `frame`'s input (the step bits all ones: no step
+    /// has that index, [`MAX_STEPS`]).
+    pub fn frame_input(frame: FrameIx) -> RowKey {
+        RowKey((u64::from(frame.0 & 0xffff) << 16) | 0xffff)
+    }
+
+    /// The frame whose input this row holds, if it is an input row.
+    pub fn input_of(self) -> Option<FrameIx> {
+        (self.0 >> 32 == 0 && self.0 & 0xffff == 0xffff)
+            .then_some(FrameIx(((self.0 >> 16) & 0xffff) as u32))
     }
 
     /// What the row holds.

@@ -111,6 +111,7 @@ pub(super) fn new_run(
     let n = fd.steps.len() as u32;
     let header = Header {
         id: run_id.to_string(),
+        inputs_apart: true,
         plan_hash: plan_hash.to_string(),
         status: RunStatus::Running,
         output: None,
@@ -298,6 +299,8 @@ impl Transition<'_> {
         // the configuration frozen at start is the run's for life
         restored.config = live.config.clone();
         for (fi, frame) in restored.frames.iter_mut().enumerate() {
+            // every row of the restored state is written back, inputs too
+            frame.input.set_stored(false);
             if let Some(l) = live.frames.get(fi) {
                 let (a, b) = (&mut frame.spent, &l.spent);
                 a.usd = a.usd.max(b.usd);

@@ -157,7 +157,7 @@ pub fn prior(
         },
         flow,
         flow_name,
-        input: h.frames[0].input.clone(),
+        input: (*h.frames[0].input).clone(),
         workspace: h.workspace.clone(),
     })
 }

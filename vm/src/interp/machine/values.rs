@@ -53,7 +53,7 @@ impl Transition<'_> {
         prev: Option<&Value>,
     ) -> Option<Value> {
         let base: Value = match r.target {
-            RefTarget::Input => self.frame(f).input.clone(),
+            RefTarget::Input => (*self.frame(f).input).clone(),
             RefTarget::Step(s) => {
                 let st = self.run.steps[f.ix()].get(s as usize)?;
                 if continued(self.flow(f), s, st) {
