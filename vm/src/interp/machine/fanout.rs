@@ -5,7 +5,8 @@
 //! Owns: starting a fanout, promoting items to ready, issuing an item's
 //! stage (stage `when`s, rendering, reserving), settling the fanout, and
 //! every worktree's life (made on first issue, always removed).
-//! Must never: report an item's attempt (the attempt path does), or route a
+//! Must never: report an item's attempt (the attempt path does), route an
+//! item's failure by its stage's `on_fail` (`on_fail` does), or route a
 //! merge error to `on_fail` (it fails the run).
 
 use serde_json::Value;
@@ -208,9 +209,10 @@ impl<'a> Transition<'a> {
         };
         let items = &self.st(at).items;
         let n = items.len();
+        // X9: an item a stage's `on_fail: continue` handled counts as met
         let ok = items
             .iter()
-            .filter(|it| it.status == StepStatus::Succeeded)
+            .filter(|it| it.status == StepStatus::Succeeded || it.continued)
             .count();
         let needed = match require {
             Require::All => n,
@@ -223,9 +225,14 @@ impl<'a> Transition<'a> {
                 Require::Any => "any".to_string(),
                 Require::AtLeast(k) => k.to_string(),
             };
+            let counted = if items.iter().any(|it| it.continued) {
+                "succeeded or continued"
+            } else {
+                "succeeded"
+            };
             return self.fail_forced(
                 at,
-                format!("fanout require {r} not met ({ok}/{n} succeeded)"),
+                format!("fanout require {r} not met ({ok}/{n} {counted})"),
             );
         }
         let output = Value::Array(
