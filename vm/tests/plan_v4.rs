@@ -61,7 +61,10 @@ fn a_version_4_plan_keeps_its_routes_and_stages() {
     };
     assert_eq!(stages.len(), 1);
     assert_eq!(stages[0].attempts, 2);
-    assert!(stages[0].on_fail.is_empty(), "format 4 stages had no on_fail");
+    assert!(
+        stages[0].on_fail.is_empty(),
+        "format 4 stages had no on_fail"
+    );
     let impl_fail = &flow.steps[2].on_fail_routes;
     assert_eq!(impl_fail.len(), 1);
     assert!(matches!(

@@ -120,10 +120,16 @@ impl<'a> Checker<'a> {
         let mut ok = true;
         for e in entries {
             let refused = match (&e.action, &e.rollback) {
-                (_, Some(r)) => Some((r.span, "`rollback` in a fanout stage's `on_fail`".to_string())),
+                (_, Some(r)) => Some((
+                    r.span,
+                    "`rollback` in a fanout stage's `on_fail`".to_string(),
+                )),
                 (OnFailAction::Step(n), None) if !super::continues::is_continue(fc, n) => Some((
                     n.span,
-                    format!("a fanout stage's `on_fail` names the recovery step `{}`", n.text),
+                    format!(
+                        "a fanout stage's `on_fail` names the recovery step `{}`",
+                        n.text
+                    ),
                 )),
                 _ => None,
             };

@@ -16,8 +16,8 @@ use serde::Deserialize;
 
 use super::{
     Agent, ArtifactDef, Bound, BudgetDef, CarryDef, Chunk, ClosureDef, EdgeDef, GateOptionsDef,
-    OnFailDef, OutputDef, Pos, PredDef, RecordDef, Require, RouteDef, ScopeDef, StrId,
-    TemplateDef, WithNode,
+    OnFailDef, OutputDef, Pos, PredDef, RecordDef, Require, RouteDef, ScopeDef, StrId, TemplateDef,
+    WithNode,
 };
 
 /// [`super::Plan`] as version 4 wrote it.
@@ -314,7 +314,11 @@ impl StepKindDef {
                 pre_merge,
                 consumer,
             },
-            StepKindDef::Run { flow, with, iterate } => K::Run {
+            StepKindDef::Run {
+                flow,
+                with,
+                iterate,
+            } => K::Run {
                 flow,
                 with,
                 iterate,

@@ -25,9 +25,7 @@ use super::Transition;
 use super::routes::{ROUTE_ERROR, ROUTE_EXHAUSTED};
 use super::values::ResultSel;
 use crate::eval::value::type_name;
-use crate::interp::{
-    EventKind, Failure, PreviousRoute, StepAt, on_fail_key, stage_on_fail_key,
-};
+use crate::interp::{EventKind, Failure, PreviousRoute, StepAt, on_fail_key, stage_on_fail_key};
 use crate::plan::{OnFailAction, OnFailDef, StepKindDef};
 
 /// Which `on_fail` entry took a failure.
