@@ -382,6 +382,11 @@ impl<'a> Transition<'a> {
             .filter_map(|(k, it)| it.patch.clone().map(|p| (k as u32, p)))
             .collect();
         let items: Vec<u32> = patches.iter().map(|(k, _)| *k).collect();
+        // X11: the merge is a patch of the workspace a rollback undoes
+        let before = match self.merge_snapshot(at, !patches.is_empty()) {
+            Ok(tree) => tree,
+            Err(e) => return self.merge_failed(at, e),
+        };
         let result = self.host.worktree_merge(&commands, &patches);
         let kind = EventKind::FanoutMerge {
             items,
@@ -391,8 +396,16 @@ impl<'a> Transition<'a> {
         };
         self.event(kind, Some(self.sid(at)));
         let Err(e) = result else {
-            return true;
+            return match before.map(|tree| self.record_merge(at, tree)) {
+                Some(Err(e)) => self.merge_failed(at, e),
+                _ => true,
+            };
         };
+        self.merge_failed(at, e.to_string())
+    }
+
+    /// A merge that failed: the fanout and the run fail (false).
+    fn merge_failed(&mut self, at: StepAt, e: String) -> bool {
         let attempt = self.st(at).attempts.max(1);
         let failure = Failure::new(attempt, format!("fanout merge failed: {e}"));
         let result = crate::interp::event::AttemptResult::Failure {
