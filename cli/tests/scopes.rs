@@ -516,5 +516,8 @@ fn a_merged_file_changed_since_the_merge_is_a_rollback_conflict() {
         Some("fn a() {}\n"),
         "the patch was rolled back"
     );
+    // a rollback puts back the working tree only: the merge's staging stays
+    let staged = git(&r.0, &["diff", "--cached", "--name-only"]);
+    assert!(staged.contains("src/item.rs"), "{staged}");
     assert_eq!(r.stratum_refs(), "");
 }
