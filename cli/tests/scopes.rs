@@ -418,3 +418,106 @@ fn a_diff_over_the_inline_bound_is_kept_whole_and_report_diff_prints_it() {
         none.context()
     );
 }
+
+/// `patch` (scoped), then `fan` (a worktree fanout whose item creates
+/// `src/<item>.rs`, merged into the workspace), then `verify`, whose route
+/// goes back to `patch` with `rollback: patch` when the tests fail.
+const WORKTREE_ROLLBACK_SPEC: &str = r#"version: 1
+contracts:
+  Report:
+    ok: boolean
+  Plan:
+    ok: boolean
+    items: "string[]"
+flows:
+  entry: main
+  main:
+    input: {}
+    output:
+      from: "${verify.output}"
+      contract: Report
+    steps:
+      - id: patch
+        do: "Fix the bug"
+        out: Plan
+        scope:
+          files: ["src/**"]
+          create: ["src/*.rs"]
+      - id: fan
+        after: [patch]
+        fanout:
+          over: '${patch.output.items}'
+          concurrency: 1
+          isolation: worktree
+          require: all
+          merge: sequential
+          steps:
+            - do: "Write ${item}"
+              out: Report
+      - id: verify
+        after: [fan]
+        do: "Run the tests"
+        out: Report
+        route:
+          - {when: "!result.ok", goto: patch, max: 1, rollback: patch}
+"#;
+
+/// `patch` records what `src` held, edits `src/lib.rs`; each item writes
+/// `src/<n>.rs` in its worktree; `verify` fails the first round (after
+/// `VERIFY_EDIT`) and passes the second.
+fn worktree_rollback_agent(verify_edit: &str) -> String {
+    format!(
+        r#"n=$(cat .git/n 2>/dev/null || echo 0); case "$STRATUM_STEP_ID" in patch) n=$((n+1)); echo $n > .git/n; ls src > .git/ls$n; printf 'fn a() {{ try %s }}\n' $n > src/lib.rs; printf '{{"output": {{"ok": true, "items": ["x"]}}}}';; fan*) printf 'item\n' > src/item.rs; printf '{{"output": {{"ok": true}}}}';; *) if [ "$n" = 1 ]; then {verify_edit}; printf '{{"output": {{"ok": false}}}}'; else printf '{{"output": {{"ok": true}}}}'; fi;; esac"#
+    )
+}
+
+#[test]
+fn rollback_restores_the_files_a_worktree_fanout_merged() {
+    let r = Repo::new("wt-rollback", "");
+    std::fs::write(r.0.join("spec.stratum.yaml"), WORKTREE_ROLLBACK_SPEC).unwrap();
+    let ran = r.run(&worktree_rollback_agent("true"));
+    ran.completed();
+    // the second dispatch of `patch` found neither its first edit's file
+    // nor the file the fanout merged
+    assert_eq!(
+        r.read(".git/ls2").as_deref(),
+        Some("lib.rs\n"),
+        "the merged file was rolled back"
+    );
+    assert_eq!(
+        r.read("src/item.rs").as_deref(),
+        Some("item\n"),
+        "merged again"
+    );
+    assert_eq!(r.stratum_refs(), "");
+}
+
+#[test]
+fn a_merged_file_changed_since_the_merge_is_a_rollback_conflict() {
+    let r = Repo::new("wt-conflict", "");
+    std::fs::write(r.0.join("spec.stratum.yaml"), WORKTREE_ROLLBACK_SPEC).unwrap();
+    let ran = r.run(&worktree_rollback_agent(
+        "printf 'someone else\\n' > src/item.rs",
+    ));
+    assert_eq!(ran.code, 1, "{}", ran.context());
+    let reason = ran.doc()["failure"]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with("rollback_conflict: rolling back to `patch` left 1 path alone")
+            && reason.ends_with("src/item.rs"),
+        "{reason}"
+    );
+    assert_eq!(
+        r.read("src/item.rs").as_deref(),
+        Some("someone else\n"),
+        "not overwritten"
+    );
+    assert_eq!(
+        r.read("src/lib.rs").as_deref(),
+        Some("fn a() {}\n"),
+        "the patch was rolled back"
+    );
+    // a rollback puts back the working tree only: the merge's staging stays
+    let staged = git(&r.0, &["diff", "--cached", "--name-only"]);
+    assert!(staged.contains("src/item.rs"), "{staged}");
+    assert_eq!(r.stratum_refs(), "");
+}

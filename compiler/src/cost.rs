@@ -1281,7 +1281,22 @@ fn entries(flow: &FlowIr) -> (Vec<u64>, Vec<(u64, &[bool])>) {
             OnFailActionIr::Goto { target, max, .. } if target == reset.target => Some(max),
             _ => None,
         });
-        let fires: u64 = routes.chain(fails).fold(0u64, u64::saturating_add);
+        // X9: a fanout stage's `goto` routes the fanout step's failure back
+        let stage_fails: Vec<u64> = match &from.kind {
+            StepKindIr::Fanout { stages, .. } => stages
+                .iter()
+                .flat_map(|st| &st.on_fail)
+                .filter_map(|e| match e.action {
+                    OnFailActionIr::Goto { target, max, .. } if target == reset.target => Some(max),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let fires: u64 = routes
+            .chain(fails)
+            .chain(stage_fails)
+            .fold(0u64, u64::saturating_add);
         for (x, &m) in routed.iter_mut().zip(&reset.steps) {
             if m {
                 *x = x.saturating_add(fires);

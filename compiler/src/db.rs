@@ -619,7 +619,7 @@ shift_fields! {
     ast::Predicate => kind, span;
     ast::Iterate => max, until;
     ast::Gate => on_approve, on_revise, on_kill, max_rounds, prompt, show, options;
-    ast::Stage => span, task, out, ensure, attempts, when, artifacts, scope;
+    ast::Stage => span, task, out, ensure, attempts, when, artifacts, scope, on_fail;
     ast::Scope => span, files, create, max_changed_bytes;
     ast::WithEntry => key, value;
     ast::Step => span, id, construct_span, kind, after, when, out, ensure, attempts,
@@ -632,7 +632,7 @@ shift_fields! {
     ir::RefIr => span;
     ir::TemplateIr => pieces, span;
     ir::ExprIr => span;
-    ir::StageIr => task, ensure, when, artifacts, scope;
+    ir::StageIr => task, ensure, when, artifacts, scope, on_fail;
     ir::ScopeIr => files, create;
     ir::ArtifactIr => template;
     ir::IterateIr => until;

@@ -326,6 +326,8 @@ pub struct StageIr {
     pub artifacts: Vec<ArtifactIr>,
     /// `scope` (X11), resolved in the item's worktree when it has one.
     pub scope: Option<ScopeIr>,
+    /// `on_fail` (X9): `Continue` and `Goto` entries only (S0345).
+    pub on_fail: Vec<OnFailIr>,
 }
 
 /// A checked `scope` (X11): what a dispatch may change.

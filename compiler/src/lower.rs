@@ -497,6 +497,7 @@ impl Lowerer<'_> {
                         timeout_ms: st.timeout_ms.or(default_timeout),
                         artifacts: self.artifacts(t, &st.artifacts),
                         scope: st.scope.as_ref().map(|sc| self.scope(t, sc)),
+                        on_fail: self.on_fail_routes(t, &st.on_fail),
                     })
                     .collect();
                 StepKindDef::Fanout {

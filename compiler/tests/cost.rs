@@ -885,6 +885,36 @@ fn route_entries_are_a_sum_of_max_over_closures() {
     assert_eq!(c.dispatches.worst, Some(20.0));
 }
 
+/// X9: a fanout stage's `on_fail` goto (max 2 back to `a`) counts like a
+/// step's: its `max` is added to every step of the reset closure of the
+/// fanout step and its target (`a`, `f` and `z`, which comes after `f`).
+#[test]
+fn a_stage_on_fail_goto_adds_its_max_to_the_closure() {
+    let c = cost(
+        r#"  entry: main
+  main:
+    input: {}
+    output: {from: "${z.output}", contract: Out}
+    steps:
+      - {id: a, do: "A", out: List, attempts: 1}
+      - id: f
+        fanout:
+          over: "${a.output.items}"
+          concurrency: 1
+          isolation: none
+          require: all
+          merge: sequential
+          steps:
+            - do: "F ${item}"
+              out: Out
+              attempts: 1
+              on_fail: {goto: a, max: 2}
+      - {id: z, after: [f], do: "Z", out: Out, attempts: 1}
+"#,
+    );
+    assert_eq!(entries(&c), vec![("a", 3), ("f", 3), ("z", 3)]);
+}
+
 /// X9: `iterate` on a `run` step runs the called flow up to `max` times in
 /// the worst case (one pass at least).
 #[test]

@@ -128,7 +128,16 @@ impl FlowCtx<'_> {
                 ast::OnFailAction::Goto { target, .. } => Some(target),
                 ast::OnFailAction::Step(_) | ast::OnFailAction::Fail => None,
             });
-            for target in routes.chain(fails) {
+            // X9: a fanout stage's `goto` resets from the fanout step
+            let stage_fails = match &s.kind {
+                StepKind::Fanout(f) => f.stages.iter().flat_map(|st| &st.on_fail).collect(),
+                _ => Vec::new(),
+            };
+            let stage_fails = stage_fails.into_iter().filter_map(|e| match &e.action {
+                ast::OnFailAction::Goto { target, .. } => Some(target),
+                ast::OnFailAction::Step(_) | ast::OnFailAction::Fail => None,
+            });
+            for target in routes.chain(fails).chain(stage_fails) {
                 let Some(&t) = self.index.get(target.text.as_str()) else {
                     continue;
                 };

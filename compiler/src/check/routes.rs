@@ -107,6 +107,49 @@ impl<'a> Checker<'a> {
         ok.then_some(out)
     }
 
+    /// The checked `on_fail` entries of a stage of fanout step `i` (X9):
+    /// the step's rules (a `goto` names a strict ancestor of the fanout
+    /// step), and only `continue` and `goto` entries (S0345).
+    pub(super) fn stage_on_fail(
+        &mut self,
+        fc: &mut FlowCtx<'a>,
+        i: StepId,
+        entries: &'a [OnFailEntry],
+    ) -> Option<Vec<ir::OnFailIr>> {
+        let mut out = Vec::new();
+        let mut ok = true;
+        for e in entries {
+            let refused = match (&e.action, &e.rollback) {
+                (_, Some(r)) => Some((
+                    r.span,
+                    "`rollback` in a fanout stage's `on_fail`".to_string(),
+                )),
+                (OnFailAction::Step(n), None) if !super::continues::is_continue(fc, n) => Some((
+                    n.span,
+                    format!(
+                        "a fanout stage's `on_fail` names the recovery step `{}`",
+                        n.text
+                    ),
+                )),
+                _ => None,
+            };
+            if let Some((span, what)) = refused {
+                self.sink.push(
+                    Diagnostic::new(Code::StageOnFailForm, span, what)
+                        .with_note("a stage's `on_fail` is tried for one item: it takes `continue` and `{goto: STEP, max: N}` entries (a recovery step runs once for the flow, and rolling back from a stage is not built)")
+                        .with_help("put the recovery step (or the rollback) on the fanout step's own `on_fail`, or write `continue` or a `goto` here"),
+                );
+                ok = false;
+                continue;
+            }
+            match self.on_fail_entry(fc, i, e) {
+                Some(r) => out.push(r),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+
     fn on_fail_entry(
         &mut self,
         fc: &mut FlowCtx<'a>,

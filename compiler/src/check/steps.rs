@@ -465,7 +465,7 @@ impl<'a> Checker<'a> {
         fc: &mut FlowCtx<'a>,
         s: &ast::Step,
         i: StepId,
-        f: &ast::Fanout,
+        f: &'a ast::Fanout,
     ) -> Option<ir::StepKindIr> {
         let over = f.over.as_ref().and_then(|o| {
             let parsed = self.parses.template(&o.text);
@@ -529,6 +529,7 @@ impl<'a> Checker<'a> {
             self.changes_allowed = false;
             let artifacts = self.artifacts(fc, i, &st.artifacts, &stage_scope);
             let scope = self.scope(fc, i, st.scope.as_ref(), &stage_scope);
+            let on_fail = self.stage_on_fail(fc, i, &st.on_fail);
             let out = match own {
                 Type::Record(r) => Some(r),
                 _ => None,
@@ -538,8 +539,8 @@ impl<'a> Checker<'a> {
             } else {
                 Type::Any
             });
-            match (task, ensure, when, artifacts, scope) {
-                (Some(task), Some(ensure), w, Some(artifacts), Some(scope))
+            match (task, ensure, when, artifacts, scope, on_fail) {
+                (Some(task), Some(ensure), w, Some(artifacts), Some(scope), Some(on_fail))
                     if !matches!(w, Some(None)) =>
                 {
                     stages.push(ir::StageIr {
@@ -553,6 +554,7 @@ impl<'a> Checker<'a> {
                         timeout_ms: st.timeout_ms.map(|t| t.value),
                         artifacts,
                         scope,
+                        on_fail,
                     })
                 }
                 _ => ok = false,

@@ -107,6 +107,7 @@ codes! {
     ChangesOutsideScope = "S0342", Error, "`changes()` outside the `ensure` of a step or stage with `scope`";
     FencedChangeBudget = "S0343", Warning, "`max_changed_bytes` on a write fence that creates nothing";
     RollbackTarget = "S0344", Error, "a `rollback` target that is not a scoped `do` step finishing before the routing step";
+    StageOnFailForm = "S0345", Error, "a fanout stage's `on_fail` entry that names a recovery step or a `rollback`";
     UnknownCommand = "S0334", Warning, "an `exec` or `evaluate` command that the stratum.toml near the spec does not declare";
     ExecArgNotText = "S0335", Error, "an `exec` argument that does not render to text or a list of texts";
     ExecExitStatus = "S0336", Error, "an `exec.expect_exit` that is not an exit status 0..=255";

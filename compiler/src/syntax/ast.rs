@@ -370,6 +370,9 @@ pub struct Stage {
     pub artifacts: Vec<Str>,
     /// `scope`: what the stage's dispatch may change (X11).
     pub scope: Option<Scope>,
+    /// `on_fail` (X9): what an item does when its attempts at this stage
+    /// run out (empty: the item fails).
+    pub on_fail: Vec<OnFailEntry>,
 }
 
 /// `fanout: {...}`.

@@ -156,6 +156,15 @@ pub enum EventKind {
         item_index: u32,
         stage: u32,
     },
+    /// A fanout item's stage failed for good and its `on_fail: continue`
+    /// (X9) handled the failure: the item ends failed without running its
+    /// later stages, and `require` counts it as met.
+    FanoutItemContinued {
+        #[serde(rename = "itemIndex")]
+        item_index: u32,
+        stage: u32,
+        failure: Failure,
+    },
     /// An attempt of a fanout item ended.
     FanoutAttemptResult {
         #[serde(rename = "itemIndex")]
@@ -478,6 +487,7 @@ impl EventKind {
             EventKind::FanoutLedgerDebit { .. } => "fanout_ledger_debit",
             EventKind::FanoutItemReady { .. } => "fanout_item_ready",
             EventKind::FanoutItemSkipped { .. } => "fanout_item_skipped",
+            EventKind::FanoutItemContinued { .. } => "fanout_item_continued",
             EventKind::FanoutAttemptResult { .. } => "fanout_attempt_result",
             EventKind::FanoutMerge { .. } => "fanout_merge",
             EventKind::WorktreeCreated { .. } => "worktree_created",
@@ -537,6 +547,7 @@ impl EventKind {
             EventKind::FanoutLedgerDebit { .. } => "item (`fan/3`)",
             EventKind::FanoutItemReady { .. }
             | EventKind::FanoutItemSkipped { .. }
+            | EventKind::FanoutItemContinued { .. }
             | EventKind::FanoutAttemptResult { .. }
             | EventKind::FanoutMerge { .. }
             | EventKind::WorktreeCreated { .. }
@@ -806,6 +817,11 @@ impl EventKind {
             EventKind::FanoutItemSkipped {
                 item_index: 3,
                 stage: 1,
+            },
+            EventKind::FanoutItemContinued {
+                item_index: 3,
+                stage: 0,
+                failure: Self::failure_example(),
             },
             EventKind::FanoutAttemptResult {
                 item_index: 3,

@@ -206,6 +206,10 @@ pub struct ItemState {
     /// what a rollback undoes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry_snapshot: Option<String>,
+    /// The item's stage failed for good and its `on_fail: continue` (X9)
+    /// handled it: the item is failed, and `require` counts it as met.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -772,6 +776,12 @@ pub fn route_key(flow: u32, step: u32, route: u32) -> String {
 /// (X9): `flow/step/on_fail/entry` by plan index.
 pub fn on_fail_key(flow: u32, step: u32, entry: u32) -> String {
     format!("{flow}/{step}/on_fail/{entry}")
+}
+
+/// The `routes_fired` key of `on_fail` entry `entry` of stage `stage` of
+/// fanout step `step` (X9; one counter per plan entry, whichever item takes it).
+pub fn stage_on_fail_key(flow: u32, step: u32, stage: u32, entry: u32) -> String {
+    format!("{flow}/{step}/stage/{stage}/on_fail/{entry}")
 }
 
 /// A whole run in memory.

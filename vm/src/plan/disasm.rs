@@ -344,6 +344,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
                     }
                     artifacts_listing(plan, flow, &stage.artifacts, "        ", out);
                     scope_listing(plan, flow, stage.scope.as_ref(), "        ", out);
+                    on_fail_listing(plan, flow, &stage.on_fail, "        ", out);
                 }
                 for p in pre_merge {
                     let _ = writeln!(out, "      pre_merge {:?}", s(*p));
@@ -403,25 +404,7 @@ fn flow_listing(plan: &Plan, flow: &FlowDef, out: &mut String) {
         }
         artifacts_listing(plan, flow, &st.artifacts, "    ", out);
         scope_listing(plan, flow, st.scope.as_ref(), "    ", out);
-        for e in &st.on_fail_routes {
-            let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"))
-                + &e.rollback.map_or(String::new(), |r| {
-                    format!(" rollback {}", step_name(plan, flow, r))
-                });
-            let _ = match e.action {
-                super::OnFailAction::Step(s) => {
-                    writeln!(out, "    on_fail{when} {}", step_name(plan, flow, s))
-                }
-                super::OnFailAction::Continue => writeln!(out, "    on_fail{when} continue"),
-                super::OnFailAction::Goto { target, max, note } => writeln!(
-                    out,
-                    "    on_fail{when} goto {} max {max}{}",
-                    step_name(plan, flow, target),
-                    note.map_or(String::new(), |n| format!(" note template {n}"))
-                ),
-                super::OnFailAction::Fail => writeln!(out, "    on_fail{when} fail"),
-            };
-        }
+        on_fail_listing(plan, flow, &st.on_fail_routes, "    ", out);
         for r in &st.routes {
             if let Some(rb) = r.rollback {
                 let _ = writeln!(out, "    route rollback {}", step_name(plan, flow, rb));
@@ -627,5 +610,34 @@ fn with_text(plan: &Plan, flow: &FlowDef, node: u32) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+    }
+}
+
+/// X9 `on_fail` entries of a step or a fanout stage, one line each.
+fn on_fail_listing(
+    plan: &Plan,
+    flow: &FlowDef,
+    entries: &[super::OnFailDef],
+    indent: &str,
+    out: &mut String,
+) {
+    for e in entries {
+        let when = e.when.map_or(String::new(), |c| format!(" when chunk {c}"))
+            + &e.rollback.map_or(String::new(), |r| {
+                format!(" rollback {}", step_name(plan, flow, r))
+            });
+        let _ = match e.action {
+            super::OnFailAction::Step(s) => {
+                writeln!(out, "{indent}on_fail{when} {}", step_name(plan, flow, s))
+            }
+            super::OnFailAction::Continue => writeln!(out, "{indent}on_fail{when} continue"),
+            super::OnFailAction::Goto { target, max, note } => writeln!(
+                out,
+                "{indent}on_fail{when} goto {} max {max}{}",
+                step_name(plan, flow, target),
+                note.map_or(String::new(), |n| format!(" note template {n}"))
+            ),
+            super::OnFailAction::Fail => writeln!(out, "{indent}on_fail{when} fail"),
+        };
     }
 }

@@ -24,7 +24,7 @@ use super::verify::{VerifyError, verify};
 pub const MAGIC: &[u8; 8] = b"STRATUMP";
 /// Version of the plan format this binary writes (bump on any change to the
 /// data types or opcodes, and teach [`decode_raw`] the previous one).
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// The oldest format version this binary still reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes before the body.
@@ -196,13 +196,15 @@ fn load_versioned(version: u16, body: &[u8]) -> Result<Plan, LoadError> {
 /// current plan types. Each retired layout gets an arm here that decodes its
 /// own (frozen) types and migrates them, one version at a time: version 1
 /// ([`super::v1`], before X7's dispatch leases), version 2 ([`super::v2`],
-/// before language 1.1 part one), version 3 ([`super::v3`], before part two)
-/// and version 4, the current layout.
+/// before language 1.1 part one), version 3 ([`super::v3`], before part two),
+/// version 4 ([`super::v4`], before `on_fail` on fanout stages) and version
+/// 5, the current layout.
 fn decode_raw(version: u16, raw: &[u8]) -> Result<Plan, LoadError> {
     match version {
         1 => decode_whole::<super::v1::Plan>(raw).map(|v1| v1.migrate().migrate().migrate()),
         2 => decode_whole::<super::v2::Plan>(raw).map(|v2| v2.migrate().migrate()),
         3 => decode_whole::<super::v3::Plan>(raw).map(super::v3::Plan::migrate),
+        4 => decode_whole::<super::v4::Plan>(raw).map(super::v4::Plan::migrate),
         FORMAT_VERSION => decode_whole::<Plan>(raw),
         found => Err(LoadError::UnsupportedVersion { found }),
     }

@@ -258,6 +258,11 @@ impl Resolver<'_> {
             "artifacts": self.artifacts(&s.artifacts),
         });
         self.scope(&mut v, s.scope.as_ref());
+        // X9: only stages with `on_fail` carry the key (older stages keep their hash)
+        if let (false, Value::Object(m)) = (s.on_fail.is_empty(), &mut v) {
+            let entries = s.on_fail.iter().map(|e| self.on_fail(e)).collect();
+            m.insert("onFail".into(), Value::Array(entries));
+        }
         v
     }
 

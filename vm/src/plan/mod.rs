@@ -17,6 +17,7 @@ pub mod op;
 mod v1;
 mod v2;
 mod v3;
+mod v4;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};
@@ -535,6 +536,11 @@ pub struct StageDef {
     pub artifacts: Vec<ArtifactDef>,
     /// `scope` of the stage (X11), resolved in the item's worktree.
     pub scope: Option<ScopeDef>,
+    /// `on_fail` of the stage (X9), tried in order once an item's attempts
+    /// at this stage run out: `Continue` and `Goto` entries, each with an
+    /// optional `when` over `failure` (never `Step` or `Fail`: the compiler
+    /// refuses them on stages). Empty in plans of format 4 and older.
+    pub on_fail: Vec<OnFailDef>,
 }
 
 /// A `scope` (X11): what one dispatch may change in its git working tree.

@@ -309,6 +309,7 @@ impl StageDef {
             timeout_ms: self.timeout_ms,
             artifacts: self.artifacts,
             scope: None,
+            on_fail: Vec::new(),
         }
     }
 }

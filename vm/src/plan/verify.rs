@@ -225,28 +225,7 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
             return v.fail("only `do` steps and fanout stages have a `scope`");
         }
         scope_ok(v, s.scope.as_ref())?;
-        for e in &s.on_fail_routes {
-            if let Some(c) = e.when {
-                chunk_ok(v, c)?;
-            }
-            match e.action {
-                OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
-                OnFailAction::Continue => {}
-                OnFailAction::Fail if e.rollback.is_none() => {
-                    return v.fail("an `on_fail` entry that only fails names its rollback target");
-                }
-                OnFailAction::Fail => {}
-                OnFailAction::Goto { target, note, .. } => {
-                    v.idx(target, n, "on_fail goto target")?;
-                    if target as usize >= si {
-                        return v.fail("an `on_fail` goto goes back to an earlier step");
-                    }
-                    if let Some(t) = note {
-                        template_ok(v, t)?;
-                    }
-                }
-            }
-        }
+        on_fail_entries(v, &s.on_fail_routes, flow, si)?;
         for r in &s.routes {
             chunk_ok(v, r.when)?;
             match r.action {
@@ -323,6 +302,16 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                         chunk_ok(v, c)?;
                     }
                     predicates(v, &st.ensure, flow)?;
+                    // X9: a stage takes `continue` and `goto` entries only
+                    if st.on_fail.iter().any(|e| {
+                        matches!(e.action, OnFailAction::Step(_) | OnFailAction::Fail)
+                            || e.rollback.is_some()
+                    }) {
+                        return v.fail(
+                            "a fanout stage's `on_fail` entries are `continue` or `goto` only",
+                        );
+                    }
+                    on_fail_entries(v, &st.on_fail, flow, si)?;
                 }
                 for p in pre_merge {
                     v.s(*p)?;
@@ -353,6 +342,35 @@ fn verify_flow(v: &mut V<'_>, flow: &FlowDef, fi: usize) -> R {
                 }
                 if let Some(t) = input {
                     v.idx(*t, flow.templates.len(), "evaluate input template")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The X9 `on_fail` entries of step `si` (or of one of its fanout stages):
+/// conditions, targets (earlier steps) and notes in range.
+fn on_fail_entries(v: &V<'_>, entries: &[OnFailDef], flow: &FlowDef, si: usize) -> R {
+    let n = flow.steps.len();
+    for e in entries {
+        if let Some(c) = e.when {
+            v.idx(c, flow.chunks.len(), "chunk")?;
+        }
+        match e.action {
+            OnFailAction::Step(t) => v.idx(t, n, "on_fail target")?,
+            OnFailAction::Continue => {}
+            OnFailAction::Fail if e.rollback.is_none() => {
+                return v.fail("an `on_fail` entry that only fails names its rollback target");
+            }
+            OnFailAction::Fail => {}
+            OnFailAction::Goto { target, note, .. } => {
+                v.idx(target, n, "on_fail goto target")?;
+                if target as usize >= si {
+                    return v.fail("an `on_fail` goto goes back to an earlier step");
+                }
+                if let Some(t) = note {
+                    v.idx(t, flow.templates.len(), "template")?;
                 }
             }
         }

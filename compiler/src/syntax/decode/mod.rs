@@ -68,6 +68,7 @@ pub const STAGE_FIELDS: &[&str] = &[
     "timeout_ms",
     "artifacts",
     "scope",
+    "on_fail",
 ];
 /// Keys of `scope` (X11).
 pub const SCOPE_FIELDS: &[&str] = &["files", "create", "max_changed_bytes"];

@@ -540,6 +540,10 @@ impl Decoder<'_> {
                 .map(|a| self.string_list(&a.value, "`artifacts`"))
                 .unwrap_or_default(),
             scope: obj.get("scope").and_then(|sc| self.scope(sc)),
+            on_fail: obj
+                .get("on_fail")
+                .map(|f| self.on_fail(&f.value).0)
+                .unwrap_or_default(),
         })
     }
 }

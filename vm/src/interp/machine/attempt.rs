@@ -60,7 +60,8 @@ impl Transition<'_> {
         self.changes_seen = None;
         self.diff_seen = None;
         if let Some(k) = slot.item {
-            if self.item(slot.at, k).status.is_terminal() {
+            // an item's stage `on_fail` `goto` (X9) may have reset the fanout
+            if self.item_ended(slot.at, k) {
                 self.drop_worktree(slot.at, k);
             }
             self.pump(slot.at);
@@ -68,6 +69,15 @@ impl Transition<'_> {
         if shared {
             self.wake_scoped();
         }
+    }
+
+    /// Whether item `k` of `at` exists and has ended (a stage `on_fail`
+    /// `goto` resets the fanout, and its items are gone).
+    pub(super) fn item_ended(&self, at: StepAt, k: u32) -> bool {
+        self.st(at)
+            .items
+            .get(k as usize)
+            .is_some_and(|it| it.status.is_terminal())
     }
 
     /// The snapshot of the dispatch that reported (X11), cleared from its row.
@@ -268,13 +278,16 @@ impl Transition<'_> {
                 let it = self.item_mut(slot.at, k);
                 it.token = None;
                 it.last_output = output;
-                it.failure = Some(failure);
-                let status = if again {
-                    StepStatus::Pending
-                } else {
-                    StepStatus::Failed
-                };
-                self.set_item_status(slot.at, k, status);
+                it.failure = Some(failure.clone());
+                if again {
+                    self.set_item_status(slot.at, k, StepStatus::Pending);
+                    return;
+                }
+                self.set_item_status(slot.at, k, StepStatus::Failed);
+                // X9: the stage's `on_fail` (a `goto` resets the whole fanout)
+                if let Err(failure) = self.route_item_failure(slot.at, k, failure) {
+                    self.item_mut(slot.at, k).failure = Some(failure);
+                }
             }
         }
     }

@@ -5,7 +5,8 @@
 //! Owns: starting a fanout, promoting items to ready, issuing an item's
 //! stage (stage `when`s, rendering, reserving), settling the fanout, and
 //! every worktree's life (made on first issue, always removed).
-//! Must never: report an item's attempt (the attempt path does), or route a
+//! Must never: report an item's attempt (the attempt path does), route an
+//! item's failure by its stage's `on_fail` (`on_fail` does), or route a
 //! merge error to `on_fail` (it fails the run).
 
 use serde_json::Value;
@@ -210,9 +211,10 @@ impl<'a> Transition<'a> {
         };
         let items = &self.st(at).items;
         let n = items.len();
+        // X9: an item a stage's `on_fail: continue` handled counts as met
         let ok = items
             .iter()
-            .filter(|it| it.status == StepStatus::Succeeded)
+            .filter(|it| it.status == StepStatus::Succeeded || it.continued)
             .count();
         let needed = match require {
             Require::All => n,
@@ -225,9 +227,14 @@ impl<'a> Transition<'a> {
                 Require::Any => "any".to_string(),
                 Require::AtLeast(k) => k.to_string(),
             };
+            let counted = if items.iter().any(|it| it.continued) {
+                "succeeded or continued"
+            } else {
+                "succeeded"
+            };
             return self.fail_forced(
                 at,
-                format!("fanout require {r} not met ({ok}/{n} succeeded)"),
+                format!("fanout require {r} not met ({ok}/{n} {counted})"),
             );
         }
         let output = Value::Array(
@@ -377,6 +384,11 @@ impl<'a> Transition<'a> {
             .filter_map(|(k, it)| it.patch.clone().map(|p| (k as u32, p)))
             .collect();
         let items: Vec<u32> = patches.iter().map(|(k, _)| *k).collect();
+        // X11: the merge is a patch of the workspace a rollback undoes
+        let before = match self.merge_snapshot(at, !patches.is_empty()) {
+            Ok(tree) => tree,
+            Err(e) => return self.merge_failed(at, e),
+        };
         let result = self.host.worktree_merge(&commands, &patches);
         let kind = EventKind::FanoutMerge {
             items,
@@ -386,8 +398,16 @@ impl<'a> Transition<'a> {
         };
         self.event(kind, Some(self.sid(at)));
         let Err(e) = result else {
-            return true;
+            return match before.map(|tree| self.record_merge(at, tree)) {
+                Some(Err(e)) => self.merge_failed(at, e),
+                _ => true,
+            };
         };
+        self.merge_failed(at, e.to_string())
+    }
+
+    /// A merge that failed: the fanout and the run fail (false).
+    fn merge_failed(&mut self, at: StepAt, e: String) -> bool {
         let attempt = self.st(at).attempts.max(1);
         let failure = Failure::new(attempt, format!("fanout merge failed: {e}"));
         let result = crate::interp::event::AttemptResult::Failure {

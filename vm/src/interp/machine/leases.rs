@@ -289,7 +289,7 @@ impl Transition<'_> {
         self.end_lease(slot);
         self.attempt_failed(slot, failure, None, Retry::Never);
         if let Some(k) = slot.item {
-            if self.item(slot.at, k).status.is_terminal() {
+            if self.item_ended(slot.at, k) {
                 self.drop_worktree(slot.at, k);
             }
             self.pump(slot.at);

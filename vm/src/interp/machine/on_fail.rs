@@ -4,10 +4,17 @@
 //! which restores the tree and fails; a list of entries, each with an
 //! optional `when` over `failure`, tried in order).
 //!
+//! Fanout stages take the same entries (X9, issue 15): when an item's
+//! attempts at a stage run out, the stage's `on_fail` is tried the same way;
+//! `continue` ends the item failed-but-handled (its later stages do not run,
+//! `require` counts it as met), a `goto` routes the whole fanout's failure
+//! back to a strict ancestor of the fanout step (its reset closure holds
+//! the fanout, so every item starts again).
+//!
 //! Owns: the on_fail routing rule, in one place — which entry takes the
 //! failure (the plain forms first; then the X9 entries in order; a `when`
 //! that does not hold, or a spent `goto`, passes to the next entry) and
-//! what taking it does to the run.
+//! what taking it does to the run, for steps and for fanout stages.
 //! Must never: decide that a step failed (`attempt` does), fail the parent
 //! or the run (`exhaust` does when no entry takes the failure), or give a
 //! firing back (counters live in the run header, like routes').
@@ -18,8 +25,8 @@ use super::Transition;
 use super::routes::{ROUTE_ERROR, ROUTE_EXHAUSTED};
 use super::values::ResultSel;
 use crate::eval::value::type_name;
-use crate::interp::{EventKind, Failure, PreviousRoute, StepAt, on_fail_key};
-use crate::plan::OnFailAction;
+use crate::interp::{EventKind, Failure, PreviousRoute, StepAt, on_fail_key, stage_on_fail_key};
+use crate::plan::{OnFailAction, OnFailDef, StepKindDef};
 
 /// Which `on_fail` entry took a failure.
 enum Taken {
@@ -72,32 +79,100 @@ impl Transition<'_> {
                 count,
                 max,
                 note,
-            } => {
-                let kind = EventKind::RoutedBack {
-                    route: entry,
-                    from: self.own_id(at).to_string(),
-                    to: self.own_id(at.sibling(target)).to_string(),
-                    count,
-                    max,
-                    note: note.clone(),
-                    on_fail: true,
-                };
-                self.event(kind, Some(self.sid(at)));
-                // the failing step is in its target's closure: it runs again
-                self.reset(at, target, "on_fail");
-                let previous = PreviousRoute {
-                    from: self.own_id(at).to_string(),
-                    note,
-                    output: Value::Null,
-                    failure: Some(failure),
-                };
-                self.st_mut(at.sibling(target)).previous_route = Some(previous);
-            }
+            } => self.go_back(at, (entry, target, count, max), note, failure),
         }
         Ok(())
     }
 
-    /// The entry that takes `failure`, counted when it is a `goto`.
+    /// A `goto` entry took the failure of step `at` (or of one of its
+    /// items): `routed_back`, the reset of the target's closure (which holds
+    /// `at`, so it runs again) and the target's `previousRoute`.
+    fn go_back(
+        &mut self,
+        at: StepAt,
+        (entry, target, count, max): (u32, u32, u32, u32),
+        note: Option<String>,
+        failure: Failure,
+    ) {
+        let kind = EventKind::RoutedBack {
+            route: entry,
+            from: self.own_id(at).to_string(),
+            to: self.own_id(at.sibling(target)).to_string(),
+            count,
+            max,
+            note: note.clone(),
+            on_fail: true,
+        };
+        self.event(kind, Some(self.sid(at)));
+        self.reset(at, target, "on_fail");
+        let previous = PreviousRoute {
+            from: self.own_id(at).to_string(),
+            note,
+            output: Value::Null,
+            failure: Some(failure),
+        };
+        self.st_mut(at.sibling(target)).previous_route = Some(previous);
+    }
+
+    /// Routes the failure of item `k` of fanout `at` at its current stage
+    /// (its attempts there ran out; the item's row says `failed`) by the
+    /// stage's `on_fail`. `Ok(true)`: a `goto` took it and the fanout was
+    /// reset (item `k` no longer exists); `Ok(false)`: `continue` took it.
+    /// `Err` gives the failure back (reworded when a `goto` was spent or a
+    /// `when` errored) when no entry takes it: the item stays failed.
+    pub(super) fn route_item_failure(
+        &mut self,
+        at: StepAt,
+        k: u32,
+        failure: Failure,
+    ) -> Result<bool, Failure> {
+        let stage = self.item(at, k).stage;
+        let entries: &[OnFailDef] = match &self.def(at).kind {
+            StepKindDef::Fanout { stages, .. } => stages
+                .get(stage as usize)
+                .map_or(&[], |s| s.on_fail.as_slice()),
+            _ => &[],
+        };
+        if entries.is_empty() {
+            return Err(failure);
+        }
+        let flow = self.frame(at.frame).flow;
+        let key = |e: u32| stage_on_fail_key(flow, at.step, stage, e);
+        let (taken, failure) = self.take_entry(at, entries, key, failure)?;
+        match taken {
+            Taken::Continue => {
+                let it = self.item_mut(at, k);
+                it.continued = true;
+                it.failure = Some(failure.clone());
+                let kind = EventKind::FanoutItemContinued {
+                    item_index: k,
+                    stage,
+                    failure,
+                };
+                self.event(kind, Some(self.sid(at)));
+                Ok(false)
+            }
+            Taken::Goto {
+                entry,
+                target,
+                count,
+                max,
+                note,
+            } => {
+                // the target reads which item failed, and where
+                let failure = Failure {
+                    reason: format!("item {k} (stage {stage}): {}", failure.reason),
+                    ..failure
+                };
+                self.go_back(at, (entry, target, count, max), note, failure);
+                Ok(true)
+            }
+            // the compiler and the verifier refuse `STEP` entries on stages
+            Taken::Step(_) => Err(failure),
+        }
+    }
+
+    /// The entry of step `at` that takes `failure`, counted when it is a `goto`.
     fn take_failure(&mut self, at: StepAt, failure: Failure) -> Result<(Taken, Failure), Failure> {
         let def = self.def(at);
         if let Some(t) = def.on_fail {
@@ -106,8 +181,22 @@ impl Transition<'_> {
         if def.on_fail_continue {
             return Ok((Taken::Continue, failure));
         }
+        let flow = self.frame(at.frame).flow;
+        let key = |e: u32| on_fail_key(flow, at.step, e);
+        self.take_entry(at, &def.on_fail_routes, key, failure)
+    }
+
+    /// The first of `entries` (of step `at`, or of one of its stages) that
+    /// takes `failure`; `key` names an entry's counter in `routes_fired`.
+    fn take_entry(
+        &mut self,
+        at: StepAt,
+        entries: &[OnFailDef],
+        key: impl Fn(u32) -> String,
+        failure: Failure,
+    ) -> Result<(Taken, Failure), Failure> {
         let mut spent: Option<String> = None;
-        for (k, e) in def.on_fail_routes.iter().enumerate() {
+        for (k, e) in entries.iter().enumerate() {
             let n = k as u32 + 1;
             if let Some(c) = e.when {
                 match self.failure_holds(at, c, &failure) {
@@ -129,7 +218,7 @@ impl Transition<'_> {
                     return Err(failure);
                 }
             };
-            let key = on_fail_key(self.frame(at.frame).flow, at.step, k as u32);
+            let key = key(k as u32);
             let fired = self.run.header.routes_fired.get(&key).copied().unwrap_or(0);
             let to = self.own_id(at.sibling(target));
             if fired >= max {

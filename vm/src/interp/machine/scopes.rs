@@ -536,6 +536,54 @@ impl Transition<'_> {
         self.event(EventKind::PatchRecorded(record), Some(id));
     }
 
+    /// The workspace's snapshot before a worktree fanout merges its items'
+    /// patches (X11), when the plan has scopes (so a rollback may undo the
+    /// merge) and there is something to merge; `Err` when the host could
+    /// not take it (the merge then fails).
+    pub(super) fn merge_snapshot(
+        &mut self,
+        at: StepAt,
+        any: bool,
+    ) -> Result<Option<String>, String> {
+        if !any || !has_scopes(self.plan) {
+            return Ok(None);
+        }
+        let run_id = self.run.header.id.clone();
+        let name = format!("{}-e{}-merge-before", self.sid(at), self.st(at).epoch);
+        self.host
+            .snapshot(FileRoot::Workspace, &run_id, &name)
+            .map(Some)
+            .map_err(|e| format!("cannot snapshot the workspace before the merge: {e}"))
+    }
+
+    /// The merged patches as one entry of the run's patch log (X11), so a
+    /// rollback to a step before the fanout restores the files the merge
+    /// changed, with the same conflict checks as a scoped dispatch's patch.
+    /// `Err` when the host could not diff it (the fanout then fails: a
+    /// later rollback would not know what to undo).
+    pub(super) fn record_merge(&mut self, at: StepAt, before: String) -> Result<(), String> {
+        let run_id = self.run.header.id.clone();
+        let name = format!("{}-e{}-merge-after", self.sid(at), self.st(at).epoch);
+        let diff = self
+            .host
+            .snapshot_diff(FileRoot::Workspace, &before, &run_id, &name)
+            .map_err(|e| format!("cannot diff the workspace after the merge: {e}"))?;
+        let files = diff
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.after.clone()))
+            .collect();
+        let entry = PatchRef {
+            step: self.sid(at),
+            attempt: self.st(at).attempts.max(1),
+            tree_before: before,
+            tree_after: diff.tree,
+            files,
+        };
+        self.run.header.patch_log.push(entry);
+        Ok(())
+    }
+
     /// The run ended: its snapshot refs go (the trees may then be pruned).
     pub(super) fn drop_snapshots(&mut self) {
         if has_scopes(self.plan) {
