@@ -206,6 +206,31 @@ fn unknown_keys_are_rejected_everywhere() {
     let mut doc = base.clone();
     doc["flows"]["main"]["steps"][0]["agent"] = json!("gpt");
     cases.push(json!({"name": "unknown agent", "instance": doc, "valid": false}));
+    // X9 on a fanout stage: `continue` and `goto` entries, never a recovery
+    // step or a `rollback` (S0345)
+    let stage_on_fail = [
+        (json!("continue"), true),
+        (json!({"goto": "start", "max": 1, "note": "again"}), true),
+        (json!(["continue"]), true),
+        (
+            json!([{"when": "true", "goto": "start", "max": 2}, "continue"]),
+            true,
+        ),
+        (json!("recover"), false),
+        (
+            json!({"goto": "start", "max": 1, "rollback": "start"}),
+            false,
+        ),
+        (json!({"rollback": "start"}), false),
+        (json!(["recover"]), false),
+    ];
+    for (form, valid) in stage_on_fail {
+        let mut doc = base.clone();
+        doc["flows"]["main"]["steps"][3]["fanout"]["steps"][0]["on_fail"] = form.clone();
+        cases.push(
+            json!({"name": format!("stage on_fail {form}"), "instance": doc, "valid": valid}),
+        );
+    }
     let mut doc = base;
     doc["version"] = json!("1");
     cases.push(json!({"name": "version as a string", "instance": doc, "valid": false}));

@@ -383,7 +383,33 @@ fn step() -> Json {
 }
 
 fn stage() -> Json {
-    strict(STAGE_FIELDS, &["do"], value_of)
+    strict(STAGE_FIELDS, &["do"], |k| match k {
+        "on_fail" => stage_on_fail(),
+        _ => value_of(k),
+    })
+}
+
+/// X9 on a fanout stage: `continue`, a `goto` entry, or a list of those
+/// whose mappings may carry `when` (a recovery step or a `rollback` is
+/// S0345 there, so the schema does not offer them).
+fn stage_on_fail() -> Json {
+    let goto = |keys: &[&str]| {
+        strict(keys, &["goto", "max"], |k| match k {
+            "goto" => step_id(),
+            "max" => pos_int(),
+            _ => string(),
+        })
+    };
+    let when = "A condition over `failure` (`{reason, violations}`), `input` and `steps`: the entry takes the item's failure when it holds.";
+    let cont = json!({"const": "continue"});
+    json!({"oneOf": [
+        cont.clone(),
+        goto(&["goto", "max", "note"]),
+        {"type": "array", "minItems": 1, "items": {"oneOf": [
+            cont,
+            entry_when(goto(&["when", "goto", "max", "note"]), when),
+        ]}},
+    ]})
 }
 
 fn flow() -> Json {
