@@ -112,13 +112,7 @@ impl Scratch {
     /// `url` (`[store] url` in the home's `stratum.toml`).
     fn on_postgres(tag: &str, url: &str) -> Scratch {
         let s = Scratch::new(tag);
-        let home = s.0.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(
-            home.join("stratum.toml"),
-            format!("[store]\nurl = \"{url}\"\n"),
-        )
-        .unwrap();
+        support::home_on_store(&s.0.join("home"), url);
         s
     }
 

@@ -166,12 +166,7 @@ fn paused_run_in(name: &str, url: Option<&str>) -> (PathBuf, PathBuf, String) {
     let dir = support::scratch("ui", name);
     let home = dir.join("home");
     if let Some(url) = url {
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(
-            home.join("stratum.toml"),
-            format!("[store]\nurl = \"{url}\"\n"),
-        )
-        .unwrap();
+        support::home_on_store(&home, url);
     }
     std::fs::write(dir.join("gated.stratum.yaml"), GATED).unwrap();
     let (code, stdout, stderr) = support::stratumc_in(

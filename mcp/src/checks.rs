@@ -100,15 +100,12 @@ pub enum Before {
 impl Checks {
     /// What a call of `tool` on `run` meets (a waiting verdict is taken).
     pub fn before(&mut self, tool: &str, run: &str) -> Before {
+        if let Some(v) = self.take_verdict(run) {
+            return Before::Verdict(v);
+        }
         let Some(job) = self.runs.get(run) else {
             return Before::Free;
         };
-        if job.verdict.is_some() {
-            return match self.runs.remove(run).and_then(|j| j.verdict) {
-                Some(v) => Before::Verdict(v),
-                None => Before::Free,
-            };
-        }
         if DURING_CHECKS.contains(&tool) {
             return Before::Free;
         }
@@ -254,13 +251,7 @@ pub fn report_on_side(
         return false;
     };
     ctx.host.stop = Some(probe);
-    for (id, token, report, receipt) in reports {
-        if let Some(receipt) = receipt {
-            // a refusal (the run moved on) changes nothing; the report decides
-            let _ = engine.usage_report(run, receipt, &mut ctx.host);
-        }
-        let _ = engine.report(run, id, Some(token), report, &mut ctx.host);
-    }
+    crate::driver::report_each(&mut engine, &mut ctx.host, run, reports);
     true
 }
 

@@ -400,15 +400,25 @@ fn report_all(state: &mut State, run_id: &str, reports: Vec<Reported>) {
     let Ok(access) = state.run(run_id) else {
         return;
     };
+    report_each(access.engine, access.host, run_id, &reports);
+}
+
+/// The worker's results, one report each (a connector run's usage receipt
+/// first), through `engine`: the state's, or one on a connection of its
+/// own (`crate::checks::report_on_side`). A refusal (the run moved on
+/// meanwhile: cancelled, reverted) changes nothing.
+pub fn report_each(
+    engine: &mut stratum_vm::engine::Engine,
+    host: &mut stratum_vm::host::StdHost,
+    run_id: &str,
+    reports: &[Reported],
+) {
     for (id, token, report, receipt) in reports {
         if let Some(receipt) = receipt {
-            // a refusal (the run moved on) changes nothing; the report decides
-            let _ = access.engine.usage_report(run_id, &receipt, access.host);
+            // the report decides; a refused receipt changes nothing
+            let _ = engine.usage_report(run_id, receipt, host);
         }
-        // a refusal (the run moved on meanwhile: cancelled, reverted) changes nothing
-        let _ = access
-            .engine
-            .report(run_id, &id, Some(&token), &report, access.host);
+        let _ = engine.report(run_id, id, Some(token), report, host);
     }
 }
 

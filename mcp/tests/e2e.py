@@ -1512,21 +1512,7 @@ async def x12_exec_ensure_receipts_are_in_the_audit():
             ("write", "made", 1), ("write", "made", 0)], audit["receipts"]
 
 
-SLOW_EXEC = """version: 1
-contracts:
-  R: {value: string}
-flows:
-  entry: main
-  main:
-    input: {}
-    output: {from: "${write.output}", contract: R}
-    steps:
-      - id: write
-        do: "write report.md"
-        out: R
-        ensure:
-          - exec: {run: slow, args: ["report.md"]}
-"""
+SLOW_EXEC = EXEC.replace("run: made", "run: slow")
 
 
 @test

@@ -205,6 +205,17 @@ pub fn chromium() -> Option<PathBuf> {
     None
 }
 
+/// Makes every command with STRATUM_HOME=`home` keep its runs in the
+/// store at `url` (`[store] url` in the home's `stratum.toml`).
+pub fn home_on_store(home: &Path, url: &str) {
+    std::fs::create_dir_all(home).expect("the home is writable");
+    std::fs::write(
+        home.join("stratum.toml"),
+        format!("[store]\nurl = \"{url}\"\n"),
+    )
+    .expect("the home's stratum.toml is writable");
+}
+
 /// The URL of a new, empty schema on the PostgreSQL test server
 /// (`STRATUM_TEST_PG`, which `scripts/test.sh` sets), for a test that runs
 /// the binary with `STRATUM_STORE` pointing at it. `None` (with a printed
